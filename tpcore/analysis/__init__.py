@@ -1,0 +1,1 @@
+"""Analysis of trained models: circuits, attention maps, probes, plots."""

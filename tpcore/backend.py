@@ -1,0 +1,113 @@
+"""Array-module selection: NumPy by default, CuPy on request.
+
+Every compute path asks this module for its array module, either from its inputs
+(``xp = xp_of(x)``) or from the active backend (``get_xp()``), so the same code runs on both.
+
+The backend is chosen by ``set_backend("numpy" | "cupy")`` or, before the first call, by the
+``TPCORE_BACKEND`` environment variable. CuPy is imported only when selected.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import BackendError
+
+BACKENDS = ("numpy", "cupy")
+DEFAULT_FLOAT = np.float32
+"""Training dtype; gradchecks and the looped computer use float64 explicitly."""
+DEFAULT_INT = np.int64
+
+_active: ModuleType | None = None
+
+
+def _load_cupy() -> ModuleType:
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendError(
+            f"backend 'cupy' requested but CuPy is not importable ({exc}); "
+            "install tpcore[gpu] on a machine with an NVIDIA GPU"
+        ) from exc
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver missing or broken
+        raise BackendError(f"backend 'cupy' requested but CUDA is unusable: {exc}") from exc
+    if count < 1:
+        raise BackendError("backend 'cupy' requested but no CUDA device is visible")
+    return cupy
+
+
+def set_backend(name: str) -> ModuleType:
+    """Select the array module for all later computations and return it.
+
+    ``name`` is ``"numpy"`` or ``"cupy"``; CuPy raises :class:`BackendError` when it cannot run.
+    """
+    global _active
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    _active = np if name == "numpy" else _load_cupy()
+    return _active
+
+
+def get_xp() -> ModuleType:
+    """The active array module (reads ``TPCORE_BACKEND`` the first time)."""
+    if _active is None:
+        return set_backend(os.environ.get("TPCORE_BACKEND", "numpy").strip().lower() or "numpy")
+    return _active
+
+
+def backend_name() -> str:
+    """``"numpy"`` or ``"cupy"``."""
+    return "numpy" if get_xp() is np else "cupy"
+
+
+def _is_cupy_array(a: Any) -> bool:
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def xp_of(*arrays: Any) -> ModuleType:
+    """The array module that owns ``arrays``: CuPy if any of them is a CuPy array, else NumPy.
+
+    Never imports CuPy unless a CuPy array is present.
+    """
+    for a in arrays:
+        if _is_cupy_array(a):
+            import cupy
+
+            return cupy
+    return np
+
+
+def asarray(a: Any, dtype: Any = None) -> Any:
+    """``a`` as an array of the active backend (copied to the device when needed)."""
+    return get_xp().asarray(a, dtype=dtype)
+
+
+def to_host(a: Any) -> Any:
+    """``a`` as a NumPy array (no copy when it already is one); scalars pass through."""
+    if _is_cupy_array(a):
+        return a.get()
+    return np.asarray(a) if not np.isscalar(a) else a
+
+
+def rng(seed: int | None = None, xp: ModuleType | None = None) -> Any:
+    """A seeded random generator of the active (or given) array module.
+
+    Same seed, same backend, same numbers. NumPy and CuPy generators give different streams.
+    """
+    xp = get_xp() if xp is None else xp
+    return xp.random.default_rng(seed)
+
+
+def float_dtype(name: str | None = None) -> Any:
+    """Resolve a dtype name (``"float32"``/``"float64"``) or return the default training dtype."""
+    if name is None:
+        return DEFAULT_FLOAT
+    if name not in ("float32", "float64"):
+        raise BackendError(f"dtype {name!r} not supported; expected 'float32' or 'float64'")
+    return np.dtype(name).type

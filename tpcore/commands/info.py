@@ -1,0 +1,50 @@
+"""``tpcore info``: backend, versions, and which optional packages are available."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import importlib.util
+import platform
+
+import numpy as np
+
+import tpcore
+from tpcore.backend import backend_name
+
+OPTIONAL = ("numba", "scipy", "tqdm", "cupy", "matplotlib", "torch", "dask")
+
+
+def _version(pkg: str) -> str:
+    if importlib.util.find_spec(pkg) is None:
+        return "not installed"
+    try:
+        return md.version(pkg)
+    except md.PackageNotFoundError:
+        return "installed"
+
+
+def _cupy_status() -> str:
+    from tpcore.backend import _load_cupy
+
+    try:
+        cupy = _load_cupy()
+    except ValueError as exc:
+        return f"unusable ({exc})"
+    return f"usable ({cupy.cuda.runtime.getDeviceCount()} device(s))"
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = [("tpcore", tpcore.__version__), ("python", platform.python_version()),
+            ("numpy", np.__version__), ("backend", backend_name())]
+    rows += [(pkg, _version(pkg)) for pkg in OPTIONAL]
+    rows.append(("cupy backend", _cupy_status()))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="backend, versions and optional packages")
+    p.set_defaults(func=run)

@@ -1,0 +1,1 @@
+"""Looped transformer computer: encodings, punchcard layout, weight generators, SUBLEQ/FLEQ."""

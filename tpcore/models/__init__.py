@@ -1,0 +1,1 @@
+"""Models built from the explicit-gradient blocks of ``tpcore.nn``."""

@@ -1,0 +1,1 @@
+"""The discrete side of Transformer Programs: IR, extraction, code generation, interpretation."""

@@ -1,0 +1,1 @@
+"""Data generators. Host-only: they use NumPy directly and return NumPy arrays."""
