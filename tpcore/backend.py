@@ -111,3 +111,18 @@ def float_dtype(name: str | None = None) -> Any:
     if name not in ("float32", "float64"):
         raise BackendError(f"dtype {name!r} not supported; expected 'float32' or 'float64'")
     return np.dtype(name).type
+
+
+def scatter_add(target: Any, index: Any, values: Any) -> Any:
+    """``target[index[i]] += values[i]`` with repeated indices accumulated, in place.
+
+    ``target: (V, ...)``, ``index: (M,)`` ints, ``values: (M, ...)``. Returns ``target``.
+    """
+    xp = xp_of(target)
+    if xp is np:
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+    return target

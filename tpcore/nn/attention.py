@@ -1,0 +1,105 @@
+"""Scaled dot-product attention and multi-head attention with causal and padding masks.
+
+Shapes: ``q, k, v: (B, H, N, Dh)``; ``x: (B, N, D)`` with ``D = H * Dh``; a mask is boolean,
+broadcastable to ``(B, H, Nq, Nk)``, ``True`` where a query may attend to a key.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tpcore.backend import xp_of
+from tpcore.nn.functional import linear_backward, linear_forward, softmax
+
+Array = Any
+MASKED = -1e9
+"""Score given to masked keys (finite, so a fully masked row gives a uniform row, not NaN)."""
+
+
+def attention_mask(
+    n: int, causal: bool = False, key_padding: Array | None = None, xp: Any = None
+) -> Array | None:
+    """Boolean mask ``(B or 1, 1, N, N)``: causal keeps ``j <= i``; ``key_padding: (B, N)`` is
+    ``True`` at padding keys, which nobody attends to. ``None`` when nothing is masked."""
+    if not causal and key_padding is None:
+        return None
+    xp = xp or xp_of(key_padding)
+    mask = xp.ones((1, 1, n, n), dtype=bool)
+    if causal:
+        mask = mask & xp.tril(xp.ones((n, n), dtype=bool))[None, None]
+    if key_padding is not None:
+        mask = mask & ~key_padding[:, None, None, :]
+    return mask
+
+
+def attention_forward(
+    q: Array, k: Array, v: Array, mask: Array | None = None
+) -> tuple[Array, tuple]:
+    """``P = softmax(q k^T / sqrt(Dh) + M)``, ``out = P v``; ``M = -1e9`` where masked.
+
+    Returns ``out: (B, H, N, Dh)`` and a cache whose first entry is the pattern ``P``.
+    """
+    xp = xp_of(q)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.swapaxes(-1, -2)) * scale
+    if mask is not None:
+        scores = xp.where(mask, scores, xp.asarray(MASKED, dtype=scores.dtype))
+    p = softmax(scores, axis=-1)
+    return p @ v, (p, q, k, v, scale)
+
+
+def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
+    """``dv = P^T dout``; ``dP = dout v^T``; ``dS = P * (dP - rowsum(dP * P))`` (masked entries
+    have ``P = 0`` so get no gradient); ``dq = dS k * s``; ``dk = dS^T q * s``."""
+    p, q, k, v, scale = cache
+    dv = p.swapaxes(-1, -2) @ dout
+    dp = dout @ v.swapaxes(-1, -2)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
+    return ds @ k, ds.swapaxes(-1, -2) @ q, dv
+
+
+def _split(x: Array, h: int) -> Array:
+    b, n, d = x.shape
+    return x.reshape(b, n, h, d // h).transpose(0, 2, 1, 3)
+
+
+def _merge(x: Array) -> Array:
+    b, h, n, dh = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, n, h * dh)
+
+
+def mha_forward(
+    x: Array, params: dict[str, Array], n_heads: int, mask: Array | None = None
+) -> tuple[Array, tuple]:
+    """Multi-head self-attention ``y = concat_h(attn(x Wq_h, x Wk_h, x Wv_h)) Wo + bo``.
+
+    ``params``: ``wq, wk, wv: (D, D)``, ``wo: (D, D)`` and optional biases ``bq, bk, bv, bo``.
+    ``x: (B, N, D)`` -> ``y: (B, N, D)``; ``cache[0]`` is the pattern ``(B, H, N, N)``.
+    """
+    qkv = [linear_forward(x, params[f"w{c}"], params.get(f"b{c}")) for c in "qkv"]
+    heads, att_cache = attention_forward(*(_split(y, n_heads) for y, _ in qkv), mask)
+    y, out_cache = linear_forward(_merge(heads), params["wo"], params.get("bo"))
+    return y, (att_cache[0], [c for _, c in qkv], att_cache, out_cache, n_heads)
+
+
+def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
+    """Backward of :func:`mha_forward`: returns ``dx`` and the gradients keyed like ``params``
+    (``dx`` sums the three paths through the query, key and value projections)."""
+    _, qkv_caches, att_cache, out_cache, n_heads = cache
+    dheads, grads = _linear_grads(dy, out_cache, "o")
+    dq, dk, dv = attention_backward(_split(dheads, n_heads), att_cache)
+    dx = 0
+    for c, d, lc in zip("qkv", (dq, dk, dv), qkv_caches):
+        dxc, g = _linear_grads(_merge(d), lc, c)
+        dx = dx + dxc
+        grads.update(g)
+    return dx, grads
+
+
+def _linear_grads(dy: Array, cache: tuple, name: str) -> tuple[Array, dict[str, Array]]:
+    dx, dw, db = linear_backward(dy, cache)
+    grads = {f"w{name}": dw}
+    if db is not None:
+        grads[f"b{name}"] = db
+    return dx, grads

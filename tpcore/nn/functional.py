@@ -1,0 +1,149 @@
+"""Elementwise and dense operations as forward/backward pairs.
+
+Pattern: ``y, cache = op_forward(...)`` and ``grads = op_backward(dy, cache)``. Shapes use ``B``
+batch, ``N`` sequence, ``D`` features; leading dimensions are free unless stated.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tpcore.backend import scatter_add, xp_of
+
+Array = Any
+
+
+def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, tuple]:
+    """``y = x W + b``; x: (..., Din), w: (Din, Dout), b: (Dout,) -> y: (..., Dout)."""
+    y = x @ w
+    if b is not None:
+        y = y + b
+    return y, (x, w, b is not None)
+
+
+def linear_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array | None]:
+    """``dx = dy W^T``, ``dW = x^T dy`` and ``db = sum dy`` over all leading dimensions."""
+    x, w, has_b = cache
+    dx = dy @ w.T
+    dw = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])
+    db = dy.reshape(-1, dy.shape[-1]).sum(axis=0) if has_b else None
+    return dx, dw, db
+
+
+def embedding_forward(ids: Array, table: Array) -> tuple[Array, tuple]:
+    """Row lookup ``y[...] = table[ids[...]]``. ``ids: (...)`` ints, ``table: (V, D)``."""
+    return table[ids], (ids, table.shape)
+
+
+def embedding_backward(dy: Array, cache: tuple) -> Array:
+    """Scatter-add: ``dtable[v] = sum of dy at every position where ids == v``."""
+    ids, shape = cache
+    xp = xp_of(dy)
+    dtable = xp.zeros(shape, dtype=dy.dtype)
+    return scatter_add(dtable, ids.reshape(-1), dy.reshape(-1, shape[1]))
+
+
+def relu_forward(x: Array) -> tuple[Array, Array]:
+    """``y = max(x, 0)``."""
+    mask = x > 0
+    return x * mask, mask
+
+
+def relu_backward(dy: Array, mask: Array) -> Array:
+    """``dx = dy * [x > 0]``."""
+    return dy * mask
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def gelu_forward(x: Array) -> tuple[Array, tuple]:
+    """Tanh GELU: ``y = x/2 (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``, ``c = sqrt(2/pi)``."""
+    xp = xp_of(x)
+    t = xp.tanh(_GELU_C * (x + 0.044715 * x**3))
+    return 0.5 * x * (1 + t), (x, t)
+
+
+def gelu_backward(dy: Array, cache: tuple) -> Array:
+    """``dy/dx = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 * 0.044715 x^2)`` with ``t = tanh(u)``."""
+    x, t = cache
+    return dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 0.134145 * x * x))
+
+
+def softmax(x: Array, axis: int = -1) -> Array:
+    """Numerically stable ``exp(x) / sum exp(x)`` along ``axis`` (no cache; see softmax_forward)."""
+    xp = xp_of(x)
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_forward(x: Array, tau: float = 1.0, axis: int = -1) -> tuple[Array, tuple]:
+    """``y = softmax(x / tau)`` along ``axis``."""
+    y = softmax(x / tau, axis=axis)
+    return y, (y, tau, axis)
+
+
+def softmax_backward(dy: Array, cache: tuple) -> Array:
+    """``dx = y * (dy - sum(dy * y)) / tau`` (Jacobian ``diag(y) - y y^T``, over tau)."""
+    y, tau, axis = cache
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True)) / tau
+
+
+def log_softmax_forward(x: Array, axis: int = -1) -> tuple[Array, tuple]:
+    """``y = x - logsumexp(x)`` along ``axis``."""
+    xp = xp_of(x)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    y = shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+    return y, (y, axis)
+
+
+def log_softmax_backward(dy: Array, cache: tuple) -> Array:
+    """``dx = dy - softmax(x) * sum(dy)``."""
+    y, axis = cache
+    xp = xp_of(dy)
+    return dy - xp.exp(y) * dy.sum(axis=axis, keepdims=True)
+
+
+def layer_norm_forward(
+    x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+) -> tuple[Array, tuple]:
+    """``y = gamma * (x - mean) / sqrt(var + eps) + beta`` over the last axis ``D``."""
+    xp = xp_of(x)
+    mu = x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    inv = 1.0 / xp.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+    xhat = xc * inv
+    return gamma * xhat + beta, (xhat, inv, gamma)
+
+
+def layer_norm_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array]:
+    """With ``g = dy * gamma``: ``dx = inv * (g - mean(g) - xhat * mean(g * xhat))``;
+    ``dgamma = sum(dy * xhat)``, ``dbeta = sum(dy)`` over leading dimensions."""
+    xhat, inv, gamma = cache
+    g = dy * gamma
+    dx = inv * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    d = dy.shape[-1]
+    dgamma = (dy * xhat).reshape(-1, d).sum(axis=0)
+    dbeta = dy.reshape(-1, d).sum(axis=0)
+    return dx, dgamma, dbeta
+
+
+def one_hot(ids: Array, k: int, dtype: Any = None) -> Array:
+    """``(... ) -> (..., k)`` one-hot encoding of integer ``ids``."""
+    xp = xp_of(ids)
+    return (ids[..., None] == xp.arange(k)).astype(dtype or "float32")
+
+
+def dropout_forward(x: Array, p: float, rng: Any | None) -> tuple[Array, Array | None]:
+    """Inverted dropout: zero each entry with probability ``p``, scale the rest by ``1/(1-p)``.
+    Identity when ``p == 0`` or ``rng`` is None (evaluation)."""
+    if p <= 0 or rng is None:
+        return x, None
+    mask = (rng.random(x.shape) >= p).astype(x.dtype) / (1.0 - p)
+    return x * mask, mask
+
+
+def dropout_backward(dy: Array, mask: Array | None) -> Array:
+    """``dx = dy * mask`` (identity when no mask was drawn)."""
+    return dy if mask is None else dy * mask

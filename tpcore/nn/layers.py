@@ -1,0 +1,108 @@
+"""Stateful layers over the functional pairs: each ``forward`` keeps its cache, each ``backward``
+accumulates parameter gradients and returns the input gradient. One forward, then one backward."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tpcore.backend import get_xp
+from tpcore.nn import attention as A
+from tpcore.nn import functional as F
+from tpcore.nn.module import Module, Parameter
+
+Array = Any
+
+
+def init_normal(rng: Any, shape: tuple[int, ...], std: float, dtype: Any) -> Parameter:
+    """A parameter drawn from ``N(0, std^2)`` with ``rng`` (a Generator of the active backend)."""
+    return Parameter((rng.standard_normal(shape) * std).astype(dtype))
+
+
+def zeros(shape: tuple[int, ...], dtype: Any) -> Parameter:
+    return Parameter(get_xp().zeros(shape, dtype=dtype))
+
+
+class Linear(Module):
+    """``y = x W + b`` with ``W ~ N(0, 1/Din)``."""
+
+    def __init__(self, d_in: int, d_out: int, rng: Any, dtype: Any, bias: bool = True):
+        self.w = init_normal(rng, (d_in, d_out), 1 / math.sqrt(d_in), dtype)
+        self.b = zeros((d_out,), dtype) if bias else None
+
+    def forward(self, x: Array) -> Array:
+        y, self._cache = F.linear_forward(x, self.w.data, None if self.b is None else self.b.data)
+        return y
+
+    def backward(self, dy: Array) -> Array:
+        dx, dw, db = F.linear_backward(dy, self._cache)
+        self.w.accumulate(dw)
+        if self.b is not None:
+            self.b.accumulate(db)
+        return dx
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the last axis with gain ``gamma`` (ones) and bias ``beta``."""
+
+    def __init__(self, d: int, dtype: Any):
+        self.gamma = Parameter(get_xp().ones((d,), dtype=dtype))
+        self.beta = zeros((d,), dtype)
+
+    def forward(self, x: Array) -> Array:
+        y, self._cache = F.layer_norm_forward(x, self.gamma.data, self.beta.data)
+        return y
+
+    def backward(self, dy: Array) -> Array:
+        dx, dg, db = F.layer_norm_backward(dy, self._cache)
+        self.gamma.accumulate(dg)
+        self.beta.accumulate(db)
+        return dx
+
+
+class MultiHeadAttention(Module):
+    """Self-attention with ``n_heads`` heads; ``self.pattern`` holds the last ``(B, H, N, N)``."""
+
+    def __init__(self, d: int, n_heads: int, rng: Any, dtype: Any, bias: bool = True):
+        if d % n_heads:
+            raise ValueError(f"d_model {d} is not divisible by n_heads {n_heads}")
+        self.n_heads = n_heads
+        std = 1 / math.sqrt(d)
+        for c in "qkvo":
+            setattr(self, f"w{c}", init_normal(rng, (d, d), std, dtype))
+        for c in "qkvo":
+            setattr(self, f"b{c}", zeros((d,), dtype) if bias else None)
+
+    def _params(self) -> dict[str, Array]:
+        return {n: p.data for n, p in vars(self).items() if isinstance(p, Parameter)}
+
+    def forward(self, x: Array, mask: Array | None) -> Array:
+        y, self._cache = A.mha_forward(x, self._params(), self.n_heads, mask)
+        self.pattern = self._cache[0]
+        return y
+
+    def backward(self, dy: Array) -> Array:
+        dx, grads = A.mha_backward(dy, self._cache)
+        for name, g in grads.items():
+            getattr(self, name).accumulate(g)
+        return dx
+
+
+class MLP(Module):
+    """``y = act(x W1 + b1) W2 + b2`` with ``act`` GELU or ReLU."""
+
+    def __init__(self, d: int, d_hidden: int, rng: Any, dtype: Any, activation: str = "gelu"):
+        if activation not in ("gelu", "relu"):
+            raise ValueError(f"activation {activation!r} unknown; expected 'gelu' or 'relu'")
+        self.fc1 = Linear(d, d_hidden, rng, dtype)
+        self.fc2 = Linear(d_hidden, d, rng, dtype)
+        self.activation = activation
+
+    def forward(self, x: Array) -> Array:
+        act = F.gelu_forward if self.activation == "gelu" else F.relu_forward
+        h, self._act_cache = act(self.fc1.forward(x))
+        return self.fc2.forward(h)
+
+    def backward(self, dy: Array) -> Array:
+        act_back = F.gelu_backward if self.activation == "gelu" else F.relu_backward
+        return self.fc1.backward(act_back(self.fc2.backward(dy), self._act_cache))

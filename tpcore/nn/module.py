@@ -1,0 +1,131 @@
+"""Parameter bookkeeping: named parameters with gradients, save and load.
+
+A :class:`Module` finds its parameters by walking its attributes in definition order:
+:class:`Parameter` objects, sub-modules, and lists of sub-modules, named by dotted paths
+(``blocks.0.attn.wq``). Models keep their configuration in ``self.config`` (a dataclass of type
+``config_class``), which :func:`save` stores beside the weights so :func:`load` can rebuild them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tpcore.backend import get_xp, to_host, xp_of
+from tpcore.errors import TpcoreError
+from tpcore.io import write_json, write_npz
+
+
+class Parameter:
+    """A trainable array ``data`` and its gradient ``grad`` (None until a backward fills it)."""
+
+    __slots__ = ("data", "grad")
+
+    def __init__(self, data: Any):
+        self.data = data
+        self.grad = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    def accumulate(self, g: Any) -> None:
+        """``grad += g`` (``grad = g`` when empty)."""
+        self.grad = g if self.grad is None else self.grad + g
+
+
+class Module:
+    """Base class: named parameters, gradients, state dicts. Subclasses register by class name
+    so :func:`load` can rebuild them from their saved config."""
+
+    registry: ClassVar[dict[str, type[Module]]] = {}
+    config_class: ClassVar[Any] = None
+    config: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Module.registry[cls.__name__] = cls
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """``(dotted_name, Parameter)`` for every parameter, in attribute order."""
+        for name, value in vars(self).items():
+            path = f"{prefix}{name}"
+            if isinstance(value, Parameter):
+                yield path, value
+            elif isinstance(value, Module):
+                yield from value.named_parameters(path + ".")
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield from item.named_parameters(f"{path}.{i}.")
+
+    def parameters(self) -> list[Parameter]:
+        return [p for _, p in self.named_parameters()]
+
+    def n_parameters(self) -> int:
+        """Total number of scalar parameters."""
+        return int(sum(p.data.size for p in self.parameters()))
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Host copies of every parameter, keyed by dotted name."""
+        return {name: np.array(to_host(p.data)) for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy ``state`` into the parameters; a missing, unexpected or mis-shaped key raises an
+        error naming the parameter."""
+        params = dict(self.named_parameters())
+        for name, p in params.items():
+            if name not in state:
+                raise TpcoreError(f"parameter {name!r} missing from the loaded state")
+            if tuple(state[name].shape) != p.shape:
+                raise TpcoreError(
+                    f"parameter {name!r} has shape {tuple(state[name].shape)} in the loaded "
+                    f"state, expected {p.shape}"
+                )
+        extra = sorted(set(state) - set(params))
+        if extra:
+            raise TpcoreError(f"unexpected parameter {extra[0]!r} in the loaded state")
+        for name, p in params.items():
+            p.data = xp_of(p.data).asarray(state[name], dtype=p.data.dtype)
+
+    def astype(self, dtype: Any) -> Module:
+        """Cast every parameter to ``dtype`` in place (e.g. float64 for gradchecks)."""
+        for p in self.parameters():
+            p.data = p.data.astype(dtype)
+        return self
+
+
+def save(module: Module, path: str | Path, extra: dict[str, Any] | None = None) -> None:
+    """Write ``path`` (``.npz`` weights) and the same name with suffix ``.json`` (class name,
+    config, ``extra``), both atomically."""
+    path = Path(path).with_suffix(".npz")
+    config = dataclasses.asdict(module.config) if module.config is not None else {}
+    write_npz(path, module.state_dict())
+    write_json(path.with_suffix(".json"),
+               {"class": type(module).__name__, "config": config, **(extra or {})})
+
+
+def load(path: str | Path) -> Module:
+    """Rebuild a module saved by :func:`save`, on the active backend."""
+    path = Path(path).with_suffix(".npz")
+    meta_path = path.with_suffix(".json")
+    for p in (path, meta_path):
+        if not p.is_file():
+            raise TpcoreError(f"checkpoint file {str(p)!r} not found")
+    meta = json.loads(meta_path.read_text())
+    cls = Module.registry.get(meta.get("class", ""))
+    if cls is None or cls.config_class is None:
+        raise TpcoreError(f"checkpoint class {meta.get('class')!r} is not a loadable tpcore model")
+    module = cls(cls.config_class(**meta["config"]))
+    with np.load(path) as f:
+        module.load_state_dict({k: get_xp().asarray(f[k]) for k in f.files})
+    return module

@@ -1,0 +1,162 @@
+"""Optimisers, gradient clipping and schedules.
+
+An optimiser updates a list of :class:`~tpcore.nn.module.Parameter` in place from their ``grad``;
+its ``lr`` attribute may be changed between steps by a schedule. Schedules are callables
+``step -> value`` for ``step = 0, 1, ...``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tpcore.backend import xp_of
+from tpcore.errors import TpcoreError
+from tpcore.nn.module import Parameter
+
+Schedule = Callable[[int], float]
+
+
+class Optimizer:
+    """Holds the parameters and the learning rate; ``step()`` applies one update."""
+
+    def __init__(self, params: Sequence[Parameter], lr: float):
+        if lr <= 0:
+            raise TpcoreError(f"learning rate {lr} must be positive")
+        self.params = list(params)
+        self.lr = lr
+        self.t = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        self.t += 1
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                self._update(i, p)
+
+    def _update(self, i: int, p: Parameter) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """``v = mu v + g + wd w``; ``w -= lr v`` (plain SGD when ``momentum = 0``)."""
+
+    def __init__(self, params: Sequence[Parameter], lr: float, momentum: float = 0.0,
+                 weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay = momentum, weight_decay
+        self.v: list[Any] = [None] * len(self.params)
+
+    def _update(self, i: int, p: Parameter) -> None:
+        g = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
+        if self.momentum:
+            self.v[i] = g if self.v[i] is None else self.momentum * self.v[i] + g
+            g = self.v[i]
+        p.data -= self.lr * g
+
+
+class Adam(Optimizer):
+    """Adam: ``m = b1 m + (1-b1) g``, ``v = b2 v + (1-b2) g^2``,
+    ``w -= lr m_hat / (sqrt(v_hat) + eps)`` with bias-corrected ``m_hat, v_hat``.
+
+    ``weight_decay`` adds ``wd w`` to the gradient (L2, coupled); see :class:`AdamW` for the
+    decoupled form."""
+
+    decoupled = False
+
+    def __init__(self, params: Sequence[Parameter], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        self.b1, self.b2 = betas
+        self.eps, self.weight_decay = eps, weight_decay
+        self.m = [xp_of(p.data).zeros_like(p.data) for p in self.params]
+        self.v = [xp_of(p.data).zeros_like(p.data) for p in self.params]
+
+    def _update(self, i: int, p: Parameter) -> None:
+        xp = xp_of(p.data)
+        g = p.grad
+        if self.weight_decay and not self.decoupled:
+            g = g + self.weight_decay * p.data
+        m, v = self.m[i], self.v[i]
+        m *= self.b1
+        m += (1 - self.b1) * g
+        v *= self.b2
+        v += (1 - self.b2) * (g * g)
+        step = self.lr * math.sqrt(1 - self.b2**self.t) / (1 - self.b1**self.t)
+        if self.weight_decay and self.decoupled:
+            p.data *= 1 - self.lr * self.weight_decay
+        p.data -= (step * m / (xp.sqrt(v) + self.eps)).astype(p.data.dtype)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``w -= lr wd w`` before the Adam step."""
+
+    decoupled = True
+
+    def __init__(self, params: Sequence[Parameter], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def clip_grad_norm(params: Sequence[Parameter], max_norm: float) -> float:
+    """Scale all gradients by ``min(1, max_norm / ||g||)`` with ``||g||`` the global L2 norm over
+    every parameter; returns ``||g||`` before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    if total > max_norm:
+        scale = max_norm / (total + 1e-12)
+        for p in params:
+            if p.grad is not None:
+                p.grad = p.grad * scale
+    return total
+
+
+def constant(value: float) -> Schedule:
+    """``value`` at every step."""
+    return lambda step: value
+
+
+def step_decay(value: float, every: int, gamma: float) -> Schedule:
+    """``value * gamma ** (step // every)``."""
+    return lambda step: value * gamma ** (step // every)
+
+
+def piecewise(value: float, drops: dict[int, float]) -> Schedule:
+    """Manual drops: ``value`` until the first key of ``drops``, then that key's value, and so on
+    (e.g. ``piecewise(1e-3, {5000: 1e-4})``)."""
+    points = sorted(drops.items())
+
+    def schedule(step: int) -> float:
+        current = value
+        for at, v in points:
+            if step >= at:
+                current = v
+        return current
+
+    return schedule
+
+
+def cosine(value: float, total: int, warmup: int = 0, final: float = 0.0) -> Schedule:
+    """Linear warm-up for ``warmup`` steps, then cosine from ``value`` to ``final`` at ``total``."""
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return value * (step + 1) / warmup
+        frac = min(1.0, (step - warmup) / max(1, total - warmup))
+        return final + 0.5 * (value - final) * (1 + math.cos(math.pi * frac))
+
+    return schedule
+
+
+def geometric(start: float, end: float, total: int) -> Schedule:
+    """Per-step geometric interpolation ``start * (end/start) ** (step / (total-1))``, held at
+    ``end`` after ``total`` steps (the Gumbel temperature schedule tau_start -> tau_end)."""
+    if start <= 0 or end <= 0:
+        raise TpcoreError(f"geometric schedule needs positive ends, got {start} -> {end}")
+    return lambda step: start * (end / start) ** (min(step, total - 1) / max(1, total - 1))

@@ -1,0 +1,49 @@
+"""Relaxed categorical choices: Gumbel-softmax (soft and straight-through hard) and argmax.
+
+The Gumbel noise is an argument, so a call is deterministic given its noise and can be
+gradchecked; :func:`gumbel_noise` draws it from a generator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpcore.backend import xp_of
+from tpcore.nn.functional import softmax, softmax_backward
+
+Array = Any
+
+
+def gumbel_noise(shape: tuple[int, ...], rng: Any, dtype: Any = "float32") -> Array:
+    """``g = -log(-log(u))``, ``u ~ U(0, 1)`` clipped away from 0 and 1; ``rng`` a Generator."""
+    u = rng.random(shape).astype(dtype)
+    xp = xp_of(u)
+    tiny = xp.finfo(u.dtype).tiny
+    return -xp.log(-xp.log(xp.clip(u, tiny, 1.0 - xp.finfo(u.dtype).eps)))
+
+
+def argmax_onehot(x: Array, axis: int = -1) -> Array:
+    """One-hot of ``argmax(x)`` along ``axis`` (first index on ties), same dtype as ``x``."""
+    xp = xp_of(x)
+    k = x.shape[axis]
+    hot = x.argmax(axis=axis)[..., None] == xp.arange(k)
+    return xp.moveaxis(hot, -1, axis).astype(x.dtype)
+
+
+def gumbel_softmax_forward(
+    logits: Array, noise: Array | None, tau: float, hard: bool = False, axis: int = -1
+) -> tuple[Array, tuple]:
+    """``y = softmax((logits + g) / tau)`` along ``axis``; ``noise=None`` means ``g = 0``.
+
+    ``hard=True`` returns ``argmax_onehot(y)`` in the forward pass with the gradient of the soft
+    ``y`` (straight-through estimator).
+    """
+    z = logits if noise is None else logits + noise
+    y = softmax(z / tau, axis=axis)
+    out = argmax_onehot(y, axis=axis) if hard else y
+    return out, (y, tau, axis)
+
+
+def gumbel_softmax_backward(dy: Array, cache: tuple) -> Array:
+    """``dlogits = y * (dy - sum(dy * y)) / tau`` (soft ``y``; the noise is a constant)."""
+    return softmax_backward(dy, cache)
