@@ -1,0 +1,114 @@
+"""Hand-built programs: a readable reverse program and random programs of a given shape.
+
+They exercise the interpreter, code generation and import without a trained model (tests and
+benches use them). Host-only code (NumPy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tpcore.programs.ir import Classifier, Head, Mlp, Program, Variable, numerical_range
+
+SPECIALS = ("<pad>", "<s>", "</s>")
+
+
+def base_variables(vocab: int, max_len: int) -> dict[str, Variable]:
+    """``tokens`` (``<pad> <s> </s> 0 .. vocab-1``), ``positions`` and ``ones``."""
+    return {
+        "tokens": Variable("tokens", "categorical", SPECIALS + tuple(str(i) for i in range(vocab))),
+        "positions": Variable("positions", "categorical", tuple(range(max_len))),
+        "ones": Variable("ones", "numerical", (1,)),
+    }
+
+
+def reverse_program(vocab: int = 8, max_len: int = 10, rule: str = "closest") -> Program:
+    """Reverse ``<s> x_1 .. x_n </s>`` in two layers (the paper's C.3 solution).
+
+    ``attn_0_0`` copies the position of ``</s>`` (the length), ``mlp_0_0`` computes
+    ``length - position``, ``attn_1_0`` reads the token there; the classifier copies it.
+    """
+    v = base_variables(vocab, max_len)
+    tok = v["tokens"].values
+    eos = tok.index("</s>")
+    v["attn_0_0_outputs"] = Variable("attn_0_0_outputs", "categorical", v["positions"].values)
+    length = Head("attn_0_0", "categorical", "tokens", "tokens", "positions", "attn_0_0_outputs",
+                  np.full(len(tok), eos, dtype=np.int64), rule)
+    v["mlp_0_0_outputs"] = Variable("mlp_0_0_outputs", "categorical", tuple(range(max_len)))
+    end, pos = np.meshgrid(np.arange(max_len), np.arange(max_len), indexing="ij")
+    table = np.where(end >= pos, end - pos, 0).astype(np.int64)
+    target = Mlp("mlp_0_0", "categorical", ("attn_0_0_outputs", "positions"), "mlp_0_0_outputs",
+                 table, 0)
+    v["attn_1_0_outputs"] = Variable("attn_1_0_outputs", "categorical", tok)
+    read = Head("attn_1_0", "categorical", "mlp_0_0_outputs", "positions", "tokens",
+                "attn_1_0_outputs", np.arange(max_len, dtype=np.int64), rule)
+    classes = tok[3:]
+    weights = np.zeros((len(tok), len(classes)))
+    weights[3:] = np.eye(len(classes))
+    clf = Classifier(classes, ("attn_1_0_outputs",), {"attn_1_0_outputs": weights},
+                     np.zeros(len(classes)))
+    return Program("reverse", v, [length, target, read], clf, bos="<s>", eos="</s>", pad="<pad>")
+
+
+def random_program(seed: int = 0, *, layers: int = 2, cat_heads: int = 2, num_heads: int = 2,
+                   cat_mlps: int = 1, num_mlps: int = 1, vocab: int = 8, max_len: int = 10,
+                   rule: str | None = None, causal: bool = False) -> Program:
+    """A random well-formed program with the module layout of the Transformer Program model.
+
+    Each layer's heads and MLPs read variables defined by earlier layers (MLPs also read the
+    current layer's heads). Predicates may match nothing (``-1``); ``rule=None`` mixes rules.
+    Numerical heads read ``ones`` or a numerical variable whose values stay within ``0..max_len``.
+    """
+    rng = np.random.default_rng(seed)
+    v = base_variables(vocab, max_len)
+    modules: list[Head | Mlp] = []
+
+    def pick(kind: str, names: list[str]) -> str:
+        pool = [n for n in names if v[n].kind == kind and (kind == "categorical" or
+                                                          max(v[n].values) <= max_len)]
+        return pool[rng.integers(len(pool))]
+
+    for layer in range(layers):
+        visible = list(v)
+        for h in range(cat_heads + num_heads):
+            kind = "categorical" if h < cat_heads else "numerical"
+            name = f"attn_{layer}_{h}" if kind == "categorical" else f"num_attn_{layer}_{h}"
+            q, k = pick("categorical", visible), pick("categorical", visible)
+            val = pick(kind, visible)
+            pred = rng.integers(-1, v[k].size, size=v[q].size)
+            out = f"{name}_outputs"
+            values = v[val].values if kind == "categorical" else numerical_range(v[val], max_len)
+            v[out] = Variable(out, kind, values)
+            head_rule = rule or ("closest", "published")[rng.integers(2)]
+            modules.append(Head(name, kind, q, k, val, out, pred.astype(np.int64), head_rule))
+        visible = list(v)
+        for m in range(cat_mlps + num_mlps):
+            kind = "categorical" if m < cat_mlps else "numerical"
+            name = f"mlp_{layer}_{m}" if kind == "categorical" else f"num_mlp_{layer}_{m}"
+            inputs = tuple(pick(kind, visible) for _ in range(1 + int(rng.integers(2))))
+            out = f"{name}_outputs"
+            v[out] = Variable(out, "categorical", tuple(range(max_len)))
+            shape = tuple(v[x].size for x in inputs)
+            table = rng.integers(0, max_len, size=shape).astype(np.int64)
+            modules.append(Mlp(name, kind, inputs, out, table, int(rng.integers(max_len))))
+    classes = v["tokens"].values[3:]
+    feats = tuple(v)
+    weights = {f: rng.normal(size=(v[f].size if v[f].kind == "categorical" else 1, len(classes)))
+               for f in feats}
+    clf = Classifier(classes, feats, weights, rng.normal(size=len(classes)))
+    return Program(f"random{seed}", v, modules, clf, causal=causal, bos="<s>", eos="</s>",
+                   pad="<pad>")
+
+
+def random_inputs(program: Program, batch: int, seed: int = 0,
+                  min_len: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Random framed inputs ``(ids (B, max_len), lengths (B,))``: ``<s>``, tokens, ``</s>``."""
+    rng = np.random.default_rng(seed)
+    tok = program.tokens.values
+    n = program.max_len
+    ids = rng.integers(3, len(tok), size=(batch, n))
+    lengths = rng.integers(max(min_len, 2), n + 1, size=batch)
+    ids[:, 0] = tok.index("<s>")
+    ids[np.arange(batch), lengths - 1] = tok.index("</s>")
+    ids[np.arange(n)[None, :] >= lengths[:, None]] = tok.index("<pad>")
+    return ids.astype(np.int64), lengths.astype(np.int64)

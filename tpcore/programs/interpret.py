@@ -1,0 +1,248 @@
+"""Run a program IR on a batch of sequences: a vectorised array reference and a numba kernel.
+
+Inputs are token indices ``ids: (B, N)`` (any value past a sequence's length is ignored) and
+``lengths: (B,)``. Categorical variables are carried as index arrays ``(B, N)`` (int64), numerical
+ones as ``(B, N)`` float64. Predictions are indices into :meth:`Program.output_labels`, ``-1`` past
+each sequence's length. The semantics of every module are in :mod:`tpcore.programs.ir`; the two
+engines give identical outputs (tested). The reference takes its array module from ``ids``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tpcore.backend import to_host, xp_of
+from tpcore.errors import TpcoreError
+from tpcore.programs.ir import Head, Mlp, Program
+
+ENGINES = ("numpy", "numba")
+
+
+def encode(program: Program, sequences: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token strings -> ``(ids (B, N), lengths (B,))`` with ``N`` the longest sequence.
+
+    Raises naming the token or sequence when a token is unknown or a sequence is too long.
+    """
+    vocab = {t: i for i, t in enumerate(program.tokens.values)}
+    n = max((len(s) for s in sequences), default=0)
+    if n > program.max_len:
+        raise TpcoreError(f"sequence of length {n} exceeds the program's maximum length "
+                          f"{program.max_len}")
+    ids = np.zeros((len(sequences), max(n, 1)), dtype=np.int64)
+    lengths = np.zeros(len(sequences), dtype=np.int64)
+    for b, seq in enumerate(sequences):
+        if len(seq) == 0:
+            raise TpcoreError(f"sequence {b} is empty")
+        for i, tok in enumerate(seq):
+            if tok not in vocab:
+                raise TpcoreError(f"token {tok!r} (sequence {b}, position {i}) is not in the "
+                                  f"vocabulary {list(vocab)}")
+            ids[b, i] = vocab[tok]
+        lengths[b] = len(seq)
+    return ids, lengths
+
+
+def key_mask(lengths: Any, n: int, causal: bool) -> Any:
+    """``mask[b, i, j]``: key ``j`` is visible from query ``i``: ``j < length`` (``j <= i`` if
+    causal). ``lengths: (B,)``; returns ``(B, N, N)`` bool."""
+    xp = xp_of(lengths)
+    j = xp.arange(n)
+    mask = xp.broadcast_to(j[None, None, :] < lengths[:, None, None], (lengths.shape[0], n, n))
+    if causal:
+        mask = mask & (j[None, :, None] >= j[None, None, :])
+    return mask
+
+
+def match_scores(head: Head, q: Any, k: Any, mask: Any) -> Any:
+    """``S[b, i, j] = (predicate[q[b, i]] == k[b, j])`` on visible keys; ``(B, N, N)`` bool."""
+    xp = xp_of(q)
+    target = xp.asarray(head.predicate)[q]
+    return (target[:, :, None] == k[:, None, :]) & (target[:, :, None] >= 0) & mask
+
+
+def choose_key(scores: Any, rule: str) -> Any:
+    """Index of the attended key per query ``(B, N)``, by the head's rule; 0 when nothing matches.
+
+    ``closest``: rank ``2|i-j| - [j < i]`` (nearest, earlier on ties), the query itself last.
+    ``published``: rank ``|i-j|``, the query itself ``len(matches)``, ties to the earlier position.
+    """
+    xp = xp_of(scores)
+    n = scores.shape[-1]
+    i = xp.arange(n)[:, None]
+    j = xp.arange(n)[None, :]
+    dist = xp.abs(i - j)
+    if rule == "closest":
+        rank = xp.where(i == j, 4 * n, 2 * dist - (j < i))[None] * (n + 1) + j[None]
+    else:
+        count = scores.sum(axis=-1, keepdims=True)
+        rank = xp.where((i == j)[None], count, dist[None]) * (n + 1) + j[None]
+    big = 8 * n * (n + 1)
+    best = xp.where(scores, rank, big).argmin(axis=-1)
+    return xp.where(scores.any(axis=-1), best, 0)
+
+
+def mlp_index(program: Program, mlp: Mlp, env: dict[str, Any]) -> Any:
+    """Flat table index per position, or ``-1`` where a numerical input is outside its values."""
+    xp = xp_of(next(iter(env.values())))
+    flat = None
+    for name in mlp.inputs:
+        var = program.variables[name]
+        x = env[name]
+        if var.kind == "numerical":
+            vals = xp.asarray(np.asarray(var.values, dtype=np.float64))
+            pos = xp.clip(xp.searchsorted(vals, x), 0, var.size - 1)
+            x = xp.where(vals[pos] == x, pos, -1)
+        flat = x if flat is None else xp.where((flat < 0) | (x < 0), -1, flat * var.size + x)
+    return flat
+
+
+def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
+    """All variables of ``program`` on a batch: ``{name: (B, N) array}`` (array reference)."""
+    xp = xp_of(ids)
+    bsz, n = ids.shape
+    env: dict[str, Any] = {
+        "tokens": ids,
+        "positions": xp.broadcast_to(xp.arange(n), (bsz, n)),
+        "ones": xp.ones((bsz, n), dtype=np.float64),
+    }
+    mask = key_mask(lengths, n, program.causal)
+    for m in program.modules:
+        if isinstance(m, Head):
+            s = match_scores(m, env[m.query], env[m.key], mask)
+            if m.kind == "categorical":
+                j = choose_key(s, m.rule)
+                env[m.output] = xp.take_along_axis(env[m.value], j, axis=1)
+            else:
+                env[m.output] = (s * env[m.value][:, None, :]).sum(axis=-1)
+        else:
+            idx = mlp_index(program, m, env)
+            table = xp.asarray(m.table.ravel())
+            env[m.output] = xp.where(idx >= 0, table[xp.maximum(idx, 0)], m.default)
+    return env
+
+
+def feature_logits(program: Program, env: dict[str, Any]) -> Any:
+    """Classifier logits ``(B, N, C)`` in float64, summed in ``features`` order."""
+    xp = xp_of(env["tokens"])
+    c = program.classifier
+    logits = xp.broadcast_to(xp.asarray(c.bias), env["tokens"].shape + c.bias.shape).copy()
+    for f in c.features:
+        w = xp.asarray(c.weights[f])
+        if program.variables[f].kind == "categorical":
+            logits = logits + w[env[f]]
+        else:
+            logits = logits + env[f][..., None] * w[0]
+    return logits
+
+
+def passthrough(program: Program, ids: Any, lengths: Any, pred: Any) -> Any:
+    """Apply the BOS/EOS pass-through and mark positions past each length with ``-1``."""
+    xp = xp_of(ids)
+    bsz, n = ids.shape
+    labels = program.output_labels()
+    tok = program.tokens.values
+    rows = xp.arange(bsz)
+    if program.passthrough and program.bos is not None:
+        pred[:, 0] = xp.where(ids[:, 0] == tok.index(program.bos), labels.index(program.bos),
+                              pred[:, 0])
+    if program.passthrough and program.eos is not None:
+        last = lengths - 1
+        is_eos = ids[rows, last] == tok.index(program.eos)
+        pred[rows, last] = xp.where(is_eos, labels.index(program.eos), pred[rows, last])
+    pred[xp.arange(n)[None, :] >= lengths[:, None]] = -1
+    return pred
+
+
+def run_reference(program: Program, ids: Any, lengths: Any) -> Any:
+    """Predictions ``(B, N)`` with the array reference."""
+    env = evaluate(program, ids, lengths)
+    pred = feature_logits(program, env).argmax(axis=-1)
+    return passthrough(program, ids, lengths, pred)
+
+
+def run_ids(program: Program, ids: Any, lengths: Any, engine: str = "numba") -> Any:
+    """Predictions ``(B, N)`` (indices into ``output_labels()``) with the chosen engine."""
+    if engine == "numpy":
+        return run_reference(program, ids, lengths)
+    if engine == "numba":
+        from tpcore.kernels.programs import run_compiled
+
+        return run_compiled(compile_program(program), to_host(ids), to_host(lengths))
+    raise TpcoreError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+
+
+def predict(program: Program, sequences: Sequence[Sequence[str]],
+            engine: str = "numba") -> list[list[str]]:
+    """Predicted labels for each sequence (token strings in, label strings out)."""
+    ids, lengths = encode(program, sequences)
+    pred = to_host(run_ids(program, ids, lengths, engine))
+    labels = program.output_labels()
+    return [[labels[int(x)] for x in pred[b, : lengths[b]]] for b in range(len(sequences))]
+
+
+def compile_program(program: Program) -> dict[str, np.ndarray]:
+    """Flatten ``program`` into the arrays the numba kernel reads (host, NumPy).
+
+    Variables get slots in two stores (categorical, numerical) in definition order. ``ops`` rows:
+    ``(type, a, b, c, out, param_offset, stride, flag)`` with type 0 categorical head, 1 numerical
+    head, 2 MLP; for heads ``a, b, c`` are query, key, value slots, ``param`` the predicate and
+    ``flag`` the rule (1: published); for MLPs ``a, b`` are input slots (``b = -1`` for one input),
+    ``c`` the default, ``param`` the flat table, ``stride`` the second input's size and ``flag``
+    1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values;
+    ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``.
+    """
+    v = program.variables
+    cat = {n: i for i, n in enumerate(x for x in v if v[x].kind == "categorical")}
+    num = {n: i for i, n in enumerate(x for x in v if v[x].kind == "numerical")}
+    slot = {**cat, **num}
+    params: list[np.ndarray] = []
+    ops = []
+    offset = 0
+    for m in program.modules:
+        if isinstance(m, Head):
+            p = m.predicate
+            op = [0 if m.kind == "categorical" else 1, slot[m.query], slot[m.key], slot[m.value],
+                  slot[m.output], offset, 0, int(m.rule == "published")]
+        else:
+            p = m.table.ravel()
+            two = len(m.inputs) == 2
+            op = [2, slot[m.inputs[0]], slot[m.inputs[1]] if two else -1, m.default,
+                  slot[m.output], offset, v[m.inputs[1]].size if two else 1,
+                  int(m.kind == "numerical")]
+        params.append(p.astype(np.int64))
+        ops.append(op)
+        offset += p.size
+    num_names = list(num)
+    width = max(v[n].size for n in num_names)
+    num_vals = np.full((len(num_names), width), np.inf)
+    num_size = np.zeros(len(num_names), dtype=np.int64)
+    for i, n in enumerate(num_names):
+        num_vals[i, : v[n].size] = np.asarray(v[n].values, dtype=np.float64)
+        num_size[i] = v[n].size
+    c = program.classifier
+    feat_ops = np.asarray([[int(v[f].kind == "numerical"), slot[f]] for f in c.features],
+                          dtype=np.int64).reshape(-1, 2)
+    w_off = np.cumsum([0] + [c.weights[f].shape[0] for f in c.features]).astype(np.int64)
+    weights = (np.concatenate([c.weights[f] for f in c.features], axis=0) if c.features
+               else np.zeros((0, len(c.classes))))
+    labels = program.output_labels()
+    tok = program.tokens.values
+
+    def framing(t: str | None) -> list[int]:
+        use = program.passthrough and t is not None
+        return [tok.index(t), labels.index(t)] if use else [-1, -1]
+
+    return {
+        "ops": np.asarray(ops, dtype=np.int64).reshape(-1, 8),
+        "params": np.concatenate(params) if params else np.zeros(0, dtype=np.int64),
+        "n_cat": np.int64(len(cat)), "n_num": np.int64(len(num)),
+        "num_vals": num_vals, "num_size": num_size,
+        "feat_ops": feat_ops, "w_off": w_off, "weights": np.ascontiguousarray(weights),
+        "bias": c.bias.astype(np.float64),
+        "framing": np.asarray(framing(program.bos) + framing(program.eos), dtype=np.int64),
+        "causal": np.int64(program.causal),
+        "inputs": np.asarray([cat["tokens"], cat["positions"], num["ones"]], dtype=np.int64),
+    }
