@@ -1,0 +1,99 @@
+"""Parameter bookkeeping, save/load, optimisers and schedules."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tpcore.errors import TpcoreError
+from tpcore.models.transformer import Transformer, TransformerConfig
+from tpcore.nn import optim
+from tpcore.nn.module import Parameter, load, save
+
+
+def _tiny(**kw):
+    return Transformer(TransformerConfig(vocab_size=5, max_len=4, d_model=8, n_heads=2, **kw))
+
+
+def test_named_parameters_walk_blocks_in_order():
+    names = [n for n, _ in _tiny().named_parameters()]
+    assert names[:3] == ["tok_emb", "pos_emb", "blocks.0.attn.wq"]
+    assert "blocks.1.mlp.fc2.b" in names and names[-1] == "unembed.b"
+
+
+def test_save_load_round_trip(tmp_path):
+    model = _tiny(seed=3)
+    save(model, tmp_path / "m", {"note": "x"})
+    assert json.loads((tmp_path / "m.json").read_text())["config"]["seed"] == 3
+    again = load(tmp_path / "m.npz")
+    t = np.arange(8).reshape(2, 4) % 5
+    assert np.array_equal(model.forward(t), again.forward(t))
+    assert not list(tmp_path.glob(".*tmp"))  # atomic writes leave no temporaries
+
+
+def test_load_names_mismatched_and_missing_parameters(tmp_path):
+    model = _tiny()
+    state = model.state_dict()
+    state["unembed.w"] = np.zeros((3, 3), np.float32)
+    with pytest.raises(TpcoreError, match="'unembed.w' has shape"):
+        model.load_state_dict(state)
+    del state["unembed.w"]
+    with pytest.raises(TpcoreError, match="'unembed.w' missing"):
+        model.load_state_dict(state)
+    with pytest.raises(TpcoreError, match="not found"):
+        load(tmp_path / "absent.npz")
+
+
+def _quadratic_steps(opt_cls, steps=300, **kw):
+    """Minimise ||w - 3||^2 and return the final w."""
+    p = Parameter(np.zeros(4))
+    opt = opt_cls([p], **kw)
+    for _ in range(steps):
+        p.grad = 2 * (p.data - 3.0)
+        opt.step()
+    return p.data
+
+
+@pytest.mark.parametrize("cls,kw", [(optim.SGD, dict(lr=0.1)),
+                                    (optim.SGD, dict(lr=0.05, momentum=0.9)),
+                                    (optim.Adam, dict(lr=0.1)),
+                                    (optim.AdamW, dict(lr=0.1, weight_decay=0.0))])
+def test_optimisers_converge(cls, kw):
+    assert np.allclose(_quadratic_steps(cls, **kw), 3.0, atol=1e-2)
+
+
+def test_adam_first_step_is_lr_times_sign():
+    p = Parameter(np.zeros(3))
+    p.grad = np.array([2.0, -0.5, 1e-3])
+    optim.Adam([p], lr=0.01).step()
+    assert np.allclose(p.data, -0.01 * np.sign(p.grad), rtol=1e-3)
+
+
+def test_adamw_decay_is_decoupled():
+    """With a zero gradient, AdamW shrinks w by (1 - lr wd); Adam's L2 form moves by ~lr."""
+    for cls, expected in ((optim.AdamW, 1.0 * (1 - 0.1 * 0.5)), (optim.Adam, 1.0 - 0.1)):
+        p = Parameter(np.ones(1))
+        p.grad = np.zeros(1)
+        cls([p], lr=0.1, weight_decay=0.5).step()
+        assert np.isclose(p.data[0], expected, rtol=1e-3), cls
+
+
+def test_clip_grad_norm():
+    ps = [Parameter(np.zeros(2)), Parameter(np.zeros(1))]
+    ps[0].grad, ps[1].grad = np.array([3.0, 0.0]), np.array([4.0])
+    assert optim.clip_grad_norm(ps, 1.0) == 5.0
+    assert np.isclose(math.sqrt(sum(float((p.grad**2).sum()) for p in ps)), 1.0)
+
+
+def test_schedules():
+    assert optim.step_decay(1.0, 10, 0.5)(25) == 0.25
+    drop = optim.piecewise(1e-3, {5000: 1e-4})
+    assert drop(4999) == 1e-3 and drop(5000) == 1e-4
+    cos = optim.cosine(1.0, 100, warmup=10)
+    assert cos(0) == 0.1 and cos(10) == 1.0 and abs(cos(100)) < 1e-12
+    tau = optim.geometric(3.0, 0.01, 101)
+    assert tau(0) == 3.0 and np.isclose(tau(100), 0.01) and np.isclose(tau(50), math.sqrt(0.03))
+    assert tau(500) == tau(100)
+    with pytest.raises(TpcoreError, match="positive"):
+        optim.geometric(0.0, 1.0, 10)

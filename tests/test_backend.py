@@ -1,0 +1,88 @@
+"""The array-module abstraction: selection, errors, and that compute code never hard-codes NumPy."""
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tpcore
+from tpcore import backend
+from tpcore.errors import BackendError
+
+ROOT = Path(tpcore.__file__).parent
+HOST_ONLY = {"nn/module.py", "nn/gradcheck.py"}
+"""Files of nn/ and models/ allowed to use NumPy: saving/loading and the host-side gradchecker."""
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(BackendError, match="'jax'"):
+        backend.set_backend("jax")
+
+
+def test_cupy_unavailable_says_why(monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here")
+    with pytest.raises(BackendError, match="CuPy is not importable"):
+        backend.set_backend("cupy")
+    assert backend.get_xp() is np  # a failed switch leaves the backend as it was
+
+
+def test_xp_of_and_to_host():
+    x = np.ones(3)
+    assert backend.xp_of(x, 1.0) is np
+    assert backend.to_host(x) is x
+    a = backend.rng(5).random(4)
+    b = backend.rng(5).random(4)
+    assert np.array_equal(backend.to_host(a), backend.to_host(b))
+
+
+def test_scatter_add_accumulates_repeats():
+    t = backend.get_xp().zeros((3, 2))
+    backend.scatter_add(t, backend.asarray([0, 2, 0]), backend.asarray(np.ones((3, 2))))
+    assert np.array_equal(backend.to_host(t)[:, 0], [2, 0, 1])
+
+
+def _compute_files():
+    for folder in ("nn", "models"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            rel = f"{folder}/{path.name}"
+            if rel not in HOST_ONLY:
+                yield rel, path
+
+
+@pytest.mark.parametrize("rel,path", list(_compute_files()), ids=lambda v: str(v))
+def test_compute_modules_never_import_numpy(rel, path):
+    """Compute code takes its array module from the backend (xp_of / get_xp), so it runs on CuPy."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        bad = [n for n in names if n.split(".")[0] == "numpy"]
+        assert not bad, f"{rel}:{node.lineno} imports {bad[0]}; use tpcore.backend instead"
+
+
+def test_every_layer_runs_on_the_active_backend():
+    """Each layer, fed arrays made through the backend API, returns arrays of that backend."""
+    from tpcore.models.transformer import Transformer, TransformerConfig
+    from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
+
+    xp = backend.get_xp()
+    array_type = type(xp.zeros(1))
+    for options in (dict(layer_norm="pre", causal=True), dict(layer_norm="post", readout="mean"),
+                    dict(layer_norm="none", attn_only=True, positions="sinusoidal")):
+        model = Transformer(TransformerConfig(vocab_size=6, max_len=5, d_model=8, n_heads=2,
+                                              **options))
+        tokens = backend.asarray(np.arange(10).reshape(2, 5) % 6)
+        pad = backend.asarray(np.zeros((2, 5), bool))
+        logits = model.forward(tokens, pad, rng=backend.rng(0))
+        targets = xp.zeros(logits.shape[:-1], dtype="int64")
+        _, cache = cross_entropy_forward(logits, targets)
+        model.backward(cross_entropy_backward(cache))
+        assert isinstance(logits, array_type)
+        assert all(isinstance(p.grad, array_type) for p in model.parameters())
