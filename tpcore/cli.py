@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import tpcore
 
-COMMANDS = ("info", "reproduce")
+COMMANDS = ("info", "reproduce", "trees")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

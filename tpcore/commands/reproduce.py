@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-VERBS: tuple[str, ...] = ()
+VERBS: tuple[str, ...] = ("trees",)
 """Modules of ``tpcore.commands`` that add a ``reproduce`` verb."""
 
 
