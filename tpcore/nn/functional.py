@@ -61,7 +61,7 @@ _GELU_C = math.sqrt(2.0 / math.pi)
 def gelu_forward(x: Array) -> tuple[Array, tuple]:
     """Tanh GELU: ``y = x/2 (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``, ``c = sqrt(2/pi)``."""
     xp = xp_of(x)
-    t = xp.tanh(_GELU_C * (x + 0.044715 * x**3))
+    t = xp.tanh(_GELU_C * x * (1 + 0.044715 * (x * x)))  # x*x*x, not x**3: pow is slow
     return 0.5 * x * (1 + t), (x, t)
 
 
