@@ -38,6 +38,7 @@ Classifier
 from __future__ import annotations
 
 import json
+import keyword
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +186,9 @@ def _fail(where: str, msg: str) -> None:
 def validate(p: Program) -> None:
     """Check that ``p`` is well formed: inputs, read-before-write order, kinds, shapes, ranges."""
     v = p.variables
+    for name in [*v, *(m.name for m in p.modules)]:
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            _fail("names", f"{name!r} is not a Python identifier")
     for name in INPUTS:
         if name not in v:
             _fail("variables", f"missing input variable {name!r}")
@@ -197,6 +201,8 @@ def validate(p: Program) -> None:
             _fail(name, "empty value set")
         if var.kind == "categorical" and len(set(var.values)) != var.size:
             _fail(name, "repeated labels")
+        if any(isinstance(x, bool) or not isinstance(x, (str, int, float)) for x in var.values):
+            _fail(name, "labels must be strings or numbers")
         if var.kind == "numerical" and list(var.values) != sorted(set(var.values)):
             _fail(name, "numerical values must be sorted and distinct")
     if v["tokens"].kind != "categorical" or v["positions"].kind != "categorical":
@@ -205,6 +211,8 @@ def validate(p: Program) -> None:
         _fail("positions", "values must be 0 .. max_len - 1")
     if v["ones"].kind != "numerical" or list(v["ones"].values) != [1]:
         _fail("ones", "must be numerical with values [1]")
+    if any(not isinstance(c, str) for c in p.classifier.classes):
+        _fail("classifier", "classes must be strings")
     for tok in (p.bos, p.eos, p.pad):
         if tok is not None and tok not in v["tokens"].values:
             _fail("framing", f"token {tok!r} is not in the vocabulary")

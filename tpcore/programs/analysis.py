@@ -1,0 +1,134 @@
+"""Static and per-input analysis of program IRs: reachable values, the variable dependency graph,
+per-feature classifier contributions (the paper's Figure 7), and summary statistics.
+Host-only code (NumPy).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from tpcore.programs.ir import Head, Mlp, Program
+
+
+def reachable(program: Program) -> dict[str, np.ndarray]:
+    """``{variable: bool mask over its values}`` of the values any framed input can produce.
+
+    Conservative (never drops a value that can occur): tokens other than ``pad``, every position,
+    a categorical head's output takes its value variable's reachable values, an MLP's output the
+    table entries over reachable inputs, a numerical variable all its values.
+    """
+    v = program.variables
+    out: dict[str, np.ndarray] = {}
+    for name, var in v.items():
+        out[name] = np.ones(var.size, dtype=bool)
+    if program.pad is not None:
+        out["tokens"][program.tokens.index(program.pad)] = False
+    for m in program.modules:
+        if isinstance(m, Head):
+            if m.kind == "categorical":
+                out[m.output] = out[m.value].copy()
+        else:
+            mask = np.zeros(v[m.output].size, dtype=bool)
+            mask[m.table[np.ix_(*(out[x] for x in m.inputs))]] = True
+            if m.kind == "numerical":
+                mask[m.default] = True
+            out[m.output] = mask
+    return out
+
+
+def dependencies(program: Program) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(module, output, variables read)`` per module; heads read ``(query, key, value)``."""
+    return [(m.name, m.output, m.reads) for m in program.modules]
+
+
+def dependency_text(program: Program) -> str:
+    """The dependency graph as text, one module per line, plus the classifier's features."""
+    lines = []
+    for m in program.modules:
+        if isinstance(m, Head):
+            what = "select_closest" if m.kind == "categorical" else "select+aggregate_sum"
+            lines.append(f"{m.output:<24} <- {m.name}: {what}(key={m.key}, query={m.query}), "
+                         f"value={m.value}" + (f" [{m.rule}]" if m.kind == "categorical" else ""))
+        else:
+            lines.append(f"{m.output:<24} <- {m.name}: lookup({', '.join(m.inputs)})")
+    used = used_variables(program)
+    unused = [f for f in program.variables if f not in used]
+    lines.append(f"{'classifier':<24} <- {', '.join(program.classifier.features)}")
+    if unused:
+        lines.append(f"unused (no effect on predictions): {', '.join(unused)}")
+    return "\n".join(lines)
+
+
+def used_variables(program: Program) -> set[str]:
+    """Variables the predictions depend on: classifier features and what they read, recursively."""
+    used = set(program.classifier.features)
+    for m in reversed(program.modules):
+        if m.output in used:
+            used.update(m.reads)
+    return used
+
+
+def contributions(program: Program, tokens: list[str], position: int) -> list[dict[str, Any]]:
+    """Per-feature classifier scores at one position of one input (Figure 7 style).
+
+    Returns one entry per feature, ``{"feature", "value", "scores": {class: score}}``, sorted by
+    the feature's score for the predicted class (largest first); a numerical feature's score is
+    its row times its value.
+    """
+    from tpcore.programs.interpret import encode, evaluate
+
+    ids, lengths = encode(program, [tokens])
+    if not 0 <= position < len(tokens):
+        raise ValueError(f"position {position} outside 0 .. {len(tokens) - 1}")
+    env = evaluate(program, ids, lengths)
+    c = program.classifier
+    rows = []
+    total = c.bias.copy()
+    for f in c.features:
+        var = program.variables[f]
+        x = env[f][0, position]
+        if var.kind == "categorical":
+            value, score = var.values[int(x)], c.weights[f][int(x)]
+        else:
+            value, score = float(x), float(x) * c.weights[f][0]
+        total = total + score
+        rows.append({"feature": f, "value": value, "scores": score})
+    best = int(np.argmax(total))
+    rows.sort(key=lambda r: -r["scores"][best])
+    for r in rows:
+        r["scores"] = dict(zip(c.classes, r["scores"].tolist()))
+    return rows
+
+
+def stats(program: Program) -> dict[str, Any]:
+    """Counts of modules by type, variables, rules, and which variables heads read."""
+    heads = [m for m in program.modules if isinstance(m, Head)]
+    mlps = [m for m in program.modules if isinstance(m, Mlp)]
+    reads: Counter[str] = Counter()
+    for h in heads:
+        for role, var in (("key", h.key), ("query", h.query), ("value", h.value)):
+            reads[f"{h.kind} {role}: {_family(var)}"] += 1
+    return {
+        "name": program.name,
+        "max_len": program.max_len,
+        "vocabulary": len(program.tokens.values),
+        "classes": len(program.classifier.classes),
+        "categorical_heads": sum(h.kind == "categorical" for h in heads),
+        "numerical_heads": sum(h.kind == "numerical" for h in heads),
+        "categorical_mlps": sum(m.kind == "categorical" for m in mlps),
+        "numerical_mlps": sum(m.kind == "numerical" for m in mlps),
+        "rules": sorted({h.rule for h in heads if h.kind == "categorical"}),
+        "causal": program.causal,
+        "unused_variables": sorted(set(program.variables) - used_variables(program)),
+        "head_reads": dict(sorted(reads.items())),
+    }
+
+
+def _family(var: str) -> str:
+    """The paper's Figure 12 categories: tokens, positions, ones, attn or mlp."""
+    if var in ("tokens", "positions", "ones"):
+        return var
+    return "mlp" if "mlp" in var else "attn"

@@ -1,0 +1,322 @@
+"""Program IR -> a readable, standalone Python program plus its classifier weights CSV.
+
+Paper style (Figure 4, Appendix A.3): one ``predicate_L_H`` per head made of ``if q in {...}:
+return k == v`` branches, one ``mlp_L_M`` per MLP with ``if key in {...}: return v`` branches and
+the most common output as the default ``return``; values are typed labels (token strings, ints).
+``compress=True`` (default) merges queries that match the same key into one branch, gives an MLP
+that reads one variable twice a single argument, uses the default return, and removes branches
+no input can reach (:func:`tpcore.programs.analysis.reachable`); ``compress=False`` writes one branch
+per query value and every MLP key (Table 4's "before" count). Lines are at most 88 characters.
+
+Two styles: ``"tpcore"`` needs the standard library only and runs as ``python NAME.py 3 1 4 2``;
+``"published"`` writes the authors' format (pandas classifier boilerplate, their
+``select_closest``), which requires every categorical head to use the ``published`` rule.
+Host-only code (NumPy and the standard library).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.programs import library
+from tpcore.programs.analysis import reachable
+from tpcore.programs.ir import Head, Label, Mlp, Program
+
+WIDTH = 88
+STYLES = ("tpcore", "published")
+
+
+def literal(x: Label) -> str:
+    """Python literal for a label: double-quoted strings, plain numbers."""
+    if isinstance(x, str):
+        return json.dumps(x)
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return repr(x)
+
+
+def _singular(name: str) -> str:
+    return name[:-1] if name.endswith("s") else name
+
+
+def _wrap(indent: int, head: str, items: list[str], tail: str, sep: str = ", ") -> list[str]:
+    """``head + items + tail`` on one line if it fits, else one item per line (black style)."""
+    pad = " " * indent
+    one = f"{pad}{head}{sep.join(items)}{tail}"
+    if len(one) <= WIDTH:
+        return [one]
+    inner = " " * (indent + 4)
+    joined = f"{inner}{sep.join(items)}"
+    if len(joined) <= WIDTH:
+        return [f"{pad}{head}", joined, f"{pad}{tail.lstrip()}"]
+    return [f"{pad}{head}", *(f"{inner}{it}," for it in items), f"{pad}{tail.lstrip()}"]
+
+
+def _banner(indent: int, name: str) -> str:
+    text = f"{' ' * indent}# {name} "
+    return text + "#" * max(4, 72 - len(text))
+
+
+def _branches(indent: int, subject: str, groups: list[tuple[list[str], str]]) -> list[str]:
+    """``if subject in {...}: <stmt>`` / ``elif`` chain; ``groups``: (literals, statement)."""
+    lines: list[str] = []
+    for n, (items, stmt) in enumerate(groups):
+        kw = "if" if n == 0 else "elif"
+        lines += _wrap(indent, f"{kw} {subject} in {{", items, "}:")
+        lines.append(f"{' ' * (indent + 4)}{stmt}")
+    return lines
+
+
+class _Writer:
+    """Builds the body of ``run`` module by module for one program and one style."""
+
+    def __init__(self, program: Program, style: str, compress: bool):
+        self.p, self.style, self.compress = program, style, compress
+        self.reach = reachable(program) if compress else {
+            n: np.ones(v.size, dtype=bool) for n, v in program.variables.items()}
+        rules = tuple(sorted({m.rule for m in program.modules
+                              if isinstance(m, Head) and m.kind == "categorical"}))
+        if style == "published":
+            if rules and rules != ("published",):
+                raise TpcoreError("the published format only has the 'published' select_closest "
+                                  f"rule; this program uses {list(rules)}")
+            self.helpers = {n: (src, "published" if n == "select_closest" else "")
+                            for n, src in library.published_helpers(program.causal).items()}
+        else:
+            self.helpers = library.tpcore_helpers(rules, program.causal)
+        self.select_name = {r: n for n, (_, r) in self.helpers.items() if r}
+
+    def scores(self, var: str) -> list[str]:
+        """Published style: the classifier-score boilerplate line(s) for ``var``."""
+        if self.style != "published":
+            return []
+        stem = var[:-1] if var.endswith("s") else var
+        if self.p.variables[var].kind == "numerical":
+            return [f"    {stem}_scores = classifier_weights.loc[",
+                    f'        [("{var}", "_") for v in {var}]',
+                    f"    ].mul({var}, axis=0)"]
+        return _wrap(4, f"{stem}_scores = classifier_weights.loc[",
+                     [f'[("{var}", str(v)) for v in {var}]'], "]", sep="")
+
+    def head(self, h: Head) -> list[str]:
+        v = self.p.variables
+        q, k = v[h.query], v[h.key]
+        qa, ka = _singular(h.query), _singular(h.key)
+        if qa == ka:
+            qa, ka = f"q_{qa}", f"k_{ka}"
+        fn = h.name.replace("attn", "predicate", 1)
+        groups: dict[int, list[int]] = {}
+        for qi, kj in enumerate(h.predicate.tolist()):
+            if kj < 0 or self.compress and not (self.reach[h.query][qi] and self.reach[h.key][kj]):
+                continue
+            groups.setdefault(kj if self.compress else -2 - qi, []).append(qi)
+        branches = []
+        for members in groups.values():
+            kj = int(h.predicate[members[0]])
+            branches.append(([literal(q.values[i]) for i in members],
+                             f"return {ka} == {literal(k.values[kj])}"))
+        lines = [_banner(4, h.name), f"    def {fn}({qa}, {ka}):"]
+        lines += _branches(8, qa, branches) or ["        return False"]
+        lines.append("")
+        if h.kind == "categorical":
+            sel, agg = self.select_name[h.rule], "aggregate"
+        else:
+            sel, agg = "select", "aggregate_sum"
+        lines += _wrap(4, f"{h.name}_pattern = {sel}(", [h.key, h.query, fn], ")")
+        lines += _wrap(4, f"{h.output} = {agg}(", [f"{h.name}_pattern", h.value], ")")
+        return lines + self.scores(h.output) + [""]
+
+    def mlp(self, m: Mlp) -> list[str]:
+        v = self.p.variables
+        out = v[m.output]
+        inputs = list(m.inputs)
+        table = m.table
+        if self.compress and len(inputs) == 2 and inputs[0] == inputs[1]:
+            inputs, table = inputs[:1], np.diagonal(m.table).copy()
+        args = [_singular(x) for x in inputs]
+        if len(args) == 2 and args[0] == args[1]:
+            args[1] += "_2"
+        masks = [self.reach[x] for x in inputs]
+        keys = [ix for ix in np.ndindex(*table.shape)
+                if all(mk[i] for mk, i in zip(masks, ix))]
+        counts = _by_output(table, keys)
+        default = (max(counts, key=lambda o: (len(counts[o]), -o)) if counts else m.default)
+        if not self.compress:
+            default = -1
+        groups = []
+        for o, members in counts.items():
+            if o == default:
+                continue
+            labels = [self.key_literal(inputs, ix) for ix in members]
+            groups.append((labels, f"return {literal(out.values[o])}"))
+        lines = [_banner(4, m.name), f"    def {m.name}({', '.join(args)}):"]
+        key = args[0] if len(args) == 1 else f"({', '.join(args)})"
+        lines.append(f"        key = {key}")
+        lines += _branches(8, "key", groups)
+        final = default if default >= 0 else m.default
+        lines += [f"        return {literal(out.values[final])}", ""]
+        if len(inputs) == 1:
+            comp = [f"{m.name}(k0) for k0 in {inputs[0]}"]
+        else:
+            comp = [f"{m.name}(k0, k1) for k0, k1 in zip({', '.join(inputs)})"]
+        call, loop = comp[0].split(" for ", 1)
+        lines += _wrap(4, f"{m.output} = [", comp, "]") if len(
+            f"        {comp[0]}") <= WIDTH else [f"    {m.output} = [", f"        {call}",
+                                                 f"        for {loop}", "    ]"]
+        return lines + self.scores(m.output) + [""]
+
+    def key_literal(self, inputs: list[str], ix: tuple[int, ...]) -> str:
+        vals = [literal(self.p.variables[x].values[i]) for x, i in zip(inputs, ix)]
+        return vals[0] if len(vals) == 1 else f"({', '.join(vals)})"
+
+
+def _by_output(table: np.ndarray, keys: list[tuple[int, ...]]) -> dict[int, list]:
+    """``{output index: [keys]}`` in order of first appearance."""
+    out: dict[int, list] = {}
+    for ix in keys:
+        out.setdefault(int(table[ix]), []).append(ix)
+    return out
+
+
+def source(program: Program, style: str = "tpcore", compress: bool = True,
+           weights_file: str | None = None) -> str:
+    """The program's Python source (see the module docstring for styles and compression)."""
+    if style not in STYLES:
+        raise TpcoreError(f"unknown style {style!r}; expected one of {STYLES}")
+    p = program
+    w = _Writer(p, style, compress)
+    weights_file = weights_file or f"{p.name}_weights.csv"
+    body: list[str] = ["def run(tokens):"]
+    if style == "published":
+        body += ["    # classifier weights ##########################################",
+                 *_wrap(4, "classifier_weights = pd.read_csv(",
+                        [literal(weights_file), "index_col=[0, 1]", 'dtype={"feature": str}'],
+                        ")"),
+                 "    # inputs #####################################################",
+                 *w.scores("tokens"), ""]
+    else:
+        body += ['    """Predictions for one input framed as the task frames it, e.g.',
+                 f'    {_example(p)}."""']
+    body.append("    positions = list(range(len(tokens)))")
+    body += w.scores("positions") + [""] if style == "published" else []
+    body.append("    ones = [1 for _ in range(len(tokens))]")
+    body += w.scores("ones")
+    body.append("")
+    for m in p.modules:
+        body += w.head(m) if isinstance(m, Head) else w.mlp(m)
+    feats = list(p.classifier.features)
+    if style == "published":
+        frames = [f"{f[:-1] if f.endswith('s') else f}_scores" for f in feats]
+        body += ["    feature_logits = pd.concat(",
+                 "        [",
+                 "            df.reset_index()",
+                 "            for df in [",
+                 *(f"                {x}," for x in frames),
+                 "            ]",
+                 "        ]",
+                 "    )",
+                 "    logits = feature_logits.groupby(level=0).sum(numeric_only=True).to_numpy()",
+                 "    classes = classifier_weights.columns.to_numpy()",
+                 "    predictions = classes[logits.argmax(-1)]"]
+    else:
+        body += _wrap(4, "features = [", [f'("{f}", {f})' for f in feats], "]")
+        body.append("    predictions = classify(features)")
+    if p.passthrough and p.bos is not None:
+        body += [f"    if tokens[0] == {literal(p.bos)}:",
+                 f"        predictions[0] = {literal(p.bos)}"]
+    if p.passthrough and p.eos is not None:
+        body += [f"    if tokens[-1] == {literal(p.eos)}:",
+                 f"        predictions[-1] = {literal(p.eos)}"]
+    body.append("    return predictions.tolist()" if style == "published"
+                else "    return predictions")
+    helpers = [src.strip("\n") for src, _ in w.helpers.values()]
+    if style == "published":
+        head = ["import numpy as np", "import pandas as pd"]
+    else:
+        head = [f'"""{p.name}: a Transformer Program generated by tpcore.',
+                "",
+                f"Run: python {p.name}.py {' '.join(_user_tokens(p))}",
+                f"Classifier weights: {weights_file} beside this file.",
+                '"""',
+                "",
+                "import csv",
+                "import functools",
+                "import os",
+                "import sys",
+                "",
+                f"WEIGHTS = {literal(weights_file)}",
+                *_wrap(0, "VOCAB = [", [literal(t) for t in p.tokens.values], "]"),
+                f"MAX_LEN = {p.max_len}",
+                f"BOS, EOS = {_opt(p.bos)}, {_opt(p.eos)}"]
+        helpers += [library.LOAD_WEIGHTS.strip("\n"), library.CLASSIFY.strip("\n")]
+    parts = ["\n".join(head), *helpers, "\n".join(body).rstrip("\n")]
+    text = "\n\n\n".join(parts) + "\n"
+    if style == "tpcore":
+        text += "\n\n" + library.MAIN.strip("\n") + "\n"
+    return text
+
+
+def _opt(x: str | None) -> str:
+    return "None" if x is None else literal(x)
+
+
+def _user_tokens(p: Program) -> list[str]:
+    specials = {p.bos, p.eos, p.pad}
+    return [t for t in map(str, p.tokens.values) if t not in specials][:4]
+
+
+def _example(p: Program) -> str:
+    return "run([" + ", ".join(literal(t) for t in p.frame(_user_tokens(p))[:6]) + "])"
+
+
+def weights_csv(program: Program, fold_bias: bool = False) -> str:
+    """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
+    value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row (or, with
+    ``fold_bias``, added to the ``ones`` row, for the published format, which has no bias)."""
+    c = program.classifier
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["feature", "value", *c.classes])
+    weights = dict(c.weights)
+    if np.any(c.bias != 0):
+        if fold_bias:
+            if "ones" not in weights:
+                raise TpcoreError("cannot fold the classifier bias: 'ones' is not a feature")
+            weights["ones"] = weights["ones"] + c.bias
+        else:
+            out.writerow(["bias", "_", *map(repr, c.bias.tolist())])
+    for f in c.features:
+        var = program.variables[f]
+        labels: Iterable[Any] = var.values if var.kind == "categorical" else ["_"]
+        for label, row in zip(labels, weights[f]):
+            out.writerow([f, str(label), *map(repr, row.tolist())])
+    return buf.getvalue()
+
+
+def write(program: Program, path: str | Path, style: str = "tpcore",
+          compress: bool = True) -> tuple[Path, Path]:
+    """Write ``NAME.py`` and ``NAME_weights.csv`` atomically; ``path`` is the ``.py`` file or a
+    folder (then ``<folder>/<program name>.py``). Returns both paths."""
+    from tpcore.io import write_text
+
+    path = Path(path)
+    if path.suffix != ".py":
+        path = path / f"{program.name}.py"
+    csv_path = path.with_name(f"{path.stem}_weights.csv")
+    write_text(csv_path, weights_csv(program, fold_bias=style == "published"))
+    write_text(path, source(program, style, compress, weights_file=csv_path.name))
+    return path, csv_path
+
+
+def line_counts(program: Program) -> dict[str, int]:
+    """Program length in lines before and after compression (the paper's Table 4)."""
+    return {"full": len(source(program, compress=False).splitlines()),
+            "pruned": len(source(program, compress=True).splitlines())}

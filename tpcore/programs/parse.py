@@ -1,0 +1,635 @@
+"""Import a program file (the published format, or a tpcore-generated one) into the IR without
+executing it.
+
+The file is parsed with :mod:`ast` and accepted only when it has the grammar of such programs:
+the library helpers (each must equal a known text, which fixes the ``select_closest`` rule and
+causality), ``run(tokens)`` made of the input lines, one ``predicate_L_H`` function per head with
+``if q in {...}: return k == v`` branches and its ``select_closest``/``select`` +
+``aggregate``/``aggregate_sum`` lines, one ``mlp_L_M`` function per MLP with ``key = ...``,
+``if key in {...}: return v`` branches and a default ``return``, applied by a comprehension, the
+classifier boilerplate (replaced by reading the weights CSV beside the file), the BOS/EOS
+pass-through, and a trailing examples block. Anything else (other imports, calls to anything else,
+other statements) is refused with an error naming the file and line. Host-only code.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.programs import library
+from tpcore.programs.ir import (
+    Classifier,
+    Head,
+    Label,
+    Mlp,
+    Module,
+    Program,
+    Variable,
+    numerical_range,
+)
+
+HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
+MLP_NAME = re.compile(r"(num_)?mlp_\d+_\d+$")
+IMPORTS = {"published": {"numpy": "np", "pandas": "pd"},
+           "tpcore": {"csv": None, "functools": None, "os": None, "sys": None}}
+
+
+class ProgramSyntaxError(TpcoreError):
+    """The file is not a program in an accepted format; the message names the file and line."""
+
+
+def _dump(node: ast.AST) -> str:
+    """``ast.dump`` without docstrings or positions, for comparing with canonical texts."""
+    if isinstance(node, ast.FunctionDef | ast.Module) and node.body and isinstance(
+            node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and isinstance(
+            node.body[0].value.value, str):
+        node = type(node)(**{**{f: getattr(node, f) for f in node._fields},
+                             "body": node.body[1:]})
+    return ast.dump(node, annotate_fields=False)
+
+
+def _canon(text: str) -> str:
+    tree = ast.parse(text.strip("\n"))
+    return _dump(tree.body[0]) if len(tree.body) == 1 else _dump(tree)
+
+
+def _known_helpers() -> dict[str, dict[str, tuple[str, str, bool]]]:
+    """``{name: {dump: (style, rule, causal)}}`` for every accepted helper text."""
+    out: dict[str, dict[str, tuple[str, str, bool]]] = {}
+    for causal in (False, True):
+        for name, text in library.published_helpers(causal).items():
+            rule = "published" if name == "select_closest" else ""
+            out.setdefault(name, {})[_canon(text)] = ("published", rule, causal)
+        for rules in (("closest",), ("published",), ("closest", "published")):
+            for name, (text, rule) in library.tpcore_helpers(rules, causal).items():
+                out.setdefault(name, {})[_canon(text)] = ("tpcore", rule, causal)
+    for name, text in (("load_weights", library.LOAD_WEIGHTS), ("classify", library.CLASSIFY)):
+        out[name] = {_canon(text): ("tpcore", "", False)}
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str, filename: str):
+        self.file = filename
+        try:
+            self.tree = ast.parse(text, filename)
+        except SyntaxError as exc:
+            raise ProgramSyntaxError(f"{filename}:{exc.lineno}: not valid Python ({exc.msg})") \
+                from None
+        self.style: str | None = None
+        self.rules: dict[str, str] = {}
+        self.causal: set[bool] = set()
+        self.consts: dict[str, Any] = {}
+        self.weights_name: str | None = None
+        self.funcs: dict[str, ast.FunctionDef] = {}
+        self.defined = {"tokens", "positions", "ones"}
+        self.modules: list[tuple[str, ast.AST, dict[str, Any]]] = []
+        self.features: list[str] = []
+        self.passthrough: dict[str, Label] = {}
+        self.scores: dict[str, str] = {}
+
+    def fail(self, node: ast.AST | None, msg: str) -> None:
+        line = getattr(node, "lineno", 0)
+        raise ProgramSyntaxError(f"{self.file}:{line}: {msg}")
+
+    def set_style(self, style: str, node: ast.AST) -> None:
+        if self.style not in (None, style):
+            self.fail(node, f"mixes the {self.style} and {style} program formats")
+        self.style = style
+
+    # module level ---------------------------------------------------------------------------
+
+    def module(self) -> None:
+        known = _known_helpers()
+        body = self.tree.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        seen_run = False
+        for node in body:
+            if isinstance(node, ast.Import):
+                self.imports(node)
+            elif isinstance(node, ast.FunctionDef) and node.name == "run" and not seen_run:
+                self.run(node)
+                seen_run = True
+            elif isinstance(node, ast.FunctionDef) and node.name in known and not seen_run:
+                match = known[node.name].get(_dump(node))
+                if match is None:
+                    self.fail(node, f"helper {node.name!r} differs from the known library text")
+                style, rule, causal = match
+                self.set_style(style, node)
+                if rule:
+                    self.rules[node.name] = rule
+                if node.name in ("select_closest", "select_closest_published", "select"):
+                    self.causal.add(causal)
+                self.funcs[node.name] = node
+            elif isinstance(node, ast.Assign) and not seen_run:
+                self.constant(node)
+            elif seen_run and self.trailer(node):
+                continue
+            else:
+                self.fail(node, f"statement not allowed here ({type(node).__name__})")
+        if not seen_run:
+            self.fail(None, "no run(tokens) function")
+        if len(self.causal) > 1:
+            self.fail(None, "helpers disagree on causal masking")
+
+    def imports(self, node: ast.Import) -> None:
+        for alias in node.names:
+            for style, allowed in IMPORTS.items():
+                if alias.name in allowed and alias.asname == allowed[alias.name]:
+                    self.set_style(style, node)
+                    break
+            else:
+                self.fail(node, f"import of {alias.name!r} is not allowed")
+
+    def constant(self, node: ast.Assign) -> None:
+        """tpcore header constants: WEIGHTS, VOCAB, MAX_LEN, ``BOS, EOS``."""
+        self.set_style("tpcore", node)
+        if len(node.targets) != 1:
+            self.fail(node, "chained assignment not allowed")
+        target = node.targets[0]
+        names = ([e.id for e in target.elts if isinstance(e, ast.Name)]
+                 if isinstance(target, ast.Tuple) else
+                 [target.id] if isinstance(target, ast.Name) else [])
+        try:
+            value = ast.literal_eval(node.value)
+        except ValueError:
+            self.fail(node, "module-level values must be literals")
+        if names == ["WEIGHTS"] and isinstance(value, str) and re.fullmatch(r"[\w.-]+", value) \
+                and not value.startswith("."):
+            self.weights_name = value
+        elif names == ["VOCAB"] and isinstance(value, list) and all(
+                isinstance(t, str) for t in value):
+            self.consts["VOCAB"] = value
+        elif names == ["MAX_LEN"] and isinstance(value, int) and value > 0:
+            self.consts["MAX_LEN"] = value
+        elif names == ["BOS", "EOS"] and isinstance(value, tuple) and all(
+                t is None or isinstance(t, str) for t in value):
+            self.consts["BOS"], self.consts["EOS"] = value
+        else:
+            self.fail(node, f"unexpected module-level assignment to {names}")
+
+    def trailer(self, node: ast.AST) -> bool:
+        """The examples block, ``print(run(...))`` lines, or the tpcore ``__main__`` block."""
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
+                "examples"]:
+            try:
+                ast.literal_eval(node.value)
+            except ValueError:
+                self.fail(node, "examples must be a literal list")
+            return True
+        if isinstance(node, ast.For):
+            return _dump(node) == _canon(_EXAMPLES_LOOP) or self.fail(
+                node, "only the examples printing loop is allowed after run")
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call = node.value
+            ok = (_is_name(call.func, "print") and len(call.args) == 1 and not call.keywords
+                  and isinstance(call.args[0], ast.Call) and _is_name(call.args[0].func, "run")
+                  and len(call.args[0].args) == 1 and not call.args[0].keywords)
+            if ok:
+                try:
+                    ast.literal_eval(call.args[0].args[0])
+                    return True
+                except ValueError:
+                    pass
+            self.fail(node, "only print(run([...literal tokens...])) is allowed after run")
+        if isinstance(node, ast.If):
+            if _dump(node) != _canon(library.MAIN):
+                self.fail(node, "the __main__ block differs from the generated one")
+            self.set_style("tpcore", node)
+            return True
+        return False
+
+    # run ------------------------------------------------------------------------------------
+
+    def run(self, fn: ast.FunctionDef) -> None:
+        if _dump(fn.args) != _dump(ast.parse("def run(tokens): pass").body[0].args) \
+                or fn.decorator_list or fn.returns:
+            self.fail(fn, "run must be declared as def run(tokens):")
+        body = fn.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]
+        for node in body:
+            if isinstance(node, ast.FunctionDef):
+                self.local_function(node)
+            elif isinstance(node, ast.Assign):
+                self.assign(node)
+            elif isinstance(node, ast.If):
+                self.passthrough_if(node)
+            elif isinstance(node, ast.Return):
+                want = "return predictions.tolist()" if self.style == "published" else \
+                    "return predictions"
+                if _dump(node) != _canon(want):
+                    self.fail(node, f"expected {want!r}")
+            else:
+                self.fail(node, f"statement not allowed in run ({type(node).__name__})")
+
+    def local_function(self, fn: ast.FunctionDef) -> None:
+        args = fn.args
+        names = [a.arg for a in args.args]
+        if (args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults
+                or fn.decorator_list or fn.returns or any(a.annotation for a in args.args)):
+            self.fail(fn, f"function {fn.name!r} must take plain positional arguments")
+        if re.fullmatch(r"(num_)?predicate_\d+_\d+", fn.name) and len(names) == 2:
+            self.funcs[fn.name] = fn
+        elif MLP_NAME.match(fn.name) and len(names) in (1, 2) and len(set(names)) == len(names):
+            self.funcs[fn.name] = fn
+        else:
+            self.fail(fn, f"unexpected function {fn.name!r}({', '.join(names)})")
+
+    def assign(self, node: ast.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            self.fail(node, "only assignments to a single name are allowed in run")
+        name = node.targets[0].id
+        value = node.value
+        fixed = {
+            "positions": "positions = list(range(len(tokens)))",
+            "ones": "ones = [1 for _ in range(len(tokens))]",
+            "logits": "logits = feature_logits.groupby(level=0).sum(numeric_only=True)"
+                      ".to_numpy()",
+            "classes": "classes = classifier_weights.columns.to_numpy()",
+        }
+        if name in fixed:
+            if _dump(node) != _canon(fixed[name]):
+                self.fail(node, f"unexpected definition of {name!r}")
+        elif name == "predictions":
+            if _dump(node) not in (_canon("predictions = classes[logits.argmax(-1)]"),
+                                   _canon("predictions = classify(features)")):
+                self.fail(node, "unexpected definition of 'predictions'")
+        elif name == "classifier_weights":
+            self.read_csv(node)
+        elif name.endswith("_scores") and name != "feature_scores":
+            self.score_line(node, name)
+        elif name == "feature_logits":
+            self.concat(node)
+        elif name == "features":
+            self.feature_list(node)
+        elif name.endswith("_pattern") and HEAD_NAME.match(name[: -len("_pattern")]):
+            self.pattern(node, name[: -len("_pattern")], value)
+        elif name.endswith("_outputs"):
+            self.outputs(node, name, value)
+        else:
+            self.fail(node, f"unexpected assignment to {name!r}")
+
+    def read_csv(self, node: ast.Assign) -> None:
+        self.set_style("published", node)
+        call = node.value
+        if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant)
+                and isinstance(call.args[0].value, str)):
+            self.fail(node, "classifier_weights must be read with pd.read_csv(\"PATH\", ...)")
+        want = (f"classifier_weights = pd.read_csv({call.args[0].value!r}, index_col=[0, 1], "
+                'dtype={"feature": str})')
+        if _dump(node) != _canon(want):
+            self.fail(node, "unexpected pd.read_csv call")
+        self.weights_name = Path(call.args[0].value).name
+
+    def score_line(self, node: ast.Assign, name: str) -> None:
+        self.set_style("published", node)
+        for var in sorted(self.defined):
+            stem = var[:-1] if var.endswith("s") else var
+            if f"{stem}_scores" != name:
+                continue
+            cat = f'{name} = classifier_weights.loc[[("{var}", str(v)) for v in {var}]]'
+            num = (f'{name} = classifier_weights.loc[[("{var}", "_") for v in {var}]]'
+                   f".mul({var}, axis=0)")
+            if _dump(node) in (_canon(cat), _canon(num)):
+                self.scores[name] = var
+                return
+        self.fail(node, f"unexpected classifier boilerplate for {name!r}")
+
+    def concat(self, node: ast.Assign) -> None:
+        try:
+            frames = node.value.args[0].generators[0].iter.elts
+            names = [f.id for f in frames]
+        except (AttributeError, IndexError):
+            self.fail(node, "unexpected feature_logits expression")
+        want = ("feature_logits = pd.concat([df.reset_index() for df in [" + ", ".join(names)
+                + "]])")
+        if _dump(node) != _canon(want):
+            self.fail(node, "unexpected feature_logits expression")
+        for n in names:
+            if n not in self.scores:
+                self.fail(node, f"{n!r} is not a classifier score defined above")
+            self.features.append(self.scores[n])
+
+    def feature_list(self, node: ast.Assign) -> None:
+        self.set_style("tpcore", node)
+        try:
+            names = [e.elts[1].id for e in node.value.elts]
+        except (AttributeError, IndexError):
+            self.fail(node, "features must be a list of (\"name\", name) pairs")
+        want = "features = [" + ", ".join(f'("{n}", {n})' for n in names) + "]"
+        if _dump(node) != _canon(want):
+            self.fail(node, "features must be a list of (\"name\", name) pairs")
+        for n in names:
+            if n not in self.defined:
+                self.fail(node, f"feature {n!r} is not defined above")
+        self.features = names
+
+    def pattern(self, node: ast.Assign, head: str, value: ast.AST) -> None:
+        numerical = head.startswith("num_")
+        fn_name = head.replace("attn", "predicate", 1)
+        call = value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and len(call.args) == 3 and not call.keywords
+                and all(isinstance(a, ast.Name) for a in call.args)):
+            self.fail(node, f"{head}_pattern must be select_closest/select(keys, queries, "
+                      f"{fn_name})")
+        sel = call.func.id
+        keys, queries, pred = (a.id for a in call.args)
+        if numerical and sel != "select" or not numerical and sel not in self.rules:
+            self.fail(node, f"{head} may not call {sel!r} here")
+        if sel not in self.funcs:
+            self.fail(node, f"helper {sel!r} is not defined")
+        if pred != fn_name or fn_name not in self.funcs:
+            self.fail(node, f"{head}_pattern must use the function {fn_name} defined above")
+        for v in (keys, queries):
+            if v not in self.defined:
+                self.fail(node, f"{v!r} is not defined above")
+        self.modules.append((head, node, {"key": keys, "query": queries,
+                                          "rule": self.rules.get(sel, ""),
+                                          "fn": self.funcs[fn_name]}))
+
+    def outputs(self, node: ast.Assign, name: str, value: ast.AST) -> None:
+        mod = name[: -len("_outputs")]
+        if HEAD_NAME.match(mod):
+            agg = "aggregate_sum" if mod.startswith("num_") else "aggregate"
+            if not (self.modules and self.modules[-1][0] == mod and "value" not in
+                    self.modules[-1][2]):
+                self.fail(node, f"{name} must follow {mod}_pattern")
+            vals = getattr(value, "args", [None, None])
+            val = getattr(vals[-1], "id", None) if len(vals) == 2 else None
+            if val is None or _dump(node) != _canon(f"{name} = {agg}({mod}_pattern, {val})"):
+                self.fail(node, f"{name} must be {agg}({mod}_pattern, VALUES)")
+            if val not in self.defined or agg not in self.funcs:
+                self.fail(node, f"{val!r} or {agg!r} is not defined above")
+            self.modules[-1][2]["value"] = val
+        elif MLP_NAME.match(mod):
+            fn = self.funcs.get(mod)
+            if fn is None:
+                self.fail(node, f"{name} needs the function {mod} defined above")
+            try:
+                if len(fn.args.args) == 1:
+                    inputs = [value.generators[0].iter.id]
+                else:
+                    inputs = [a.id for a in value.generators[0].iter.args]
+            except (AttributeError, IndexError):
+                self.fail(node, f"unexpected application of {mod}")
+            if len(fn.args.args) == 1:
+                want = f"{name} = [{mod}(k0) for k0 in {inputs[0]}]"
+            else:
+                want = f"{name} = [{mod}(k0, k1) for k0, k1 in zip({', '.join(inputs)})]"
+            if _dump(node) != _canon(want):
+                self.fail(node, f"unexpected application of {mod}")
+            for v in inputs:
+                if v not in self.defined:
+                    self.fail(node, f"{v!r} is not defined above")
+            self.modules.append((mod, node, {"inputs": inputs, "fn": fn}))
+        else:
+            self.fail(node, f"unexpected variable {name!r}")
+        self.defined.add(name)
+
+    def passthrough_if(self, node: ast.If) -> None:
+        for index, role in (("0", "bos"), ("-1", "eos")):
+            try:
+                tok = node.test.comparators[0].value
+            except (AttributeError, IndexError):
+                break
+            want = f"if tokens[{index}] == {tok!r}:\n    predictions[{index}] = {tok!r}"
+            if isinstance(tok, str) and _dump(node) == _canon(want) and role not in \
+                    self.passthrough:
+                self.passthrough[role] = tok
+                return
+        self.fail(node, "only the BOS/EOS pass-through if-statements are allowed in run")
+
+    # function bodies --------------------------------------------------------------------------
+
+    def const(self, node: ast.AST) -> Label:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self.const(node.operand)
+            if isinstance(v, str):
+                self.fail(node, "cannot negate a string")
+            return -v
+        if isinstance(node, ast.Constant) and type(node.value) in (str, int, float):
+            return node.value
+        self.fail(node, "expected a string or number literal")
+        raise AssertionError
+
+    def key_const(self, node: ast.AST, arity: int) -> tuple[Label, ...]:
+        if arity == 1:
+            return (self.const(node),)
+        if isinstance(node, ast.Tuple) and len(node.elts) == arity:
+            return tuple(self.const(e) for e in node.elts)
+        self.fail(node, f"expected a {arity}-tuple of literals")
+        raise AssertionError
+
+    def chain(self, fn: ast.FunctionDef, stmts: list[ast.stmt], subject: str,
+              arity: int) -> tuple[list[tuple[list[tuple[Label, ...]], ast.AST]], list[ast.stmt]]:
+        """Branches ``if subject in {...}: <return>`` / ``elif`` -> [(keys, return value node)]."""
+        branches = []
+        rest = stmts
+        while rest and isinstance(rest[0], ast.If):
+            node = rest[0]
+            test = node.test
+            ok = (isinstance(test, ast.Compare) and _is_name(test.left, subject)
+                  and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)
+                  and isinstance(test.comparators[0], ast.Set)
+                  and len(node.body) == 1 and isinstance(node.body[0], ast.Return))
+            if not ok:
+                self.fail(node, f"{fn.name}: expected 'if {subject} in {{...}}: return ...'")
+            keys = [self.key_const(e, arity) for e in test.comparators[0].elts]
+            branches.append((keys, node.body[0].value))
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                rest = node.orelse + rest[1:]
+            elif node.orelse:
+                self.fail(node, f"{fn.name}: else branches are not allowed")
+            else:
+                rest = rest[1:]
+        return branches, rest
+
+    def predicate(self, fn: ast.FunctionDef) -> list[tuple[list[Label], Label]]:
+        q, k = (a.arg for a in fn.args.args)
+        if len(fn.body) == 1 and _dump(fn.body[0]) == _canon("return False"):
+            return []
+        branches, rest = self.chain(fn, fn.body, q, 1)
+        if rest:
+            self.fail(rest[0], f"{fn.name}: only if/elif branches are allowed")
+        out = []
+        for keys, ret in branches:
+            if not (isinstance(ret, ast.Compare) and _is_name(ret.left, k) and len(ret.ops) == 1
+                    and isinstance(ret.ops[0], ast.Eq)):
+                self.fail(ret, f"{fn.name}: branches must return {k} == <literal>")
+            out.append(([key[0] for key in keys], self.const(ret.comparators[0])))
+        return out
+
+    def mlp(self, fn: ast.FunctionDef) -> tuple[list[tuple[list[tuple[Label, ...]], Label]],
+                                                Label]:
+        args = [a.arg for a in fn.args.args]
+        key = args[0] if len(args) == 1 else f"({', '.join(args)})"
+        if not fn.body or _dump(fn.body[0]) != _canon(f"key = {key}"):
+            self.fail(fn, f"{fn.name}: must start with key = {key}")
+        branches, rest = self.chain(fn, fn.body[1:], "key", len(args))
+        if len(rest) != 1 or not isinstance(rest[0], ast.Return) or rest[0].value is None:
+            self.fail(fn, f"{fn.name}: must end with a default 'return <literal>'")
+        return [(keys, self.const(r)) for keys, r in branches], self.const(rest[0].value)
+
+
+_EXAMPLES_LOOP = '''
+for x, y in examples:
+    print(f"x: {x}")
+    print(f"y: {y}")
+    y_hat = run(x)
+    print(f"y_hat: {y_hat}")
+    print()
+'''
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _read_weights(text: str, where: str) -> tuple[list[str], dict[tuple[str, str], np.ndarray]]:
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or len(rows[0]) < 3 or rows[0][:2] != ["feature", "value"]:
+        raise TpcoreError(f"{where}: expected a header 'feature,value,<classes...>'")
+    classes = rows[0][2:]
+    weights = {}
+    for n, row in enumerate(rows[1:], start=2):
+        if len(row) != len(rows[0]):
+            raise TpcoreError(f"{where}:{n}: expected {len(rows[0])} columns, got {len(row)}")
+        try:
+            weights[(row[0], row[1])] = np.asarray([float(x) for x in row[2:]])
+        except ValueError:
+            raise TpcoreError(f"{where}:{n}: weights must be numbers") from None
+    return classes, weights
+
+
+def parse_source(text: str, weights: str, filename: str = "<program>",
+                 name: str | None = None) -> Program:
+    """Import program source ``text`` with its weights CSV text ``weights`` (nothing is run)."""
+    p = _Parser(text, filename)
+    p.module()
+    classes, rows = _read_weights(weights, f"weights of {filename}")
+    return _build(p, classes, rows, name or Path(filename).stem)
+
+
+def weights_path(path: str | Path) -> Path:
+    """The weights CSV of a program file: the name its header gives, else ``NAME_weights.csv``."""
+    path = Path(path)
+    p = _Parser(path.read_text(encoding="utf-8"), str(path))
+    p.module()
+    beside = path.with_name(f"{path.stem}_weights.csv")
+    if beside.exists() or p.weights_name is None:
+        return beside
+    return path.with_name(p.weights_name)
+
+
+def parse_file(path: str | Path) -> Program:
+    """Import the program file ``path`` and the weights CSV beside it."""
+    path = Path(path)
+    csv_path = weights_path(path)
+    if not csv_path.exists():
+        raise TpcoreError(f"{path}: weights file {csv_path} not found")
+    return parse_source(path.read_text(encoding="utf-8"), csv_path.read_text(encoding="utf-8"),
+                        str(path), path.stem)
+
+
+def _typed(label: str, like: Label) -> Label:
+    """A CSV value label converted to the type of ``like``."""
+    if isinstance(like, str):
+        return label
+    try:
+        return int(label) if isinstance(like, int) else float(label)
+    except ValueError:
+        return label
+
+
+def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarray],
+           name: str) -> Program:
+    def csv_values(feature: str) -> list[str]:
+        return [v for f, v in rows if f == feature]
+
+    if p.style == "tpcore":
+        vocab = tuple(p.consts.get("VOCAB", ()))
+        max_len = p.consts.get("MAX_LEN", 0)
+    else:
+        vocab = tuple(csv_values("tokens"))
+        max_len = len(csv_values("positions"))
+    if not vocab or max_len <= 0:
+        raise TpcoreError(f"{p.file}: cannot tell the vocabulary and maximum length")
+    v: dict[str, Variable] = {
+        "tokens": Variable("tokens", "categorical", vocab),
+        "positions": Variable("positions", "categorical", tuple(range(max_len))),
+        "ones": Variable("ones", "numerical", (1,)),
+    }
+    modules: list[Module] = []
+    for mod, node, info in p.modules:
+        out = f"{mod}_outputs"
+        if "key" in info:
+            numerical = mod.startswith("num_")
+            q, k = v[info["query"]], v[info["key"]]
+            val = v[info["value"]]
+            pred = np.full(q.size, -1, dtype=np.int64)
+            for qs, kl in reversed(p.predicate(info["fn"])):
+                j = k.values.index(kl) if kl in k.values else -1
+                for ql in qs:
+                    if ql in q.values:
+                        pred[q.values.index(ql)] = j
+            kind = "numerical" if numerical else "categorical"
+            if val.kind != kind:
+                p.fail(node, f"{mod} reads {val.kind} {val.name!r} as its value")
+            values = numerical_range(val, max_len) if numerical else val.values
+            v[out] = Variable(out, kind, values)
+            modules.append(Head(mod, kind, q.name, k.name, val.name, out, pred,
+                                info["rule"] or "closest"))
+        else:
+            branches, default = p.mlp(info["fn"])
+            ins = [v[x] for x in info["inputs"]]
+            kind = ins[0].kind
+            if any(x.kind != kind for x in ins):
+                p.fail(node, f"{mod} mixes categorical and numerical inputs")
+            returned = [r for _, r in branches] + [default]
+            labels: list[Label] = []
+            for lab in [_typed(x, default) for x in csv_values(out)] + returned:
+                if lab not in labels:
+                    labels.append(lab)
+            ov = Variable(out, "categorical", tuple(labels))
+            lookup: dict[tuple[Label, ...], int] = {}
+            for keys, ret in reversed(branches):
+                for key in keys:
+                    lookup[key] = ov.index(ret)
+            table = np.asarray([lookup.get(tuple(x.values[i] for x, i in zip(ins, ix)),
+                                           ov.index(default))
+                                for ix in np.ndindex(*(x.size for x in ins))],
+                               dtype=np.int64).reshape([x.size for x in ins])
+            v[out] = ov
+            modules.append(Mlp(mod, kind, tuple(info["inputs"]), out, table, ov.index(default)))
+    weights, bias = {}, np.asarray(rows.get(("bias", "_"), np.zeros(len(classes))))
+    for f in p.features:
+        var = v[f]
+        if var.kind == "numerical":
+            if (f, "_") not in rows:
+                raise TpcoreError(f"{p.file}: weights have no row ({f}, _)")
+            weights[f] = rows[(f, "_")][None, :]
+        else:
+            zero = np.zeros(len(classes))
+            weights[f] = np.stack([rows.get((f, str(x)), zero) for x in var.values])
+    if p.style == "tpcore":
+        bos, eos = p.consts.get("BOS"), p.consts.get("EOS")
+    else:
+        bos, eos = (t if t in vocab else None for t in (p.passthrough.get("bos"),
+                                                         p.passthrough.get("eos")))
+    return Program(name, v, modules, Classifier(tuple(classes), tuple(p.features), weights, bias),
+                   causal=True in p.causal, bos=bos, eos=eos,
+                   pad="<pad>" if "<pad>" in vocab else None,
+                   passthrough=bool(p.passthrough),
+                   meta={"imported_from": p.file, "format": p.style})
