@@ -5,8 +5,9 @@ return k == v`` branches, one ``mlp_L_M`` per MLP with ``if key in {...}: return
 the most common output as the default ``return``; values are typed labels (token strings, ints).
 ``compress=True`` (default) merges queries that match the same key into one branch, gives an MLP
 that reads one variable twice a single argument, uses the default return, and removes branches
-no input can reach (:func:`tpcore.programs.analysis.reachable`); ``compress=False`` writes one branch
-per query value and every MLP key (Table 4's "before" count). Lines are at most 88 characters.
+no input can reach (:func:`tpcore.programs.analysis.reachable`); ``compress=False`` writes one
+branch per query value and every MLP key (Table 4's "before" count). Lines have at most 88
+characters.
 
 Two styles: ``"tpcore"`` needs the standard library only and runs as ``python NAME.py 3 1 4 2``;
 ``"published"`` writes the authors' format (pandas classifier boilerplate, their
@@ -279,8 +280,8 @@ def _example(p: Program) -> str:
 
 def weights_csv(program: Program, fold_bias: bool = False) -> str:
     """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
-    value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row (or, with
-    ``fold_bias``, added to the ``ones`` row, for the published format, which has no bias)."""
+    value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row (or,
+    with ``fold_bias``, added to the ``ones`` row: the published format has no bias)."""
     c = program.classifier
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")

@@ -1,0 +1,101 @@
+"""Trained Transformer Program (discrete mode) -> program IR.
+
+Reads :meth:`tpcore.models.program.ProgramModel.discrete` (argmax of every gate and predicate row)
+and names values with the task's strings:
+
+- ``tokens`` gets the vocabulary, ``positions`` ``0 .. max_len - 1``, ``ones`` ``[1]``;
+- a learned factored embedding becomes one lookup module ``embed_i`` per variable, reading
+  ``tokens``;
+- a categorical head keeps its predicate rows for the query variable's values, with key indices
+  the key variable cannot take mapped to "matches nothing"; its output takes the value
+  variable's labels (the type follows the computation graph, paper A.3); rule ``closest``;
+- a numerical head's output gets every value a sum over at most ``max_len`` keys can reach;
+- an MLP becomes a table by running its hidden layer on every combination of its inputs' values
+  (all ``k^2`` categorical pairs; for numerical inputs every reachable value), in the model's
+  float dtype;
+- the classifier keeps the rows of each variable's values and drops masked classes.
+Host-only code (NumPy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.programs.ir import Classifier, Head, Mlp, Module, Program, Variable, numerical_range
+
+
+def _mlp_table(m: Any, inputs: list[Variable], width: int, dtype: Any) -> np.ndarray:
+    """Output index for every combination of the inputs' values: ``(|v_a|, |v_b|)``."""
+    a, b = inputs
+    if m.kind == "categorical":
+        ia, ib = np.meshgrid(np.arange(a.size), np.arange(b.size), indexing="ij")
+        eye = np.eye(width, dtype=dtype)
+        x = np.concatenate([eye[ia.ravel()], eye[ib.ravel()]], axis=-1)
+    else:
+        va, vb = np.meshgrid(np.asarray(a.values, dtype=dtype), np.asarray(b.values, dtype=dtype),
+                             indexing="ij")
+        x = np.stack([va.ravel(), vb.ravel()], axis=-1)
+    h = np.maximum(x @ m.w1.astype(dtype) + m.b1.astype(dtype), 0)
+    z = h @ m.w2.astype(dtype) + m.b2.astype(dtype)
+    return z.argmax(axis=-1).reshape(a.size, b.size).astype(np.int64)
+
+
+def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: str = "program",
+            bos: str | None = None, eos: str | None = None, pad: str | None = None,
+            passthrough: bool = False, meta: dict[str, Any] | None = None) -> Program:
+    """The program of ``model`` (a ``ProgramModel`` or its ``DiscreteProgram``).
+
+    ``vocab[i]``: the string of token id ``i``; ``classes[c]``: the label of output class ``c``.
+    ``bos``/``eos``/``pad``: the task's framing tokens. ``passthrough=False`` keeps the model's own
+    predictions at BOS/EOS positions, so the program agrees with the model at every position.
+    """
+    dp = model.discrete() if hasattr(model, "discrete") else model
+    dtype = np.dtype(getattr(getattr(model, "config", None), "dtype", "float64"))
+    specs = {v.name: v for v in dp.variables}
+    if "tokens" in specs and specs["tokens"].width != len(vocab):
+        raise TpcoreError(f"model has {specs['tokens'].width} token ids but the vocabulary has "
+                          f"{len(vocab)} strings")
+    n_cls = len(dp.classifier_bias)
+    if len(classes) != n_cls:
+        raise TpcoreError(f"model has {n_cls} classes but {len(classes)} labels were given")
+    v: dict[str, Variable] = {
+        "tokens": Variable("tokens", "categorical", tuple(vocab)),
+        "positions": Variable("positions", "categorical", tuple(range(dp.max_len))),
+        "ones": Variable("ones", "numerical", (1,)),
+    }
+    modules: list[Module] = []
+    if dp.embedding is not None:
+        for i in range(dp.embedding.shape[1]):
+            out = f"embed_{i}"
+            v[out] = Variable(out, "categorical", tuple(range(specs[out].width)))
+            modules.append(Mlp(f"{out}_lookup", "categorical", ("tokens",), out,
+                               dp.embedding[:, i].astype(np.int64), 0))
+    for m in dp.modules:
+        if hasattr(m, "predicate"):
+            q, k, val = v[m.query], v[m.key], v[m.value]
+            pred = np.asarray(m.predicate[: q.size], dtype=np.int64)
+            pred = np.where(pred < k.size, pred, -1)
+            values = val.values if m.kind == "categorical" else numerical_range(val, dp.max_len)
+            v[m.output] = Variable(m.output, m.kind, values)
+            modules.append(Head(m.name, m.kind, m.query, m.key, m.value, m.output, pred, "closest"))
+        else:
+            ins = [v[x] for x in m.inputs]
+            table = _mlp_table(m, ins, dp.width, dtype)
+            v[m.output] = Variable(m.output, "categorical", tuple(range(specs[m.output].width)))
+            counts = np.bincount(table.ravel(), minlength=v[m.output].size)
+            modules.append(Mlp(m.name, m.kind, tuple(m.inputs), m.output, table,
+                               int(counts.argmax())))
+    keep = [c for c in range(n_cls) if c not in set(dp.masked_classes)]
+    feats = tuple(x.name for x in dp.variables)
+    weights = {}
+    for f in feats:
+        w = np.asarray(dp.classifier_weights[f], dtype=np.float64)[:, keep]
+        weights[f] = w[: v[f].size] if v[f].kind == "categorical" else w
+    clf = Classifier(tuple(classes[c] for c in keep), feats, weights,
+                     np.asarray(dp.classifier_bias, dtype=np.float64)[keep])
+    return Program(name, v, modules, clf, causal=bool(dp.causal), bos=bos, eos=eos, pad=pad,
+                   passthrough=passthrough, meta=dict(meta or {}))
