@@ -49,3 +49,30 @@ def interpret(program: Program, max_steps: int = 10_000) -> Trace:
         trace.mems.append(mem.copy())
         trace.pcs.append(pc)
     return trace
+
+
+def interpret_batch(programs: list[Program], max_steps: int = 10_000,
+                    kernel: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Run programs of one layout together (numba kernel, or its NumPy reference).
+
+    Returns final ``memory: (B, m)`` and ``steps: (B,)``; raises naming the first program that
+    does not reach EOF within ``max_steps``.
+    """
+    from tpcore.kernels import subleq
+
+    layouts = {(p.s, len(p.memory), len(p.commands), p.N) for p in programs}
+    if len(layouts) != 1:
+        raise TpcoreError(f"batched programs need one layout (s, m, k, N); got {sorted(layouts)}")
+    for p in programs:
+        validate(p)
+    p0 = programs[0]
+    cmds = np.stack([p.commands for p in programs])
+    mem = np.stack([p.memory for p in programs])
+    run = subleq.run_batch if kernel else subleq.run_batch_reference
+    out, pcs, steps = run(cmds, mem, p0.s, p0.N, max_steps)
+    eof = p0.layout.eof
+    bad = np.nonzero(pcs != eof)[0]
+    if bad.size:
+        raise TpcoreError(f"program {int(bad[0])}: step limit {max_steps} reached without EOF; "
+                          f"last PC = {int(pcs[bad[0]])}")
+    return out, steps

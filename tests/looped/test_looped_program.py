@@ -1,0 +1,106 @@
+"""Encodings, validation of bad programs, the assembler and the authors' CSV format."""
+
+import numpy as np
+import pytest
+
+from tpcore.errors import TpcoreError
+from tpcore.looped.asm import assemble
+from tpcore.looped.encodings import (
+    address_bits,
+    decode_int,
+    decode_unsigned,
+    encode_address,
+    encode_int,
+    int_range,
+)
+from tpcore.looped.examples import minsky
+from tpcore.looped.interpret import interpret
+from tpcore.looped.program import Program, load_csv, validate
+
+
+@pytest.mark.parametrize("N", [2, 5, 9])
+def test_int_roundtrip_and_range(N):
+    lo, hi = int_range(N)
+    v = np.arange(lo, hi + 1)
+    np.testing.assert_array_equal(decode_int(encode_int(v, N)), v)
+    with pytest.raises(TpcoreError, match=f"value {hi + 1} at position 0"):
+        encode_int([hi + 1], N)
+
+
+def test_address_codes_separate_by_two():
+    n = 37
+    L = address_bits(n)
+    P = encode_address(np.arange(n), L)
+    G = P.T @ P
+    assert np.all(np.diag(G) == L)
+    assert np.all(G[~np.eye(n, dtype=bool)] <= L - 2)
+    np.testing.assert_array_equal(decode_unsigned(P), np.arange(n))
+
+
+def _prog(cmds, mem, s=1, N=6):
+    return Program(np.array(cmds), np.array(mem), s=s, N=N)
+
+
+@pytest.mark.parametrize("cmds, mem, match", [
+    ([[9, 3, 6], [1, 2, 6]], [0, -1, 1, 2], r"instruction 0 \(column 5\): operand a = 9"),
+    ([[3, 0, 6], [1, 2, 6]], [0, -1, 1, 2], "operand b = 0 is not a memory column"),
+    ([[3, 4, 2], [1, 2, 6]], [0, -1, 1, 2], "jump target c = 2"),
+    ([[3, 4, 6], [1, 2, 6]], [0, -1, 40, 2], "initial value 40 of memory cell 3"),
+    ([[3, 4, 6], [1, 2, 5]], [0, -1, 1, 2], "missing EOF: .* jumps to 5"),
+    ([[3, 4, 6], [1, 2, 6]], [0, 1, 1, 2], "missing EOF: .* hold 0, 1"),
+    ([[3, 2, 6], [1, 2, 6]], [0, -1, 1, 2], "writes cell 2, which the EOF"),
+])
+def test_bad_programs_are_rejected(cmds, mem, match):
+    with pytest.raises(TpcoreError, match=match):
+        validate(_prog(cmds, mem))
+
+
+@pytest.mark.parametrize("src, match", [
+    ("subleq x, y", "unknown memory cell 'x'"),
+    (".data\nx = 1\n.code\njmp nowhere", "unknown jump target 'nowhere'"),
+    ("frob 1, 2", "unknown instruction 'frob'"),
+    (".data\nx = 1\nx = 2", "defined twice"),
+    (".data\nx = 1000\n.code\nhalt", "initial value 1000"),
+])
+def test_assembler_errors_name_the_line(src, match):
+    with pytest.raises(TpcoreError, match=match):
+        assemble(src, N=8)
+
+
+def test_assembler_pseudo_instructions():
+    p = assemble(""".data
+a = 5
+b = -3
+c = 9
+.code
+add a, b       ; b = 2
+mov b, c       ; c = 2
+subleq 7, a    ; a = -2
+""", N=6)
+    mem = interpret(p).mems[-1]
+    assert (mem[p.cell("a")], mem[p.cell("b")], mem[p.cell("c")]) == (-2, 2, 2)
+
+
+@pytest.mark.parametrize("start", range(0, 4))
+def test_minsky_jzdec_translation(start):
+    """Appendix C's sub(a, n) with operands in Algorithm 2's order: jump iff a == 0, else
+    decrement; constants survive."""
+    code = [("jzdec", "a", 2), ("inc", "hit_nonzero"), ("inc", "done")]
+    p = assemble(minsky(code, {"a": start, "hit_nonzero": 0, "done": 0}), N=6)
+    mem = interpret(p).mems[-1]
+    assert mem[p.cell("a")] == max(start - 1, 0)
+    assert mem[p.cell("hit_nonzero")] == (start > 0)
+    assert (mem[p.cell("c0")], mem[p.cell("c1")], mem[p.cell("cm1")]) == (0, 1, -1)
+
+
+def test_csv_roundtrip(tmp_path):
+    p = assemble(".data\nx = 3\n.code\nl: subleq 1, x, done\njmp l\ndone: halt", N=6, s=2)
+    (tmp_path / "cmd.csv").write_text("a,b,c\n" + "\n".join(
+        ",".join(str(v) for v in row) for row in p.commands) + "\n")
+    (tmp_path / "mem.csv").write_text("mem\n" + "\n".join(str(v) for v in p.memory) + "\n")
+    q = load_csv(tmp_path / "cmd.csv", tmp_path / "mem.csv", s=2, N=6)
+    np.testing.assert_array_equal(q.commands, p.commands)
+    assert interpret(q).mems[-1][3] == 0
+    (tmp_path / "bad.csv").write_text("x,y,z\n1,2,3\n")
+    with pytest.raises(TpcoreError, match="expected a,b,c"):
+        load_csv(tmp_path / "bad.csv", tmp_path / "mem.csv", s=2, N=6)
