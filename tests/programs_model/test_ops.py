@@ -1,0 +1,102 @@
+"""Float64 gradchecks and discrete semantics of the Transformer Program modules."""
+
+import numpy as np
+import pytest
+
+from tpcore.models import program_ops as ops
+from tpcore.nn.gradcheck import assert_gradients, random_like
+from tpcore.nn.relax import gumbel_noise
+
+
+def _soft(rng, *shape, tau=0.7):
+    y, _ = ops.sample(rng.standard_normal(shape), gumbel_noise(shape, rng, "float64"), tau)
+    return y
+
+
+@pytest.fixture
+def heads(rng):
+    h, b, n, d = 2, 3, 5, 4
+    q, k, v = (_soft(rng, h, b, n, d) for _ in range(3))
+    p = _soft(rng, h, d, d)
+    pad = np.zeros((b, n), bool)
+    pad[0, 3:] = True
+    mask = (~pad)[:, None, :] & np.tril(np.ones((n, n), bool))[None]
+    return q, k, v, p, mask
+
+
+def test_read_gradients(rng):
+    x, pi = rng.standard_normal((5, 2, 3, 4)), rng.standard_normal((3, 5))
+    g = random_like(ops.read_forward(x, pi))
+    dx, dpi = ops.read_backward(g, x, pi)
+    assert_gradients(lambda x, pi: float((ops.read_forward(x, pi) * g).sum()), [x, pi], [dx, dpi])
+
+
+def test_cat_attention_gradients(rng, heads):
+    q, k, v, p, mask = heads
+    bias = ops.closest_bias(5, "float64")
+    noise = gumbel_noise((2, 3, 5, 5), rng, "float64")
+
+    def f(q, k, v, p):
+        out, _ = ops.cat_attention_forward(q, k, v, p, mask, bias, noise, 1.3)
+        return float((out * g).sum())
+
+    out, cache = ops.cat_attention_forward(q, k, v, p, mask, bias, noise, 1.3)
+    g = random_like(out)
+    grads = ops.cat_attention_backward(g, cache)
+    assert_gradients(f, [q, k, v, p], list(grads), tol=1e-5)
+
+
+def test_num_attention_gradients(rng, heads):
+    q, k, _, p, mask = heads
+    v = rng.standard_normal((2, 3, 5))
+    out, cache = ops.num_attention_forward(q, k, v, p, mask)
+    g = random_like(out)
+    grads = ops.num_attention_backward(g, cache)
+    assert_gradients(lambda q, k, v, p: float((ops.num_attention_forward(q, k, v, p, mask)[0]
+                                               * g).sum()), [q, k, v, p], list(grads))
+
+
+def test_mlp_gradients(rng):
+    x = rng.standard_normal((2, 7, 6))
+    w1, b1 = rng.standard_normal((2, 6, 5)), rng.standard_normal((2, 1, 5))
+    w2, b2 = rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 1, 4))
+    noise = gumbel_noise((2, 7, 4), rng, "float64")
+    y, cache = ops.mlp_forward(x, w1, b1, w2, b2, noise, 0.9)
+    g = random_like(y)
+    grads = ops.mlp_backward(g, cache)
+    assert_gradients(lambda *a: float((ops.mlp_forward(*a, noise, 0.9)[0] * g).sum()),
+                     [x, w1, b1, w2, b2], list(grads))
+
+
+def test_discrete_attention_picks_closest_match_then_bos():
+    # one head, one sequence of 6 positions; query value 0 matches key value 1
+    n, d = 6, 2
+    keys = np.array([0, 1, 0, 1, 0, 0])
+    k = np.eye(d)[keys][None, None]
+    q = np.eye(d)[np.zeros(n, int)][None, None]
+    q[0, 0, 5] = [0, 1]  # position 5 queries value 1, which matches key value 0 below
+    p = np.array([[[0.0, 1.0], [1.0, 0.0]]])
+    v = np.eye(n)[None, None]  # value = position one-hot, so the output names the key
+    mask = np.ones((1, n, n), bool)
+    out, _ = ops.cat_attention_forward(q, k, v, p, mask, ops.closest_bias(n, "float64"), None,
+                                       None)
+    picked = out[0, 0].argmax(-1)
+    # keys with value 1 sit at 1 and 3: position 2 is equidistant -> the earlier (1);
+    # position 1 sees itself only as a last resort -> 3; position 3 -> 1 (distance 2 both sides
+    # none closer); position 5 (value 1 query matches keys of value 0: 0, 2, 4) -> 4.
+    assert picked.tolist() == [1, 3, 1, 1, 3, 4]
+    p_none = np.zeros((1, d, d))
+    p_none[0, :, 1] = 1.0
+    k_none = np.eye(d)[np.zeros(n, int)][None, None]
+    out, _ = ops.cat_attention_forward(q, k_none, v, p_none, mask,
+                                       ops.closest_bias(n, "float64"), None, None)
+    assert out[0, 0].argmax(-1).tolist() == [0] * n
+
+
+def test_numerical_attention_counts_matches():
+    n, d = 5, 3
+    toks = np.array([0, 2, 2, 1, 2])
+    x = np.eye(d)[toks][None, None]
+    p = np.eye(d)[None]  # predicate: equal values
+    out, _ = ops.num_attention_forward(x, x, np.ones((1, 1, n)), p, np.ones((1, n, n), bool))
+    assert out[0, 0].tolist() == [1, 3, 3, 1, 3]

@@ -1,0 +1,507 @@
+"""Transformer Program model: a transformer with a disentangled residual stream whose every choice
+is a relaxed categorical sample, so that its argmax is a program.
+
+The stream is a list of named variables. Categorical variables are one-hots (relaxed while
+training) padded to a common width ``d``; numerical variables are scalars. Inputs: ``tokens``
+(fixed one-hot, or ``n_embed_vars`` learned factored variables ``embed_0 ...``), ``positions``
+(one-hot of the position) and ``ones`` (numerical, all 1). Each layer runs, reading the stream
+as it stands at the start of the layer,
+
+- ``n_cat_heads`` categorical heads ``attn_{l}_{h}`` (read gates for query, key and value over the
+  categorical variables, a predicate matrix, closest-match hard attention with default to BOS;
+  output: the value copied from the attended position, a new categorical variable);
+- ``n_num_heads`` numerical heads ``num_attn_{l}_{h}`` (categorical query and key, a numerical
+  value variable; output ``sum_j S_ij value_j``, a new numerical variable);
+
+then, reading the stream after the heads,
+
+- ``n_cat_mlps`` categorical MLPs ``mlp_{l}_{i}`` (two categorical inputs) and ``n_num_mlps``
+  numerical MLPs ``num_mlp_{l}_{i}`` (two numerical inputs), each a new categorical variable of
+  width ``k``.
+
+A linear classifier reads every variable of the final stream. ``forward(tokens, pad, rng, tau)``
+trains with Gumbel-softmax samples at temperature ``tau``; with ``tau=None`` it is the *discrete
+model*: argmax gates, predicates, attention and MLP outputs, no noise. :meth:`ProgramModel.discrete`
+returns that model as plain data (:class:`DiscreteProgram`), which is what program extraction
+reads. Exact semantics of every module: ``tpcore/models/program_ops.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tpcore.backend import get_xp, scatter_add, to_host
+from tpcore.errors import TpcoreError
+from tpcore.models import program_ops as ops
+from tpcore.nn.module import Module, Parameter
+from tpcore.nn.relax import gumbel_noise
+
+Array = Any
+
+
+@dataclass
+class ProgramConfig:
+    """Hyper-parameters of a Transformer Program.
+
+    ``vocab_size``: token ids ``0 .. V-1``; ``max_len``: longest sequence (BOS/EOS included);
+    ``n_classes``: output classes, of which ``masked_classes`` are never predicted. Head and MLP
+    counts are per layer. ``k``: cardinality of MLP outputs and learned embedding variables
+    (0: the stream width ``d = max(V, max_len, k)``; with learned embeddings ``V`` does not count).
+    ``n_embed_vars > 0`` replaces the one-hot ``tokens`` by that many learned variables.
+    """
+
+    vocab_size: int
+    max_len: int
+    n_classes: int
+    n_layers: int = 2
+    n_cat_heads: int = 2
+    n_num_heads: int = 2
+    n_cat_mlps: int = 1
+    n_num_mlps: int = 1
+    k: int = 0
+    d_mlp: int = 64
+    causal: bool = False
+    n_embed_vars: int = 0
+    masked_classes: tuple[int, ...] = ()
+    init_std: float = 1.0
+    dtype: str = "float32"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.masked_classes = tuple(int(c) for c in self.masked_classes)
+        for name in ("vocab_size", "max_len", "n_classes", "n_layers"):
+            if getattr(self, name) < 1:
+                raise TpcoreError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("n_cat_heads", "n_num_heads", "n_cat_mlps", "n_num_mlps", "k",
+                     "n_embed_vars"):
+            if getattr(self, name) < 0:
+                raise TpcoreError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.d_mlp < 1:
+            raise TpcoreError(f"d_mlp must be >= 1, got {self.d_mlp}")
+        bad = [c for c in self.masked_classes if not 0 <= c < self.n_classes]
+        if bad:
+            raise TpcoreError(f"masked class {bad[0]} outside 0..{self.n_classes - 1}")
+        if self.n_embed_vars and self.k < 2:
+            raise TpcoreError("learned embeddings (n_embed_vars > 0) need k >= 2 values each")
+
+    @property
+    def width(self) -> int:
+        """``d``: the common width of categorical variables."""
+        v = 0 if self.n_embed_vars else self.vocab_size
+        return max(v, self.max_len, self.k)
+
+    @property
+    def out_k(self) -> int:
+        """Cardinality of MLP outputs (and learned embedding variables)."""
+        return self.k or self.width
+
+
+@dataclass(frozen=True)
+class VarSpec:
+    """A stream variable: ``name``, ``kind`` (categorical / numerical), ``width`` (number of
+    meaningful one-hot indices; 1 for numerical), ``slot`` (index in its stream) and the module
+    that wrote it (None for inputs)."""
+
+    name: str
+    kind: str
+    width: int
+    slot: int
+    source: str | None = None
+
+
+@dataclass
+class DiscreteHead:
+    """An attention head after argmax. ``predicate[a] = b``: query value ``a`` matches key value
+    ``b`` (exactly one per row). ``value`` is categorical for a categorical head (the output copies
+    it) and numerical for a numerical head (the output sums it over matching keys)."""
+
+    name: str
+    kind: str
+    layer: int
+    query: str
+    key: str
+    value: str
+    output: str
+    predicate: np.ndarray
+
+
+@dataclass
+class DiscreteMlp:
+    """An MLP after argmax of its read gates: ``out = argmax(relu([a; b] W1 + b1) W2 + b2)`` where
+    ``a, b`` are its two inputs (one-hots of width ``d`` for a categorical MLP, scalars for a
+    numerical one). Weights: ``w1 (I, D)``, ``b1 (D,)``, ``w2 (D, k)``, ``b2 (k,)``, float64."""
+
+    name: str
+    kind: str
+    layer: int
+    inputs: tuple[str, str]
+    output: str
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+
+    def lookup(self, a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
+        """Output indices for input values ``a, b`` (indices of categorical inputs, numbers of
+        numerical ones), any equal shapes; ``width`` = ``d`` for categorical inputs."""
+        a, b = np.asarray(a), np.asarray(b)
+        if self.kind == "categorical":
+            x = np.concatenate([np.eye(width)[a], np.eye(width)[b]], axis=-1)
+        else:
+            x = np.stack([a, b], axis=-1).astype(np.float64)
+        h = np.maximum(x @ self.w1 + self.b1, 0.0)
+        return np.argmax(h @ self.w2 + self.b2, axis=-1)
+
+
+@dataclass
+class DiscreteProgram:
+    """The discrete model as data: the variables in stream order, the modules in execution order
+    (per layer: categorical heads, numerical heads, categorical MLPs, numerical MLPs), a learned
+    embedding table when present (``embedding[v, i]``: value of variable ``embed_i`` for token
+    ``v``) and the classifier ``logits = bias + sum_f W_f[value of f]`` (categorical ``f``,
+    ``W_f: (width_f, C)``) ``+ W_f[0] * f`` (numerical, ``W_f: (1, C)``); masked classes never
+    win."""
+
+    variables: list[VarSpec]
+    modules: list[DiscreteHead | DiscreteMlp]
+    classifier_weights: dict[str, np.ndarray]
+    classifier_bias: np.ndarray
+    masked_classes: tuple[int, ...]
+    width: int
+    causal: bool
+    max_len: int
+    embedding: np.ndarray | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ProgramLayer(Module):
+    """One layer's parameters (all logits of relaxed choices, plus MLP weights).
+
+    ``attn_gates: (3 Hc + 2 Hn, m)``: query, key, value gates of the categorical heads, then
+    query, key gates of the numerical heads, over the ``m`` categorical variables before the layer;
+    ``value_gates: (Hn, p)`` over the ``p`` numerical variables; ``cat_pred: (Hc, d, d)``,
+    ``num_pred: (Hn, d, d)`` predicate logits (one categorical distribution per row);
+    ``mlp_gates: (2 Mc, m + Hc)`` (first inputs of all MLPs, then second inputs) and
+    ``num_mlp_gates: (2 Mn, p + Hn)``; MLP weights ``(M, I, D)``, ``(M, 1, D)``, ``(M, D, k)``,
+    ``(M, 1, k)``.
+    """
+
+    def __init__(self, cfg: ProgramConfig, m: int, p: int, gen: np.random.Generator):
+        xp, dt = get_xp(), cfg.dtype
+        d, k, hc, hn, mc, mn = (cfg.width, cfg.out_k, cfg.n_cat_heads, cfg.n_num_heads,
+                                cfg.n_cat_mlps, cfg.n_num_mlps)
+        self.m, self.p = m, p
+
+        def normal(*shape: int) -> Parameter:
+            return Parameter(xp.asarray(gen.normal(0.0, cfg.init_std, shape), dtype=dt))
+
+        def uniform(fan_in: int, *shape: int) -> Parameter:
+            bound = 1.0 / math.sqrt(fan_in)
+            return Parameter(xp.asarray(gen.uniform(-bound, bound, shape), dtype=dt))
+
+        self.attn_gates = normal(3 * hc + 2 * hn, m)
+        self.value_gates = normal(hn, p)
+        self.cat_pred = normal(hc, d, d)
+        self.num_pred = normal(hn, d, d)
+        self.mlp_gates = normal(2 * mc, m + hc)
+        self.num_mlp_gates = normal(2 * mn, p + hn)
+        self.mlp_w1, self.mlp_b1 = uniform(2 * d, mc, 2 * d, cfg.d_mlp), uniform(2 * d, mc, 1,
+                                                                                  cfg.d_mlp)
+        self.mlp_w2, self.mlp_b2 = uniform(cfg.d_mlp, mc, cfg.d_mlp, k), uniform(cfg.d_mlp, mc,
+                                                                                 1, k)
+        self.num_w1, self.num_b1 = uniform(2, mn, 2, cfg.d_mlp), uniform(2, mn, 1, cfg.d_mlp)
+        self.num_w2, self.num_b2 = uniform(cfg.d_mlp, mn, cfg.d_mlp, k), uniform(cfg.d_mlp, mn,
+                                                                                 1, k)
+
+
+class ProgramModel(Module):
+    """The Transformer Program (see the module docstring). ``model.variables`` lists the stream
+    variables (:class:`VarSpec`) in slot order; ``model.cache`` holds the last forward's
+    intermediate values for the backward."""
+
+    config_class = ProgramConfig
+
+    def __init__(self, cfg: ProgramConfig):
+        self.config = cfg
+        gen = np.random.default_rng(cfg.seed)
+        xp, dt = get_xp(), cfg.dtype
+        d, k = cfg.width, cfg.out_k
+        self.variables: list[VarSpec] = []
+        if cfg.n_embed_vars:
+            self.embedding = Parameter(xp.asarray(
+                gen.normal(0.0, cfg.init_std, (cfg.vocab_size, cfg.n_embed_vars, k)), dtype=dt))
+            for i in range(cfg.n_embed_vars):
+                self._add(f"embed_{i}", "categorical", k)
+        else:
+            self._add("tokens", "categorical", cfg.vocab_size)
+        self._add("positions", "categorical", cfg.max_len)
+        self._add("ones", "numerical", 1)
+        self.layers: list[ProgramLayer] = []
+        for layer in range(cfg.n_layers):
+            m, p = self.n_vars("categorical"), self.n_vars("numerical")
+            self.layers.append(ProgramLayer(cfg, m, p, gen))
+            for h in range(cfg.n_cat_heads):
+                self._add(f"attn_{layer}_{h}_outputs", "categorical", d, f"attn_{layer}_{h}")
+            for h in range(cfg.n_num_heads):
+                self._add(f"num_attn_{layer}_{h}_outputs", "numerical", 1, f"num_attn_{layer}_{h}")
+            for i in range(cfg.n_cat_mlps):
+                self._add(f"mlp_{layer}_{i}_outputs", "categorical", k, f"mlp_{layer}_{i}")
+            for i in range(cfg.n_num_mlps):
+                self._add(f"num_mlp_{layer}_{i}_outputs", "categorical", k, f"num_mlp_{layer}_{i}")
+        n_feat = d * self.n_vars("categorical") + self.n_vars("numerical")
+        bound = 1.0 / math.sqrt(n_feat)
+        self.w_out = Parameter(xp.asarray(gen.uniform(-bound, bound, (n_feat, cfg.n_classes)),
+                                          dtype=dt))
+        self.b_out = Parameter(xp.zeros((cfg.n_classes,), dtype=dt))
+        self.bias = ops.closest_bias(cfg.max_len, dt, xp)
+        self.cache: dict[str, Any] = {}
+
+    def astype(self, dtype: Any) -> ProgramModel:
+        """Cast parameters, the position bias and the stream dtype (e.g. float64 for gradchecks)."""
+        super().astype(dtype)
+        self.config.dtype = np.dtype(dtype).name
+        self.bias = self.bias.astype(dtype)
+        return self
+
+    def _add(self, name: str, kind: str, width: int, source: str | None = None) -> None:
+        self.variables.append(VarSpec(name, kind, width, self.n_vars(kind), source))
+
+    def n_vars(self, kind: str) -> int:
+        """Number of variables of ``kind`` in the full stream."""
+        return sum(v.kind == kind for v in self.variables)
+
+    def variable_names(self, kind: str) -> list[str]:
+        """Names of the ``kind`` variables in slot order."""
+        return [v.name for v in self.variables if v.kind == kind]
+
+    # ------------------------------------------------------------------ forward
+    def check_tokens(self, tokens: Array) -> None:
+        """Raise naming the offending value if a token id or the length is out of range."""
+        cfg = self.config
+        if tokens.ndim != 2:
+            raise TpcoreError(f"tokens must be (B, N), got shape {tuple(tokens.shape)}")
+        if tokens.shape[1] > cfg.max_len:
+            raise TpcoreError(f"sequence length {tokens.shape[1]} exceeds the model's context "
+                              f"max_len={cfg.max_len}")
+        lo, hi = int(tokens.min()), int(tokens.max())
+        if lo < 0 or hi >= cfg.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise TpcoreError(f"token id {bad} outside the vocabulary 0..{cfg.vocab_size - 1}")
+
+    def forward(self, tokens: Array, pad: Array | None = None, rng: Any = None,
+                tau: float | None = None) -> Array:
+        """Logits ``(B, N, C)`` for ``tokens: (B, N)``; ``pad: (B, N)`` True at padding.
+
+        ``tau`` given: training mode, Gumbel-softmax samples at temperature ``tau`` with noise
+        from ``rng`` (``rng=None``: no noise, a plain softmax relaxation). ``tau=None``: the
+        discrete model (argmax everywhere).
+        """
+        cfg, xp = self.config, get_xp()
+        self.check_tokens(tokens)
+        b, n = tokens.shape
+        d, k, dt = cfg.width, cfg.out_k, cfg.dtype
+        m_all, p_all = self.n_vars("categorical"), self.n_vars("numerical")
+
+        def noise(shape: tuple[int, ...]) -> Array | None:
+            return gumbel_noise(shape, rng, dt) if (rng is not None and tau is not None) else None
+
+        x = xp.zeros((m_all, b, n, d), dtype=dt)
+        xn = xp.zeros((p_all, b, n), dtype=dt)
+        xn[0] = 1.0
+        emb_cache = None
+        if cfg.n_embed_vars:
+            e, emb_cache = ops.sample(self.embedding.data, noise(self.embedding.shape), tau)
+            x[: cfg.n_embed_vars, :, :, :k] = e[tokens].transpose(2, 0, 1, 3)
+        else:
+            x[0, xp.arange(b)[:, None], xp.arange(n)[None, :], tokens] = 1.0
+        x[cfg.n_embed_vars or 1, :, xp.arange(n), xp.arange(n)] = 1.0
+        keys = xp.ones((b, n), dtype=bool) if pad is None else ~pad
+        mask = keys[:, None, :]
+        if cfg.causal:
+            mask = mask & xp.tril(xp.ones((n, n), dtype=bool))[None]
+        bias = self.bias[:n, :n]
+        caches = []
+        m, p = 1 + (cfg.n_embed_vars or 1), 1
+        for layer in self.layers:
+            caches.append(self._layer_forward(layer, x, xn, m, p, mask, bias, noise, tau))
+            m += cfg.n_cat_heads + cfg.n_cat_mlps + cfg.n_num_mlps
+            p += cfg.n_num_heads
+        feats = xp.concatenate([x.transpose(1, 2, 0, 3).reshape(b, n, -1),
+                                xn.transpose(1, 2, 0)], axis=-1)
+        logits = feats @ self.w_out.data + self.b_out.data
+        if cfg.masked_classes:
+            logits[..., list(cfg.masked_classes)] = ops.MASKED
+        self.cache = {"x": x, "xn": xn, "feats": feats, "layers": caches, "tokens": tokens,
+                      "emb": emb_cache}
+        return logits
+
+    def _layer_forward(self, layer: ProgramLayer, x: Array, xn: Array, m: int, p: int,
+                       mask: Array, bias: Array, noise: Any, tau: float | None) -> dict:
+        """Run one layer reading variables ``x[:m]``, ``xn[:p]`` and writing its outputs into the
+        next slots of ``x`` and ``xn`` in place; returns the cache for :meth:`_layer_backward`."""
+        cfg = self.config
+        hc, hn, mc, mn = cfg.n_cat_heads, cfg.n_num_heads, cfg.n_cat_mlps, cfg.n_num_mlps
+        b, n, d = x.shape[1:]
+        k = cfg.out_k
+        c: dict[str, Any] = {"m": m, "p": p}
+        c["pi_attn"], c["attn_gates"] = ops.sample(layer.attn_gates.data,
+                                                   noise(layer.attn_gates.shape), tau)
+        r = ops.read_forward(x[:m], c["pi_attn"])
+        if hc:
+            pred, c["cat_pred"] = ops.sample(layer.cat_pred.data, noise(layer.cat_pred.shape), tau)
+            x[m:m + hc], c["cat_attn"] = ops.cat_attention_forward(
+                r[:hc], r[hc:2 * hc], r[2 * hc:3 * hc], pred, mask, bias,
+                noise((hc, b, n, n)), tau)
+        if hn:
+            c["pi_value"], c["value_gates"] = ops.sample(layer.value_gates.data,
+                                                         noise(layer.value_gates.shape), tau)
+            v = ops.read_forward(xn[:p], c["pi_value"])
+            pred, c["num_pred"] = ops.sample(layer.num_pred.data, noise(layer.num_pred.shape), tau)
+            xn[p:p + hn], c["num_attn"] = ops.num_attention_forward(
+                r[3 * hc:3 * hc + hn], r[3 * hc + hn:], v, pred, mask)
+        m, p = m + hc, p + hn
+        if mc:
+            c["pi_mlp"], c["mlp_gates"] = ops.sample(layer.mlp_gates.data,
+                                                     noise(layer.mlp_gates.shape), tau)
+            r = ops.read_forward(x[:m], c["pi_mlp"]).reshape(2, mc, b * n, d)
+            inp = r.transpose(1, 2, 0, 3).reshape(mc, b * n, 2 * d)
+            y, c["mlp"] = ops.mlp_forward(inp, layer.mlp_w1.data, layer.mlp_b1.data,
+                                          layer.mlp_w2.data, layer.mlp_b2.data,
+                                          noise((mc, b * n, k)), tau)
+            x[m:m + mc, ..., :k] = y.reshape(mc, b, n, k)
+        if mn:
+            c["pi_num_mlp"], c["num_mlp_gates"] = ops.sample(
+                layer.num_mlp_gates.data, noise(layer.num_mlp_gates.shape), tau)
+            r = ops.read_forward(xn[:p], c["pi_num_mlp"]).reshape(2, mn, b * n)
+            y, c["num_mlp"] = ops.mlp_forward(r.transpose(1, 2, 0).copy(), layer.num_w1.data,
+                                              layer.num_b1.data, layer.num_w2.data,
+                                              layer.num_b2.data, noise((mn, b * n, k)), tau)
+            x[m + mc:m + mc + mn, ..., :k] = y.reshape(mn, b, n, k)
+        return c
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, dlogits: Array) -> None:
+        """Accumulate every parameter's gradient from ``dlogits: (B, N, C)`` (after a training
+        forward)."""
+        cfg, c = self.config, self.cache
+        if not c:
+            raise TpcoreError("backward called before forward")
+        x, xn, feats = c["x"], c["xn"], c["feats"]
+        m_all, b, n, d = x.shape
+        if cfg.masked_classes:
+            dlogits = dlogits.copy()
+            dlogits[..., list(cfg.masked_classes)] = 0.0
+        d2 = dlogits.reshape(-1, dlogits.shape[-1])
+        self.w_out.accumulate(feats.reshape(-1, feats.shape[-1]).T @ d2)
+        self.b_out.accumulate(d2.sum(axis=0))
+        dfeats = dlogits @ self.w_out.data.T
+        nx = m_all * d
+        dx = dfeats[..., :nx].reshape(b, n, m_all, d).transpose(2, 0, 1, 3).copy()
+        dxn = dfeats[..., nx:].transpose(2, 0, 1).copy()
+        for layer, lc in zip(reversed(self.layers), reversed(c["layers"])):
+            self._layer_backward(layer, lc, x, xn, dx, dxn)
+        if cfg.n_embed_vars:
+            k, me = cfg.out_k, cfg.n_embed_vars
+            de = dx[:me, ..., :k].transpose(1, 2, 0, 3).reshape(b * n, me * k)
+            table = get_xp().zeros((cfg.vocab_size, me * k), dtype=de.dtype)
+            table = scatter_add(table, c["tokens"].reshape(-1), de)
+            self.embedding.accumulate(ops.sample_backward(table.reshape(self.embedding.shape),
+                                                          c["emb"]))
+
+    def _layer_backward(self, layer: ProgramLayer, c: dict, x: Array, xn: Array, dx: Array,
+                        dxn: Array) -> None:
+        """Reverse :meth:`_layer_forward`: read the gradients of the layer's outputs from
+        ``dx, dxn`` and add the gradients of its inputs into them, in place."""
+        cfg = self.config
+        hc, hn, mc, mn = cfg.n_cat_heads, cfg.n_num_heads, cfg.n_cat_mlps, cfg.n_num_mlps
+        b, n, d = x.shape[1:]
+        k = cfg.out_k
+        m, p = c["m"], c["p"]
+        ma, pa = m + hc, p + hn
+        if mn:
+            dy = dx[ma + mc:ma + mc + mn, ..., :k].reshape(mn, b * n, k)
+            dr, dw1, db1, dw2, db2 = ops.mlp_backward(dy, c["num_mlp"])
+            for prm, g in ((layer.num_w1, dw1), (layer.num_b1, db1), (layer.num_w2, dw2),
+                           (layer.num_b2, db2)):
+                prm.accumulate(g)
+            dr = dr.transpose(2, 0, 1).reshape(2 * mn, b, n)
+            dxr, dpi = ops.read_backward(dr, xn[:pa], c["pi_num_mlp"])
+            dxn[:pa] += dxr
+            layer.num_mlp_gates.accumulate(ops.sample_backward(dpi, c["num_mlp_gates"]))
+        if mc:
+            dy = dx[ma:ma + mc, ..., :k].reshape(mc, b * n, k)
+            dinp, dw1, db1, dw2, db2 = ops.mlp_backward(dy, c["mlp"])
+            for prm, g in ((layer.mlp_w1, dw1), (layer.mlp_b1, db1), (layer.mlp_w2, dw2),
+                           (layer.mlp_b2, db2)):
+                prm.accumulate(g)
+            dr = dinp.reshape(mc, b * n, 2, d).transpose(2, 0, 1, 3).reshape(2 * mc, b, n, d)
+            dxr, dpi = ops.read_backward(dr, x[:ma], c["pi_mlp"])
+            dx[:ma] += dxr
+            layer.mlp_gates.accumulate(ops.sample_backward(dpi, c["mlp_gates"]))
+        dr = get_xp().zeros((3 * hc + 2 * hn, b, n, d), dtype=dx.dtype)
+        if hn:
+            dq, dk, dv, dpred = ops.num_attention_backward(dxn[p:pa], c["num_attn"])
+            dr[3 * hc:3 * hc + hn], dr[3 * hc + hn:] = dq, dk
+            layer.num_pred.accumulate(ops.sample_backward(dpred, c["num_pred"]))
+            dxr, dpi = ops.read_backward(dv, xn[:p], c["pi_value"])
+            dxn[:p] += dxr
+            layer.value_gates.accumulate(ops.sample_backward(dpi, c["value_gates"]))
+        if hc:
+            dq, dk, dv, dpred = ops.cat_attention_backward(dx[m:ma], c["cat_attn"])
+            dr[:hc], dr[hc:2 * hc], dr[2 * hc:3 * hc] = dq, dk, dv
+            layer.cat_pred.accumulate(ops.sample_backward(dpred, c["cat_pred"]))
+        dxr, dpi = ops.read_backward(dr, x[:m], c["pi_attn"])
+        dx[:m] += dxr
+        layer.attn_gates.accumulate(ops.sample_backward(dpi, c["attn_gates"]))
+
+    # ------------------------------------------------------------------ discrete view
+    def discrete(self) -> DiscreteProgram:
+        """The discrete model as data (argmax of every gate and predicate row; host float64
+        weights). Running :meth:`forward` with ``tau=None`` computes exactly this program."""
+        cfg = self.config
+        cat = self.variable_names("categorical")
+        num = self.variable_names("numerical")
+        hc, hn, mc, mn = cfg.n_cat_heads, cfg.n_num_heads, cfg.n_cat_mlps, cfg.n_num_mlps
+
+        def host(p: Parameter) -> np.ndarray:
+            return np.asarray(to_host(p.data), dtype=np.float64)
+
+        modules: list[DiscreteHead | DiscreteMlp] = []
+        for li, layer in enumerate(self.layers):
+            g = host(layer.attn_gates).argmax(axis=1)
+            vg = host(layer.value_gates).argmax(axis=1)
+            cp, npred = host(layer.cat_pred).argmax(-1), host(layer.num_pred).argmax(-1)
+            for h in range(hc):
+                modules.append(DiscreteHead(
+                    f"attn_{li}_{h}", "categorical", li, cat[g[h]], cat[g[hc + h]],
+                    cat[g[2 * hc + h]], f"attn_{li}_{h}_outputs", cp[h]))
+            for h in range(hn):
+                modules.append(DiscreteHead(
+                    f"num_attn_{li}_{h}", "numerical", li, cat[g[3 * hc + h]],
+                    cat[g[3 * hc + hn + h]], num[vg[h]], f"num_attn_{li}_{h}_outputs",
+                    npred[h]))
+            mg, ng = host(layer.mlp_gates).argmax(axis=1), host(layer.num_mlp_gates).argmax(axis=1)
+            for i in range(mc):
+                modules.append(DiscreteMlp(
+                    f"mlp_{li}_{i}", "categorical", li, (cat[mg[i]], cat[mg[mc + i]]),
+                    f"mlp_{li}_{i}_outputs", host(layer.mlp_w1)[i], host(layer.mlp_b1)[i, 0],
+                    host(layer.mlp_w2)[i], host(layer.mlp_b2)[i, 0]))
+            for i in range(mn):
+                modules.append(DiscreteMlp(
+                    f"num_mlp_{li}_{i}", "numerical", li, (num[ng[i]], num[ng[mn + i]]),
+                    f"num_mlp_{li}_{i}_outputs", host(layer.num_w1)[i], host(layer.num_b1)[i, 0],
+                    host(layer.num_w2)[i], host(layer.num_b2)[i, 0]))
+        w = host(self.w_out)
+        d, m_all = cfg.width, len(cat)
+        wc = w[: d * m_all].reshape(m_all, d, -1)
+        weights = {}
+        for v in self.variables:
+            weights[v.name] = (wc[v.slot, : v.width] if v.kind == "categorical"
+                               else w[d * m_all + v.slot][None])
+        emb = host(self.embedding).argmax(-1) if cfg.n_embed_vars else None
+        return DiscreteProgram(list(self.variables), modules, weights, host(self.b_out),
+                               cfg.masked_classes, d, cfg.causal, cfg.max_len, emb)
