@@ -144,12 +144,11 @@ class _Parser:
 
     def imports(self, node: ast.Import) -> None:
         for alias in node.names:
-            for style, allowed in IMPORTS.items():
-                if alias.name in allowed and alias.asname == allowed[alias.name]:
-                    self.set_style(style, node)
-                    break
-            else:
-                self.fail(node, f"import of {alias.name!r} is not allowed")
+            styles = [st for st in ([self.style] if self.style else IMPORTS)
+                      if IMPORTS[st].get(alias.name, "-") == alias.asname]
+            if not styles:
+                self.fail(node, f"import of {alias.name!r} is not allowed in a program")
+            self.set_style(styles[0], node)
 
     def constant(self, node: ast.Assign) -> None:
         """tpcore header constants: WEIGHTS, VOCAB, MAX_LEN, ``BOS, EOS``."""
@@ -599,6 +598,10 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
                 p.fail(node, f"{mod} mixes categorical and numerical inputs")
             returned = [r for _, r in branches] + [default]
             labels: list[Label] = []
+            try:
+                returned = sorted(set(returned))
+            except TypeError:
+                pass
             for lab in [_typed(x, default) for x in csv_values(out)] + returned:
                 if lab not in labels:
                     labels.append(lab)
