@@ -310,3 +310,57 @@ def belief_propagation(M: Any, p0: Any, evidence: Any, k: int,
         np.ascontiguousarray(p0, dtype=np.float64),
         np.ascontiguousarray(evidence, dtype=np.float64), k)
     return BPResult(root=root, leaves=leaves, cavity=cavity, log_z=log_z)
+
+
+def expected_rule_counts(M: Any, p0: Any, evidence: Any) -> tuple[Any, Any]:
+    """Inside-outside E-step on the full (k = 0) tree: ``C[a,b,c] = sum_n sum_factors
+    P(x_u=a, x_l=b, x_r=c | leaves_n)`` and ``sum_n log Z_n``.
+
+    Uses ``C = M * d(sum_n log Z_n)/dM`` (the expected count of a rule is its weight times the
+    derivative of the log partition function), i.e. the backward of ``bp_forward``.
+    """
+    xp = xp_of(evidence)
+    res, cache = bp_forward(M, p0, evidence, 0)
+    dM, _, _ = bp_backward(cache, d_log_z=xp.ones(evidence.shape[0], dtype=evidence.dtype))
+    return M * dM, res.log_z.sum()
+
+
+def learn_grammar(evidence: Any, p0: Any, theta0: Any, method: str = "adam", steps: int = 200,
+                  lr: float = 0.05, batch: int | None = None, seed: int = 0,
+                  callback: Any = None) -> Any:
+    """Fit a transition tensor to leaves alone by maximum likelihood on the full tree.
+
+    ``method="adam"``: maximise the mean log Z over (mini)batches of ``evidence: (P, N, q)``
+    with Adam on the logits ``theta: (q, q, q)`` (M = softmax over the q^2 pairs per parent);
+    ``method="em"``: inside-outside, ``M <- C / sum_{b,c} C`` with the expected rule counts over
+    all samples (``batch`` unused). ``callback(step, M)`` is called after every step. Returns
+    the learned ``M``.
+    """
+    import numpy as np
+
+    from tpcore.nn.module import Parameter
+    from tpcore.nn.optim import Adam
+
+    if method not in ("adam", "em"):
+        raise TpcoreError(f"method {method!r} unknown; expected 'adam' or 'em'")
+    xp = xp_of(evidence)
+    theta = Parameter(xp.array(theta0, dtype=evidence.dtype))
+    M = transition_from_logits(theta.data)
+    opt = Adam([theta], lr=lr)
+    gen = np.random.default_rng(seed)
+    P = evidence.shape[0]
+    for step in range(steps):
+        if method == "em":
+            C, _ = expected_rule_counts(M, p0, evidence)
+            M = C / C.sum(axis=(1, 2), keepdims=True)
+        else:
+            part = evidence if batch is None or batch >= P else \
+                evidence[xp.asarray(gen.choice(P, batch, replace=False))]
+            _, grad = log_likelihood_grad(theta.data, p0, part, 0)
+            opt.zero_grad()
+            theta.accumulate(-grad)
+            opt.step()
+            M = transition_from_logits(theta.data)
+        if callback is not None:
+            callback(step, M)
+    return M

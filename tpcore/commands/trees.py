@@ -104,6 +104,16 @@ def _reproduce_bp_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce_grammar_learning(args: argparse.Namespace) -> int:
+    from tpcore.experiments.hierarchy import grammar_learning
+
+    sizes = tuple(int(x) for x in args.sizes.split(","))
+    grammar_learning(args.out, sizes=sizes, em_steps=args.em_steps, adam_steps=args.adam_steps,
+                     seed=args.seed)
+    print(f"wrote {args.out}/grammar_learning.json and grammar_learning.md")
+    return 0
+
+
 def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("bp-table", help="exact BP_k' accuracy on k-filtered data "
                          "(root and single-mask MLM), the paper's grammar")
@@ -111,3 +121,11 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
     p.add_argument("--out", default="results/hierarchy", help="output folder")
     p.set_defaults(func=_reproduce_bp_table)
+    g = verbs.add_parser("grammar-learning", help="learn the grammar from leaves: Adam on "
+                         "log Z vs inside-outside, against the number of samples")
+    g.add_argument("--sizes", default="100,300,1000,3000", help="training-set sizes P")
+    g.add_argument("--em-steps", type=int, default=100, help="inside-outside iterations")
+    g.add_argument("--adam-steps", type=int, default=200, help="Adam steps")
+    g.add_argument("--seed", type=int, default=0, help="seed of the data and the init")
+    g.add_argument("--out", default="results/hierarchy", help="output folder")
+    g.set_defaults(func=_reproduce_grammar_learning)
