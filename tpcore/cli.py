@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import tpcore
 
-COMMANDS = ("info", "reproduce", "trees")
+COMMANDS = ("info", "reproduce", "trees", "sorting")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,76 @@
+"""Training, evaluation, failure search and the CLI on tiny budgets."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tpcore.cli import main
+from tpcore.experiments.sorting import (
+    circuit_report,
+    evaluate_lists,
+    load_model,
+    reproduce,
+    search_failures,
+    task_of,
+    train,
+)
+from tpcore.tasks.sorting import TASKS, generate
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sorting")
+    summary = reproduce(out, budget=0.004, seed=0, tasks=("bidirectional",))
+    return out, summary
+
+
+def test_reproduce_writes_results_and_checkpoint(trained):
+    out, summary = trained
+    row = summary["rows"][0]
+    assert row["task"] == "bidirectional" and row["steps"] == 40
+    assert row["parameters"] == 14738  # 13*56 + 12*56 + 4*(56*56+56) + 56*10+10
+    for name in ("random", "hard"):
+        assert row[name]["n"] == 4000 and 0 <= row[name]["sorted"] <= 1
+    assert row["search"]["n"] == 4000
+    assert json.loads((out / "sorting.json").read_text())["rows"][0]["task"] == "bidirectional"
+    assert "| bidirectional |" in (out / "sorting.md").read_text()
+    model = load_model(out / "bidirectional.npz")
+    assert task_of(model).name == "bidirectional"
+
+
+def test_training_lowers_the_loss():
+    _, result = train(TASKS["bidirectional"], 30, 20, 0.02, seed=1)
+    first, last = result.history[0], result.history[-1]
+    assert last["loss"] < first["loss"] and last["acc"] > first["acc"]
+
+
+def test_search_failures_agrees_with_evaluation(trained):
+    out, _ = trained
+    model = load_model(out / "bidirectional.npz")
+    res = search_failures(model, 500, "hard", seed=5, batch_size=128)
+    lists, lengths = generate(TASKS["bidirectional"], "hard", 500, np.random.default_rng(5))
+    ev = evaluate_lists(model, TASKS["bidirectional"], lists, lengths)
+    assert res["n_failures"] == int((~ev["correct"]).sum())
+    for f in res["failures"]:
+        assert sorted(f["input"]) != f["output"] and len(f["input"]) == len(f["output"])
+
+
+def test_circuit_report_text(trained):
+    out, _ = trained
+    text, numbers = circuit_report(load_model(out / "bidirectional.npz"))
+    assert "## OV circuit" in text and len(numbers["bos_ratio"]) == 10
+    assert -1 <= numbers["logit_fk_correlation"] <= 1
+
+
+def test_cli(trained, capsys):
+    out, _ = trained
+    path = str(out / "bidirectional.npz")
+    assert main(["sorting", "search-failures", path, "--n", "300", "--seed", "2"]) == 0
+    assert "of 300 hard lists sorted wrongly" in capsys.readouterr().out
+    assert main(["sorting", "sort", path, "3 1 2"]) == 0
+    assert capsys.readouterr().out.startswith("output [")
+    assert main(["sorting", "sort", path, "3 1 20"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+    assert main(["sorting", "search-failures", path, "--n", "0"]) == 2
+    assert main(["sorting", "circuits", str(out / "missing.npz")]) == 2

@@ -1,0 +1,111 @@
+"""``tpcore sorting search-failures | circuits | rules`` and ``tpcore reproduce sorting``: the tiny
+sorting transformers of "How tiny transformers sort"."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _search(args: argparse.Namespace) -> int:
+    from tpcore.experiments.sorting import load_model, search_failures
+
+    if args.n < 1:
+        raise ValueError(f"--n must be >= 1, got {args.n}")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    res = search_failures(load_model(args.model), args.n, args.generator, args.seed, args.batch)
+    for f in res["failures"]:
+        print(f"input {f['input']}  output {f['output']}")
+    print(f"{res['n_failures']} of {res['n']} {res['generator']} lists sorted wrongly "
+          f"({res['task']} model, seed {res['seed']}, {res['seconds']:.1f} s)")
+    return 0
+
+
+def _circuits(args: argparse.Namespace) -> int:
+    from tpcore.experiments.sorting import circuit_report, load_model
+
+    text, _ = circuit_report(load_model(args.model), args.seed, args.plots)
+    print(text)
+    return 0
+
+
+def _parse_list(text: str) -> list[int]:
+    items = text.replace(",", " ").split()
+    if not items or not all(t.isdigit() for t in items):
+        raise ValueError(f"list {text!r} is invalid; expected non-negative integers, e.g. "
+                         "'3 1 2'")
+    return [int(t) for t in items]
+
+
+def _sort(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tpcore.experiments.sorting import evaluate_lists, load_model, task_of
+
+    model = load_model(args.model)
+    task = task_of(model)
+    values = _parse_list(args.list)
+    n = len(values)
+    ok_len = 1 <= n <= task.length if task.variable_length else n == task.length
+    if not ok_len or max(values) >= task.n_values:
+        raise ValueError(f"list {values} does not fit the {task.name} task: expected "
+                         f"{'1..' if task.variable_length else ''}{task.length} values in "
+                         f"0..{task.n_values - 1}")
+    lists = np.full((1, task.length), task.n_values, dtype=np.int64)
+    lists[0, :n] = values
+    res = evaluate_lists(model, task, lists, np.array([n]))
+    print(f"output {res['pred'][0, :n].tolist()}  {'correct' if res['correct'][0] else 'WRONG'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sorting", help="tiny sorting transformers: failure search, circuits")
+    verbs = p.add_subparsers(dest="sorting_verb", metavar="VERB")
+    s = verbs.add_parser("search-failures", help="print every generated list MODEL sorts wrongly")
+    s.add_argument("model", help="checkpoint .npz written by `tpcore reproduce sorting`")
+    s.add_argument("--n", type=int, default=1_000_000, help="lists to evaluate (1e6)")
+    s.add_argument("--generator", choices=("hard", "random"), default="hard",
+                   help="list generator (default: the post's hard one)")
+    s.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    s.add_argument("--batch", type=int, default=8192, help="lists per forward pass (8192)")
+    s.set_defaults(func=_search)
+    c = verbs.add_parser("circuits", help="QK / OV circuits, BOS attention, attention patterns")
+    c.add_argument("model", help="checkpoint .npz")
+    c.add_argument("--seed", type=int, default=0, help="seed of the shuffled list (default 0)")
+    c.add_argument("--plots", help="also write PNG figures into this folder (needs matplotlib)")
+    c.set_defaults(func=_circuits)
+    o = verbs.add_parser("sort", help="sort one list with MODEL")
+    o.add_argument("model", help="checkpoint .npz")
+    o.add_argument("list", help="the values, e.g. '9 0 9 9 9 9 9 9 9 9'")
+    o.set_defaults(func=_sort)
+    p.set_defaults(func=lambda a: p.print_help() or 2)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from tpcore.experiments.sorting import TASKS, analyse, reproduce
+
+    tasks = tuple(args.tasks.split(",")) if args.tasks else tuple(TASKS)
+    for name in tasks:
+        if name not in TASKS:
+            raise ValueError(f"task {name!r} unknown; expected some of {','.join(TASKS)}")
+    out = reproduce(args.out, args.budget, args.seed, tasks, quiet=False)
+    analyse(args.out, plots=args.plots)
+    for row in out["rows"]:
+        hard = row.get("hard") or row.get("all_subsets")
+        print(f"{row['task']}: {row['parameters']} parameters, {row['steps']} steps in "
+              f"{row['train_seconds']:.0f} s, random {100 * row['random']['sorted']:.2f} %, "
+              f"hard {100 * hard['sorted']:.2f} % sorted")
+    print(f"wrote {args.out}/sorting.json, sorting.md and circuit reports")
+    return 0
+
+
+def register_reproduce(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("sorting", help="train the three tiny sorting transformers; accuracy, "
+                         "failure search, rule agreement, circuits")
+    p.add_argument("--tasks", help="comma-separated subset of causal,distinct,bidirectional")
+    p.add_argument("--budget", type=float, default=1.0,
+                   help="scales training steps and the failure search (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--out", default="results/sorting", help="output folder")
+    p.add_argument("--plots", action="store_true", help="also write PNG figures")
+    p.set_defaults(func=_reproduce)

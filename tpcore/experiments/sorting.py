@@ -1,0 +1,338 @@
+"""Reproduction of "How tiny transformers sort" (Qi and Zhong): train the three one-layer,
+one-head, attention-only models, measure them on random and hard lists, search for failures,
+and measure how often each model follows each of the post's two algorithms.
+
+Host-side orchestration (NumPy directly for bookkeeping); the compute runs through the standard
+transformer and the shared training loop.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.io import write_json, write_text
+from tpcore.tasks.sorting import (
+    TASKS,
+    SortingTask,
+    all_distinct_lists,
+    batches,
+    encode,
+    generate,
+    get_task,
+    sorted_predictions,
+)
+
+D_MODEL = 56
+BATCH = 1024
+LR, LR_LOW, WEIGHT_DECAY = 1e-3, 1e-4, 1e-4
+SCHEDULES = {
+    "causal": dict(steps=8000, drop=5000, clip=None),
+    "distinct": dict(steps=4000, drop=3000, clip=None),
+    "bidirectional": dict(steps=10000, drop=7000, clip=0.02),
+}
+"""Per task: batches of 1024, the step where the learning rate drops from 1e-3 to 1e-4, and the
+per-example loss clipping (the post's 0.02 for the bidirectional model)."""
+EVAL_LISTS = 4000
+SEARCH_LISTS = 1_000_000
+
+
+def model_config(task: SortingTask, seed: int = 0):
+    """One layer, one head, attention only, no LayerNorm, ``d_model = 56``."""
+    from tpcore.models.transformer import TransformerConfig
+
+    return TransformerConfig(vocab_size=task.vocab_size, max_len=task.seq_len,
+                             n_classes=task.n_values, d_model=D_MODEL, n_layers=1, n_heads=1,
+                             layer_norm="none", attn_only=True, causal=task.causal, seed=seed)
+
+
+def task_of(model: Any) -> SortingTask:
+    """The sorting task a saved or trained model was built for (matched on its config)."""
+    c = model.config
+    for task in TASKS.values():
+        if (task.vocab_size, task.seq_len, task.causal) == (c.vocab_size, c.max_len, c.causal):
+            return task
+    raise TpcoreError(f"model (vocab {c.vocab_size}, max_len {c.max_len}, causal {c.causal}) "
+                      f"matches none of the sorting tasks {tuple(TASKS)}")
+
+
+def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np.ndarray,
+                   batch_size: int = 8192) -> dict[str, Any]:
+    """Run ``model`` on ``lists: (B, L)``: its sorted lists ``pred: (B, L)``, ``correct: (B,)``
+    (every item right) and the mean cross-entropy per target token (unclipped)."""
+    from tpcore.backend import asarray
+    from tpcore.nn.losses import cross_entropy_forward
+
+    preds, loss_sum = [], 0.0
+    for i in range(0, len(lists), batch_size):
+        part = encode(task, lists[i : i + batch_size], lengths[i : i + batch_size])
+        dev = {k: asarray(v) for k, v in part.items()}
+        logits = model.forward(dev["tokens"], pad=dev.get("pad"))
+        loss, _ = cross_entropy_forward(logits, dev["targets"], dev["mask"])
+        loss_sum += loss * float(part["mask"].sum())
+        preds.append(sorted_predictions(task, logits, lengths[i : i + batch_size]))
+    pred = np.concatenate(preds)
+    truth = np.sort(lists, axis=1)
+    return dict(pred=pred, correct=(pred == truth).all(axis=1),
+                loss=loss_sum / max(int(lengths.sum()), 1))
+
+
+def search_failures(model: Any, n: int, generator: str = "hard", seed: int = 0,
+                    batch_size: int = 8192) -> dict[str, Any]:
+    """Evaluate ``n`` generated lists in batches; return the failing inputs (trimmed to their
+    lengths) with the model's outputs, the count, and the time taken."""
+    task = task_of(model)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    failures: list[dict[str, list[int]]] = []
+    done = 0
+    while done < n:
+        size = min(batch_size, n - done)
+        lists, lengths = generate(task, generator, size, rng)
+        res = evaluate_lists(model, task, lists, lengths, batch_size)
+        for i in np.flatnonzero(~res["correct"]):
+            k = int(lengths[i])
+            failures.append(dict(input=lists[i, :k].tolist(), output=res["pred"][i, :k].tolist()))
+        done += size
+    return dict(task=task.name, generator=generator, n=n, seed=seed, failures=failures,
+                n_failures=len(failures), seconds=time.perf_counter() - t0)
+
+
+def test_sets(task: SortingTask, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """4,000 random lists, and 4,000 hard lists (every 10-subset once for the distinct task)."""
+    rng = np.random.default_rng(seed)
+    sets = {"random": generate(task, "random", EVAL_LISTS, rng)}
+    if task.distinct:
+        every = all_distinct_lists(task, rng)
+        sets["all_subsets"] = (every, np.full(len(every), task.length))
+    else:
+        sets["hard"] = generate(task, "hard", EVAL_LISTS, rng)
+    return sets
+
+
+def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: int = 0,
+          quiet: bool = True):
+    """Train a fresh model with Adam (lr 1e-3, then 1e-4 from ``drop``; weight decay 1e-4) on
+    fresh batches of 1024 generated lists; returns the model and the :class:`TrainResult`."""
+    from tpcore.models.transformer import Transformer
+    from tpcore.nn.optim import Adam, piecewise
+    from tpcore.train import TrainConfig, evaluate_supervised, fit, supervised_step
+
+    model = Transformer(model_config(task, seed))
+    opt = Adam(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    val_rng = np.random.default_rng(seed + 1000)
+    val = encode(task, *generate(task, "random" if task.distinct else "hard", 2000, val_rng))
+    data = batches(task, BATCH, seed)
+    cfg = TrainConfig(steps=steps, lr_schedule=piecewise(LR, {drop: LR_LOW}),
+                      eval_every=max(1, steps // 10), select="seq_acc", seed=seed, quiet=quiet,
+                      desc=f"sorting {task.name}")
+    result = fit(model, opt, data, lambda m, b, ctx: supervised_step(m, b, ctx, clip=clip), cfg,
+                 evaluate=lambda m: evaluate_supervised(m, val))
+    return model, result
+
+
+def reproduce(out_dir: str | Path = "results/sorting", budget: float = 1.0, seed: int = 0,
+              tasks: tuple[str, ...] = tuple(TASKS), quiet: bool = True) -> dict:
+    """Train each task's model (``budget`` scales the training steps and the failure search),
+    evaluate it, search 10^6 * budget hard lists for failures, and measure agreement with the
+    two algorithms. Writes ``<task>.npz/.json`` checkpoints, ``<task>_result.json``, and merges
+    every task found in ``out_dir`` into ``sorting.json`` and ``sorting.md``."""
+    from tpcore.analysis.sorting_rules import rule_agreement
+    from tpcore.nn.module import save
+
+    if budget <= 0:
+        raise TpcoreError(f"budget must be positive, got {budget}")
+    out_dir = Path(out_dir)
+    for name in tasks:
+        task = get_task(name)
+        sched = SCHEDULES[name]
+        steps = max(2, round(sched["steps"] * budget))
+        drop = max(1, round(sched["drop"] * budget))
+        model, result = train(task, steps, drop, sched["clip"], seed, quiet)
+        row: dict[str, Any] = dict(
+            task=name, steps=result.steps, lr_drop=drop, clip=sched["clip"], seed=seed,
+            train_seconds=result.seconds, seconds_per_step=result.seconds / result.steps,
+            parameters=model.n_parameters(), last_train_loss=result.last_loss,
+            selected=result.best, history=result.history)
+        for set_name, (lists, lengths) in test_sets(task, seed + 2000).items():
+            res = evaluate_lists(model, task, lists, lengths)
+            row[set_name] = dict(n=len(lists), sorted=float(res["correct"].mean()),
+                                 loss=res["loss"],
+                                 rules=rule_agreement(res["pred"], lists, lengths, task.n_values))
+        if not task.distinct:
+            n = max(1000, round(SEARCH_LISTS * budget))
+            search = search_failures(model, n, "hard", seed + 3000)
+            row["search"] = {k: search[k] for k in ("n", "n_failures", "seconds", "seed")}
+            row["search"]["failures"] = search["failures"][:20]
+        row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget} "
+                          f"--seed {seed}")
+        save(model, out_dir / f"{name}.npz", {"task": name, "metrics": result.best})
+        write_json(out_dir / f"{name}_result.json", row)
+    return write_summary(out_dir)
+
+
+def write_summary(out_dir: str | Path) -> dict:
+    """Merge the ``<task>_result.json`` files in ``out_dir`` into ``sorting.json`` and a Markdown
+    table ``sorting.md``."""
+    import json
+
+    out_dir = Path(out_dir)
+    rows = [json.loads((out_dir / f"{n}_result.json").read_text()) for n in TASKS
+            if (out_dir / f"{n}_result.json").is_file()]
+    out = dict(rows=rows)
+    write_json(out_dir / "sorting.json", out)
+    write_text(out_dir / "sorting.md", summary_markdown(rows))
+    return out
+
+
+def summary_markdown(rows: list[dict]) -> str:
+    lines = ["| model | params | steps | train time (s) | ms/step | eval loss | random sorted "
+             "| hard sorted | failures in search |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        hard = r.get("hard") or r.get("all_subsets")
+        label = "hard" if "hard" in r else "all 3003 subsets"
+        search = r.get("search")
+        found = f"{search['n_failures']} / {search['n']}" if search else "-"
+        loss = (r["random"]["loss"] + hard["loss"]) / 2
+        lines.append(f"| {r['task']} | {r['parameters']} | {r['steps']} | "
+                     f"{r['train_seconds']:.0f} | {1000 * r['seconds_per_step']:.1f} | "
+                     f"{loss:.4f} | {100 * r['random']['sorted']:.2f} % | "
+                     f"{100 * hard['sorted']:.2f} % ({label}) | {found} |")
+    lines += ["", "Agreement of each model's predicted items with the two algorithms "
+              "(teacher-forced; `min>prev` = min of the tokens greater than the previous output, "
+              "`f_k` = argmax of f_k, which equals the true sorted item):", "",
+              "| model | lists | agrees min>prev | agrees f_k | where they differ: follows "
+              "min>prev | follows f_k |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for set_name in ("random", "hard", "all_subsets"):
+            if set_name not in r:
+                continue
+            g = r[set_name]["rules"]
+            lines.append(f"| {r['task']} | {set_name} | {100 * g['min_greater']:.2f} % | "
+                         f"{100 * g['concave']:.2f} % | {_pct(g['differ_follows_min_greater'])} "
+                         f"| {_pct(g['differ_follows_concave'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f} %"
+
+
+def logit_concave_correlation(model: Any, task: SortingTask, lists: np.ndarray,
+                              lengths: np.ndarray) -> float:
+    """Mean Pearson correlation, over the items of ``lists``, between the model's logits for item
+    ``k`` and ``f_k(0..V-1)`` of the concave-argmax algorithm (1 when the logits are ``f_k`` up
+    to scale and shift)."""
+    from tpcore.analysis.sorting_rules import concave_scores
+    from tpcore.backend import asarray, to_host
+
+    part = encode(task, lists, lengths)
+    logits = model.forward(asarray(part["tokens"]),
+                           pad=None if "pad" not in part else asarray(part["pad"]))
+    first = task.first_target
+    z = to_host(logits[:, first : first + task.length]).astype(np.float64)
+    f = concave_scores(lists, lengths, task.n_values)
+    z = z - z.mean(axis=2, keepdims=True)
+    f = f - f.mean(axis=2, keepdims=True)
+    corr = (z * f).sum(axis=2) / np.sqrt((z * z).sum(axis=2) * (f * f).sum(axis=2))
+    return float(corr[np.arange(task.length)[None, :] < lengths[:, None]].mean())
+
+
+def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None
+                   ) -> tuple[str, dict]:
+    """The post's circuit analysis of a trained sorting model as Markdown text and numbers: QK
+    tables (standardised rows) at three output positions, their upper-triangularity, the OV
+    table, attention on BOS relative to values per position, the attention pattern on
+    ``0 1 .. 9`` and on a shuffled list, and the correlation of the logits with ``f_k``.
+    ``plots``: also write PNG figures there (needs matplotlib)."""
+    from tpcore.analysis import circuits as C
+    from tpcore.backend import to_host
+
+    task = task_of(model)
+    v, names = task.n_values, task.token_names()
+    values = list(range(v))
+    keys = values + [task.bos]
+    key_names = [names[k] for k in keys]
+    items = list(range(task.length))
+    positions = [task.first_target + k for k in items]
+    qk = {k: C.qk_matrix(model, task.first_target + k, 1, task.bos) for k in items}
+    ov = C.ov_circuit(model, task.bos)[keys]
+    bos = C.bos_attention(model, positions, values[:-1], task.bos, values)
+    rng = np.random.default_rng(seed)
+    shown = np.arange(task.length)
+    shuffled = rng.permutation(shown)
+    patterns = {}
+    for label, lst in (("sorted", shown), ("shuffled", shuffled)):
+        enc = encode(task, lst[None])
+        patterns[label] = (lst, enc["tokens"][0],
+                           to_host(C.attention_pattern(model, enc["tokens"][0],
+                                                       enc["pad"][0] if "pad" in enc else None)))
+    hard = generate(task, "random" if task.distinct else "hard", 2000, rng)
+    ov_host = to_host(ov)
+    numbers = dict(
+        task=task.name,
+        upper_triangularity={k: C.upper_triangularity(qk[k][:v, :v]) for k in items},
+        ov_self_argmax=float(np.mean(ov_host[:v].argmax(axis=1) == np.arange(v))),
+        bos_ratio=to_host(bos["ratio"]).tolist(),
+        logit_fk_correlation=logit_concave_correlation(model, task, *hard),
+    )
+    parts = [f"# Circuits of the {task.name} sorting model", ""]
+    for k in (0, task.length // 2, task.length - 1):
+        parts += [f"## QK, output item {k} (query position {task.first_target + k}), rows "
+                  "standardised (max 0, clipped at -99)", "",
+                  C.format_table(C.standardise_rows(qk[k][:v][:, keys]), names[:v], key_names,
+                                 corner="query \\ key"),
+                  "", f"upper-triangularity {numbers['upper_triangularity'][k]:.2f}", ""]
+    parts += ["## OV circuit: logits written by each source token", "",
+              C.format_table(ov, key_names, names[:v], corner="source \\ logit"), "",
+              f"source token is its own largest logit for {100 * numbers['ov_self_argmax']:.0f} "
+              "% of values", "",
+              "## Attention on BOS relative to an average value token (keys 0..V-2)", "",
+              C.format_table(np.array([numbers["bos_ratio"]]), ["BOS / value"],
+                             [str(k) for k in items], prec=3, corner="item"), ""]
+    for lst, tokens, pat in patterns.values():
+        labels = [names[t] for t in tokens]
+        parts += [f"## Attention pattern on {lst.tolist()} (rows: queries)", "",
+                  C.format_table(pat, labels, labels, prec=2), ""]
+    parts += [f"Mean correlation of the logits with f_k over 2000 lists: "
+              f"{numbers['logit_fk_correlation']:.3f}", ""]
+    if plots is not None:
+        from tpcore.analysis.plots import sorting_figures
+
+        sorting_figures(Path(plots), task.name, {k: to_host(C.standardise_rows(
+            qk[k][:v][:, keys])) for k in (0, task.length // 2, task.length - 1)},
+            names[:v], key_names, ov_host, numbers["bos_ratio"],
+            {label: (pat, [names[t] for t in tokens])
+             for label, (_, tokens, pat) in patterns.items()})
+    return "\n".join(parts), numbers
+
+
+def load_model(path: str | Path) -> Any:
+    """A saved sorting model (``.npz`` + ``.json``); raises if it fits none of the tasks."""
+    import tpcore.models.transformer  # noqa: F401  (registers the class for load)
+    from tpcore.nn.module import load
+
+    model = load(path)
+    task_of(model)
+    return model
+
+
+def analyse(out_dir: str | Path = "results/sorting", plots: bool = False) -> dict:
+    """Circuit reports of the checkpoints in ``out_dir``: ``<task>_circuits.md`` and
+    ``circuits.json`` (PNG figures in ``out_dir/plots`` with ``plots``)."""
+    out_dir = Path(out_dir)
+    numbers = {}
+    for name in TASKS:
+        path = out_dir / f"{name}.npz"
+        if not path.is_file():
+            continue
+        text, numbers[name] = circuit_report(load_model(path), plots=out_dir / "plots" if plots
+                                             else None)
+        write_text(out_dir / f"{name}_circuits.md", text)
+    write_json(out_dir / "circuits.json", numbers)
+    return numbers

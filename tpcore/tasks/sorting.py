@@ -1,0 +1,224 @@
+"""Sorting tasks of "How tiny transformers sort" (Qi and Zhong): data generators and encodings.
+
+Host-only code (data generation): NumPy is used directly; batches move to the active backend in
+the training loop.
+
+Three tasks, values ``0..V-1`` are their own token ids, then ``BOS = V``, ``SEP = V + 1`` (``MOS``
+for the causal tasks, ``EOS`` for the bidirectional one) and ``PAD = V + 2``:
+
+- ``causal``: 10 values in 0-9 with duplicates, ``BOS a0..a9 MOS s0..s9`` (22 tokens); the logits
+  at positions ``11 + k`` (``MOS``, ``s0``, ..) predict ``s_k``: loss only on the sorted half;
+- ``distinct``: the same with 10 distinct values from 0-14;
+- ``bidirectional``: length ``n`` uniform in 1..10, values 0-9, ``BOS a0..a_{n-1} EOS PAD..``
+  (12 tokens); the target at input position ``1 + k`` is ``s_k``; ``PAD`` keys are masked.
+
+Lists are ``(B, L)`` int arrays with their ``lengths: (B,)``; entries past a list's length are
+``V`` (so they sort last). The *hard* generator is the post's procedure, vectorised: with
+probability 2/3 a set ``S`` keeps each value independently with probability ``p ~ U(0, 1)``
+(redrawn while empty), otherwise ``S`` is the interval between two uniform values; the list is
+``n`` uniform draws from ``S``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+
+GENERATORS = ("random", "hard")
+
+
+@dataclass(frozen=True)
+class SortingTask:
+    """A sorting task: ``n_values`` values, lists of at most ``length`` items."""
+
+    name: str
+    n_values: int
+    length: int = 10
+    causal: bool = True
+    distinct: bool = False
+    variable_length: bool = False
+
+    @property
+    def bos(self) -> int:
+        return self.n_values
+
+    @property
+    def sep(self) -> int:
+        """``MOS`` (causal) or ``EOS`` (bidirectional)."""
+        return self.n_values + 1
+
+    @property
+    def pad(self) -> int:
+        return self.n_values + 2
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_values + (2 if self.causal else 3)
+
+    @property
+    def seq_len(self) -> int:
+        return 2 * self.length + 2 if self.causal else self.length + 2
+
+    @property
+    def first_target(self) -> int:
+        """Sequence position whose logits predict ``s_0``."""
+        return self.length + 1 if self.causal else 1
+
+    def token_names(self) -> list[str]:
+        names = [str(v) for v in range(self.n_values)] + ["BOS", "MOS" if self.causal else "EOS"]
+        return names if self.causal else names + ["PAD"]
+
+
+TASKS = {
+    "causal": SortingTask("causal", 10),
+    "distinct": SortingTask("distinct", 15, distinct=True),
+    "bidirectional": SortingTask("bidirectional", 10, causal=False, variable_length=True),
+}
+
+
+def get_task(name: str) -> SortingTask:
+    if name not in TASKS:
+        raise TpcoreError(f"sorting task {name!r} unknown; expected one of {tuple(TASKS)}")
+    return TASKS[name]
+
+
+def _lengths(task: SortingTask, n: int, rng: np.random.Generator) -> np.ndarray:
+    if task.variable_length:
+        return rng.integers(1, task.length + 1, n)
+    return np.full(n, task.length, dtype=np.int64)
+
+
+def _blank_tail(task: SortingTask, lists: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    lists[np.arange(task.length)[None, :] >= lengths[:, None]] = task.n_values
+    return lists
+
+
+def random_lists(task: SortingTask, n: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniform lists: ``(lists (n, L), lengths (n,))``. Distinct tasks draw a uniform
+    ``L``-subset in uniform order (the first ``L`` of a random permutation)."""
+    if task.distinct:
+        lists = np.argsort(rng.random((n, task.n_values)), axis=1)[:, : task.length]
+    else:
+        lists = rng.integers(0, task.n_values, (n, task.length))
+    lengths = _lengths(task, n, rng)
+    return _blank_tail(task, lists.astype(np.int64), lengths), lengths
+
+
+def hard_sets(n: int, n_values: int, rng: np.random.Generator) -> np.ndarray:
+    """The post's value sets ``S: (n, V)`` booleans, never empty: with probability 2/3 each value
+    kept with probability ``p ~ U(0,1)`` (rows redrawn while empty), else ``[min(x,y), max(x,y)]``
+    for uniform ``x, y``."""
+    values = np.arange(n_values)
+    subset = rng.random(n) < 2 / 3
+    xy = np.sort(rng.integers(0, n_values, (n, 2)), axis=1)
+    sets = (values >= xy[:, :1]) & (values <= xy[:, 1:])
+    todo = np.flatnonzero(subset)
+    while todo.size:
+        p = rng.random(todo.size)[:, None]
+        draw = rng.random((todo.size, n_values)) < p
+        sets[todo] = draw
+        todo = todo[~draw.any(axis=1)]
+    return sets
+
+
+@lru_cache(maxsize=4)
+def _set_table(n_values: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every set ``S`` of values coded as ``c = sum_{v in S} 2^v``: its elements in increasing
+    order ``(2^V, V)`` (padding after them) and its size ``(2^V,)``."""
+    bits = (np.arange(2**n_values)[:, None] >> np.arange(n_values)) & 1
+    return np.argsort(1 - bits, axis=1, kind="stable"), bits.sum(axis=1)
+
+
+def hard_lists(task: SortingTask, n: int, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` lists of uniform draws (with replacement) from :func:`hard_sets`.
+
+    Each set is coded as an integer and its sorted elements looked up in a table; the ``j``-th
+    item of a list is ``elements[floor(u_j |S|)]`` for ``u_j ~ U(0, 1)``."""
+    if task.distinct:
+        raise TpcoreError(f"task {task.name!r} has distinct values; the hard generator draws "
+                          "with replacement (use the random generator)")
+    elements, sizes = _set_table(task.n_values)
+    code = hard_sets(n, task.n_values, rng) @ (1 << np.arange(task.n_values))
+    size = sizes[code][:, None]
+    index = (rng.random((n, task.length), dtype=np.float32) * size).astype(np.intp)
+    np.minimum(index, size - 1, out=index)  # float32 rounding can reach |S| itself
+    lists = elements[code[:, None], index]
+    lengths = _lengths(task, n, rng)
+    return _blank_tail(task, lists, lengths), lengths
+
+
+def generate(task: SortingTask, generator: str, n: int, rng: np.random.Generator
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """``random_lists`` or ``hard_lists`` by name."""
+    if generator not in GENERATORS:
+        raise TpcoreError(f"generator {generator!r} unknown; expected one of {GENERATORS}")
+    return (hard_lists if generator == "hard" else random_lists)(task, n, rng)
+
+
+def all_distinct_lists(task: SortingTask, rng: np.random.Generator) -> np.ndarray:
+    """Every ``L``-subset of the values (``C(V, L)`` rows, 3003 for the distinct task), each in a
+    random order: the exhaustive test "up to reordering"."""
+    from itertools import combinations
+
+    combos = np.array(list(combinations(range(task.n_values), task.length)), dtype=np.int64)
+    order = np.argsort(rng.random(combos.shape), axis=1)
+    return np.take_along_axis(combos, order, axis=1)
+
+
+def encode(task: SortingTask, lists: np.ndarray, lengths: np.ndarray | None = None
+           ) -> dict[str, Any]:
+    """Model batch for ``lists: (B, L)``: ``tokens, targets, mask: (B, N)`` (and ``pad`` for the
+    bidirectional task), with ``N = task.seq_len``; targets are 0 where ``mask`` is False."""
+    b, length = lists.shape
+    if length != task.length:
+        raise TpcoreError(f"lists have length {length}; task {task.name!r} expects {task.length}")
+    if lengths is None:
+        lengths = np.full(b, length, dtype=np.int64)
+    ordered = np.sort(lists, axis=1)
+    k = np.arange(length)[None, :]
+    valid = k < lengths[:, None]
+    tokens = np.full((b, task.seq_len), task.pad, dtype=np.int64)
+    tokens[:, 0] = task.bos
+    targets = np.zeros((b, task.seq_len), dtype=np.int64)
+    mask = np.zeros((b, task.seq_len), dtype=bool)
+    first = task.first_target
+    targets[:, first : first + length] = np.where(valid, ordered, 0)
+    mask[:, first : first + length] = valid
+    if task.causal:
+        tokens[:, 1 : length + 1] = lists
+        tokens[:, length + 1] = task.sep
+        tokens[:, length + 2 :] = ordered
+        return {"tokens": tokens, "targets": targets, "mask": mask}
+    tokens[:, 1 : length + 1] = np.where(valid, lists, task.pad)
+    tokens[np.arange(b), lengths + 1] = task.sep
+    return {"tokens": tokens, "targets": targets, "mask": mask, "pad": tokens == task.pad}
+
+
+def batches(task: SortingTask, batch_size: int, seed: int, generator: str | None = None):
+    """Endless fresh training batches (host arrays): the hard generator for tasks with
+    duplicates, the random one for distinct values (``generator`` overrides)."""
+    generator = generator or ("random" if task.distinct else "hard")
+    rng = np.random.default_rng(seed)
+    while True:
+        yield encode(task, *generate(task, generator, batch_size, rng))
+
+
+def sorted_predictions(task: SortingTask, logits: Any, lengths: np.ndarray) -> np.ndarray:
+    """The model's sorted list ``(B, L)`` read from ``logits: (B, N, C)`` (argmax at the target
+    positions, teacher-forced for causal tasks; ``V`` past each list's length).
+
+    A causal model sorts a list correctly by greedy decoding exactly when every teacher-forced
+    prediction is right (by induction the fed prefix is then the true one), so this also decides
+    full-list correctness of generation."""
+    from tpcore.backend import to_host
+
+    first = task.first_target
+    pred = to_host(logits[:, first : first + task.length].argmax(axis=-1)).astype(np.int64)
+    return _blank_tail(task, pred, lengths)
