@@ -1,0 +1,97 @@
+"""``tpcore learn TASK``: train a Transformer Program on a task and decompile it.
+
+Writes ``runs/TASK`` (or ``--out``): ``model.npz``/``model.json``, ``metrics.json`` and the
+extracted program (``program.json``, ``program/TASK.py`` with its weights CSV).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULTS = {"n_layers": 3, "n_cat_heads": 4, "n_num_heads": 4, "n_cat_mlps": 2,
+            "n_num_mlps": 2, "epochs": 100}
+"""Default model and budget of ``tpcore learn`` (chosen so ``learn sort`` fits 5 minutes)."""
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``learn`` and ``sweep``: data size and training settings."""
+    p.add_argument("--epochs", type=int, default=DEFAULTS["epochs"],
+                   help=f"training epochs (default {DEFAULTS['epochs']}; the paper: 250)")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--samples", type=int, default=1, help="Gumbel samples per step")
+    p.add_argument("--eval-every", type=int, default=10, help="epochs between validations")
+    p.add_argument("--d-mlp", type=int, default=64)
+    p.add_argument("--vocab-size", type=int, default=0, help="content symbols (0: task default)")
+    p.add_argument("--max-len", type=int, default=0, help="content length (0: task default)")
+    p.add_argument("--n-samples", type=int, default=20000, help="distinct inputs (80/10/10)")
+    p.add_argument("--data-seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("learn", help="train a Transformer Program on a task and decompile it",
+                       description=__doc__)
+    p.add_argument("task", help="reverse, hist, double_hist, sort, most_freq, dyck1, dyck2, "
+                                "induction")
+    p.add_argument("--layers", type=int, default=DEFAULTS["n_layers"])
+    p.add_argument("--cat-heads", type=int, default=DEFAULTS["n_cat_heads"],
+                   help="categorical heads per layer")
+    p.add_argument("--num-heads", type=int, default=DEFAULTS["n_num_heads"],
+                   help="numerical heads per layer")
+    p.add_argument("--cat-mlps", type=int, default=DEFAULTS["n_cat_mlps"],
+                   help="categorical MLPs per layer")
+    p.add_argument("--num-mlps", type=int, default=DEFAULTS["n_num_mlps"],
+                   help="numerical MLPs per layer")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="run directory (default runs/TASK)")
+    add_model_options(p)
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace, **model: int):
+    """A :class:`LearnConfig` from parsed options (``model`` overrides the architecture)."""
+    from tpcore.models.program_train import LearnConfig
+    from tpcore.tasks.rasp import task_name
+
+    names = {"n_layers": "layers", "n_cat_heads": "cat_heads", "n_num_heads": "num_heads",
+             "n_cat_mlps": "cat_mlps", "n_num_mlps": "num_mlps", "seed": "seed"}
+    arch = {key: getattr(args, opt) for key, opt in names.items() if hasattr(args, opt)}
+    arch.update(model)
+    cfg = LearnConfig(task=task_name(args.task), epochs=args.epochs, batch_size=args.batch_size,
+                      lr=args.lr, samples=args.samples, eval_every=args.eval_every,
+                      d_mlp=args.d_mlp, vocab_size=args.vocab_size, max_len=args.max_len,
+                      n_samples=args.n_samples, data_seed=args.data_seed, **arch)
+    cfg.check()
+    return cfg
+
+
+def summary(metrics: dict) -> str:
+    """The table ``tpcore learn`` prints."""
+    rows = [f"{'split':<6} {'loss':>8} {'token acc':>10} {'seq acc':>9}"]
+    for s in ("train", "val", "test"):
+        m = metrics[s]
+        rows.append(f"{s:<6} {m['loss']:>8.4f} {100 * m['acc']:>9.2f}% {100 * m['seq_acc']:>8.2f}%")
+    rows.append(f"{metrics['steps']} steps in {metrics['train_seconds']:.1f} s "
+                f"({metrics['ms_per_step']:.1f} ms/step), selected at step "
+                f"{metrics['selected_at_step']}, peak memory {metrics['peak_rss_mb']:.0f} MiB")
+    prog = metrics.get("program", {})
+    if "path" in prog:
+        rows.append(f"program: {prog['path']} ({prog['lines']} lines, "
+                    f"{100 * prog['fidelity']:.2f}% agreement with the model on test)")
+    else:
+        rows.append(f"program: {prog.get('error', 'not written')}")
+    return "\n".join(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tpcore.models.program_train import learn
+
+    cfg = config_from_args(args)
+    out = Path(args.out or f"runs/{cfg.task}")
+    metrics = learn(cfg, out, quiet=args.quiet)
+    print(f"tpcore learn {cfg.task}: {cfg.n_layers} layers, {cfg.n_cat_heads}+{cfg.n_num_heads} "
+          f"heads, {cfg.n_cat_mlps}+{cfg.n_num_mlps} MLPs, seed {cfg.seed} -> {out}")
+    print(summary(metrics))
+    return 0

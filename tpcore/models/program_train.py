@@ -1,0 +1,205 @@
+"""Training a Transformer Program on a task through the shared loop (:func:`tpcore.train.fit`).
+
+:class:`LearnConfig` holds a run's settings (the paper's RASP defaults: Adam lr 0.05, batch 512,
+Gumbel temperature 3.0 -> 0.01 geometric per step, one sample per step, selection on validation
+token accuracy of the discrete model). :func:`learn` builds the model for a task, trains it and
+writes the run directory atomically: ``model.npz`` + ``model.json``, ``metrics.json`` and, when
+:mod:`tpcore.programs` can extract it, ``program.json`` plus the readable ``program/<task>.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.models.program import ProgramConfig, ProgramModel
+from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
+from tpcore.train import Batch, StepContext
+
+if TYPE_CHECKING:
+    from tpcore.tasks.rasp import TaskData
+
+
+@dataclass
+class LearnConfig:
+    """One training run. Head and MLP counts are per layer; ``epochs`` over the training split;
+    ``samples``: Gumbel samples averaged per step; ``eval_every``: epochs between validation
+    evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0: the task's
+    default, see :func:`tpcore.tasks.rasp.make_task`)."""
+
+    task: str = "sort"
+    n_layers: int = 3
+    n_cat_heads: int = 4
+    n_num_heads: int = 4
+    n_cat_mlps: int = 2
+    n_num_mlps: int = 2
+    d_mlp: int = 64
+    epochs: int = 250
+    batch_size: int = 512
+    lr: float = 0.05
+    tau_start: float = 3.0
+    tau_end: float = 0.01
+    samples: int = 1
+    eval_every: int = 10
+    seed: int = 0
+    vocab_size: int = 0
+    max_len: int = 0
+    min_len: int = 1
+    n_samples: int = 20000
+    data_seed: int = 0
+
+    def check(self) -> None:
+        """Reject settings that cannot work, naming the value and what is allowed."""
+        for name in ("n_layers", "epochs", "batch_size", "samples", "d_mlp", "n_samples"):
+            if getattr(self, name) < 1:
+                raise TpcoreError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("n_cat_heads", "n_num_heads", "n_cat_mlps", "n_num_mlps", "eval_every"):
+            if getattr(self, name) < 0:
+                raise TpcoreError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.n_num_mlps and not self.n_num_heads:
+            raise TpcoreError(f"n_num_mlps={self.n_num_mlps} needs numerical heads: with "
+                              "n_num_heads=0 the only numerical variable is the constant 'ones'")
+        if self.lr <= 0 or not 0 < self.tau_end <= self.tau_start:
+            raise TpcoreError(f"need lr > 0 and 0 < tau_end <= tau_start; got lr={self.lr}, "
+                              f"tau=({self.tau_start}, {self.tau_end})")
+
+
+def make_data(cfg: LearnConfig) -> TaskData:
+    """The task's splits for ``cfg`` (seeded by ``data_seed``)."""
+    from tpcore.tasks.rasp import make_task
+
+    return make_task(cfg.task, cfg.vocab_size or None, cfg.max_len or None, cfg.n_samples,
+                     cfg.data_seed, cfg.min_len)
+
+
+def build_model(cfg: LearnConfig, task: TaskData) -> ProgramModel:
+    """A model sized for ``task``: one-hot tokens and positions, width ``max(|V|, max_len)``."""
+    return ProgramModel(ProgramConfig(
+        vocab_size=len(task.vocab), max_len=task.max_len, n_classes=len(task.classes),
+        n_layers=cfg.n_layers, n_cat_heads=cfg.n_cat_heads, n_num_heads=cfg.n_num_heads,
+        n_cat_mlps=cfg.n_cat_mlps, n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp,
+        causal=task.causal, seed=cfg.seed))
+
+
+def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: int = 1) -> float:
+    """Average over ``samples`` Gumbel samples of the loss: cross-entropy per target token,
+    averaged over each sequence's targets then over the batch; gradients accumulate."""
+    total = 0.0
+    for _ in range(samples):
+        logits = model.forward(batch["tokens"], batch["pad"], rng=ctx.rng, tau=ctx.tau)
+        loss, cache = cross_entropy_forward(logits, batch["targets"], batch["mask"],
+                                            reduction="sequence_mean")
+        d = cross_entropy_backward(cache)
+        model.backward(d / samples if samples > 1 else d)
+        total += loss / samples
+    return total
+
+
+def blas_threads(n: int) -> bool:
+    """Limit OpenBLAS to ``n`` threads in this process (NumPy's bundled OpenBLAS, via ctypes).
+
+    The model's matrix products are small; on shared cores multi-threaded BLAS spends its time
+    waiting, so training runs single-threaded. Returns False when no OpenBLAS is found."""
+    import ctypes
+    import re
+
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+    for lib in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
+        handle = ctypes.CDLL(lib)
+        for fn in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                   "openblas_set_num_threads"):
+            if hasattr(handle, fn):
+                getattr(handle, fn)(ctypes.c_int(n))
+                return True
+    return False
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / (1024.0 * 1024.0) if sys.platform == "darwin" else kb / 1024.0
+
+
+def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
+          checkpoint: Path | None = None) -> tuple[ProgramModel, dict[str, Any]]:
+    """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
+    ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model)."""
+    from tpcore.nn.optim import Adam
+    from tpcore.train import TrainConfig, evaluate_supervised, fit, shuffled_batches
+
+    cfg.check()
+    model = build_model(cfg, task)
+    n_train = len(task.splits["train"]["tokens"])
+    per_epoch = max(1, n_train // min(cfg.batch_size, n_train))
+    steps = cfg.epochs * per_epoch
+    tc = TrainConfig(steps=steps, tau=(cfg.tau_start, cfg.tau_end),
+                     eval_every=cfg.eval_every * per_epoch,
+                     select="acc" if cfg.eval_every else None, seed=cfg.seed, quiet=quiet,
+                     desc=cfg.task, checkpoint=checkpoint)
+    result = fit(model, Adam(model.parameters(), lr=cfg.lr),
+                 shuffled_batches(task.splits["train"], cfg.batch_size, cfg.seed),
+                 lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
+                 lambda m: evaluate_supervised(m, task.splits["val"]))
+    metrics: dict[str, Any] = {
+        "task": task.name, "config": dataclasses.asdict(cfg), "seed": cfg.seed,
+        "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
+        "train_seconds": result.seconds, "ms_per_step": 1000 * result.seconds / result.steps,
+        "selected_at_step": result.best.get("step"), "history": result.history,
+    }
+    for name, split in task.splits.items():
+        metrics[name] = evaluate_supervised(model, split)
+    metrics["peak_rss_mb"] = peak_rss_mb()
+    return model, metrics
+
+
+def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
+    """Extract the program, write ``program.json`` and ``program/<task>.py`` (+ weights CSV),
+    and measure its agreement with the discrete model on the test split."""
+    from tpcore.programs import codegen, ir
+    from tpcore.programs.extract import extract
+    from tpcore.programs.interpret import run_ids
+
+    prog = extract(model, task.vocab, task.classes, name=task.name, bos="<s>", eos=task.eos,
+                   pad="<pad>")
+    ir.save(prog, out / "program.json")
+    py, _ = codegen.write(prog, out / "program" / f"{task.name}.py")
+    test = task.splits["test"]
+    lengths = (~test["pad"]).sum(axis=1)
+    pred = np.asarray(run_ids(prog, test["tokens"], lengths, engine="numpy"))
+    want = np.asarray(model.forward(test["tokens"], test["pad"]).argmax(-1))
+    mask = test["mask"]
+    return {"path": str(py), "lines": len(py.read_text().splitlines()),
+            "fidelity": float((pred[mask] == want[mask]).mean())}
+
+
+def learn(cfg: LearnConfig, out: Path, quiet: bool = True) -> dict[str, Any]:
+    """Generate the data, train, write the run directory; returns the metrics."""
+    from tpcore.io import write_json
+    from tpcore.nn.module import save
+
+    cfg.check()
+    blas_threads(1)
+    task = make_data(cfg)
+    start = time.perf_counter()
+    model, metrics = train(cfg, task, quiet=quiet)
+    out.mkdir(parents=True, exist_ok=True)
+    save(model, out / "model.npz", {"task": task.name, "vocab": list(task.vocab),
+                                    "classes": list(task.classes)})
+    try:
+        metrics["program"] = decompile(model, task, out)
+    except (ImportError, TpcoreError) as exc:
+        metrics["program"] = {"error": f"no program: {exc}"}
+    metrics["wall_seconds"] = time.perf_counter() - start
+    write_json(out / "metrics.json", metrics)
+    return metrics

@@ -1,0 +1,258 @@
+"""The RASP tasks of Weiss et al. as generated for Transformer Programs (paper appendix B.2).
+
+Host-only: NumPy and the standard library. Every generator is vectorised over samples and seeded.
+
+A sample is ``<s> x_1 ... x_L`` (``sort`` and ``reverse`` also append ``</s>``) padded with
+``<pad>`` to a common length; ``L`` is uniform in ``min_len .. max_len`` (Dyck: always
+``max_len``). Inputs are distinct: strings are drawn until the set of unique strings has the
+intended size, then split 16,000 / 2,000 / 2,000 (for 20,000 samples). Targets exist at the
+content positions (``mask``); ``<s>``, ``</s>`` and padding carry no loss.
+
+Tasks (``x`` the content, ``h(v)`` the number of occurrences of ``v`` in ``x``):
+``reverse`` ``x_{L+1-i}``; ``hist`` ``h(x_i)``; ``double_hist`` the number of distinct tokens
+``v`` with ``h(v) = h(x_i)``; ``sort`` the ``i``-th smallest token; ``most_freq`` the distinct
+tokens by decreasing ``h``, ties broken by first position (targets only at the first
+``#distinct`` positions); ``dyck1``/``dyck2`` per prefix: ``T`` balanced, ``P`` a valid prefix,
+``F`` invalid. Dyck inputs: half uniform strings over the brackets, half a random balanced
+string of even length ``<= max_len`` completed with uniform tokens (Weiss et al.'s bias).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+
+PAD, BOS, EOS = "<pad>", "<s>", "</s>"
+SPLITS = ("train", "val", "test")
+Split = dict[str, np.ndarray]
+
+
+@dataclass
+class TaskData:
+    """A generated task. ``vocab[i]`` is the string of token id ``i`` (id 0 is ``<pad>``);
+    ``classes[c]`` the label of output class ``c``; ``splits[name]`` holds ``tokens``,
+    ``targets`` (class ids, 0 where masked), ``mask`` (positions with a target) and ``pad``
+    (padding positions), all ``(S, T)``; ``max_len = T``."""
+
+    name: str
+    vocab: tuple[str, ...]
+    classes: tuple[str, ...]
+    causal: bool
+    max_len: int
+    splits: dict[str, Split] = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+
+    @property
+    def eos(self) -> str | None:
+        return EOS if EOS in self.vocab else None
+
+    def encode(self, words: list[str]) -> np.ndarray:
+        """Token ids of ``words`` (framing tokens included); unknown words raise naming them."""
+        index = {w: i for i, w in enumerate(self.vocab)}
+        bad = [w for w in words if w not in index]
+        if bad:
+            raise TpcoreError(f"token {bad[0]!r} is not in the {self.name} vocabulary {self.vocab}")
+        if len(words) > self.max_len:
+            raise TpcoreError(f"sequence of length {len(words)} exceeds max_len {self.max_len}")
+        return np.array([index[w] for w in words])
+
+
+def letters(n: int) -> list[str]:
+    """``a, b, ...`` for up to 26 symbols, else ``t0, t1, ...``."""
+    return [chr(ord("a") + i) for i in range(n)] if n <= 26 else [f"t{i}" for i in range(n)]
+
+
+def unique_rows(sample: Callable[[np.random.Generator, int], np.ndarray], n: int,
+                gen: np.random.Generator, what: str) -> np.ndarray:
+    """``n`` distinct rows, drawing batches from ``sample(gen, size)`` (rows of ints, ``-1`` =
+    padding) until enough are unique; keeps draw order. Raises if the space looks too small."""
+    rows = np.zeros((0, 0), dtype=np.int64)
+    for _ in range(50):
+        new = sample(gen, max(2 * (n - len(rows)), 64))
+        rows = new if rows.size == 0 else np.concatenate([rows, new])
+        _, first = np.unique(rows, axis=0, return_index=True)
+        rows = rows[np.sort(first)]
+        if len(rows) >= n:
+            return rows[:n]
+    raise TpcoreError(f"cannot draw {n} distinct {what} inputs (only {len(rows)} found); "
+                      "lower n_samples or raise vocab_size / max_len")
+
+
+def uniform_strings(v: int, min_len: int, max_len: int) -> Callable:
+    """Sampler of uniform token strings with uniform lengths, ``-1`` past the end."""
+    def sample(gen: np.random.Generator, size: int) -> np.ndarray:
+        x = gen.integers(0, v, (size, max_len))
+        lengths = gen.integers(min_len, max_len + 1, size)
+        x[np.arange(max_len)[None, :] >= lengths[:, None]] = -1
+        return x
+    return sample
+
+
+def counts(x: np.ndarray, v: int) -> np.ndarray:
+    """``h[s, t] = #{i : x[s, i] == t}`` for ``t < v`` (``-1`` entries ignored): ``(S, v)``."""
+    return (x[:, :, None] == np.arange(v)[None, None, :]).sum(axis=1)
+
+
+def _reverse(x: np.ndarray, v: int) -> tuple[np.ndarray, list[str]]:
+    lengths = (x >= 0).sum(axis=1)
+    idx = np.clip(lengths[:, None] - 1 - np.arange(x.shape[1])[None, :], 0, None)
+    return np.where(x >= 0, np.take_along_axis(x, idx, axis=1), -1), letters(v)
+
+
+def _hist(x: np.ndarray, v: int) -> tuple[np.ndarray, list[str]]:
+    h = counts(x, v)
+    y = np.take_along_axis(h, np.clip(x, 0, None), axis=1) - 1
+    return np.where(x >= 0, y, -1), [str(c) for c in range(1, x.shape[1] + 1)]
+
+
+def _double_hist(x: np.ndarray, v: int) -> tuple[np.ndarray, list[str]]:
+    h = counts(x, v)
+    hx = np.take_along_axis(h, np.clip(x, 0, None), axis=1)
+    same = ((h[:, None, :] == hx[:, :, None]) & (h[:, None, :] > 0)).sum(axis=2)
+    return np.where(x >= 0, same - 1, -1), [str(c) for c in range(1, x.shape[1] + 1)]
+
+
+def _sort(x: np.ndarray, v: int) -> tuple[np.ndarray, list[str]]:
+    y = np.sort(np.where(x >= 0, x, v), axis=1)
+    return np.where(x >= 0, y, -1), letters(v)
+
+
+def _most_freq(x: np.ndarray, v: int) -> tuple[np.ndarray, list[str]]:
+    s, n = x.shape
+    h = counts(x, v)
+    first = np.where(x[:, :, None] == np.arange(v)[None, None, :], np.arange(n)[None, :, None],
+                     n).min(axis=1)
+    order = np.lexsort((first, -h), axis=-1)  # by count desc, then first position
+    y = np.full((s, n), -1)
+    y[:, : min(n, v)] = order[:, : min(n, v)]
+    ranked = np.take_along_axis(h, y.clip(0), axis=1)
+    return np.where((y >= 0) & (ranked > 0), y, -1), letters(v)
+
+
+def dyck_labels(x: np.ndarray, pairs: int) -> np.ndarray:
+    """Per-prefix labels 0 = T (balanced), 1 = P (valid prefix), 2 = F (invalid) of bracket
+    strings ``x`` (``2 t`` opens type ``t``, ``2 t + 1`` closes it)."""
+    s, n = x.shape
+    stack = np.zeros((s, n + 1), dtype=np.int64)
+    depth = np.zeros(s, dtype=np.int64)
+    bad = np.zeros(s, dtype=bool)
+    out = np.zeros((s, n), dtype=np.int64)
+    rows = np.arange(s)
+    for i in range(n):
+        kind, closing = x[:, i] // 2, x[:, i] % 2 == 1
+        top = stack[rows, np.maximum(depth - 1, 0)]
+        bad |= closing & ((depth == 0) | (top != kind))
+        opening = ~closing & ~bad
+        stack[rows[opening], depth[opening]] = kind[opening]
+        depth = depth + opening - (closing & ~bad)
+        out[:, i] = np.where(bad, 2, np.where(depth == 0, 0, 1))
+    return out
+
+
+def dyck_sampler(pairs: int, n: int) -> Callable:
+    """Weiss et al.'s biased Dyck sampler (see the module docstring)."""
+    def sample(gen: np.random.Generator, size: int) -> np.ndarray:
+        x = gen.integers(0, 2 * pairs, (size, n))
+        valid = gen.random(size) < 0.5
+        lengths = 2 * gen.integers(1, n // 2 + 1, size)
+        depth = np.zeros(size, dtype=np.int64)
+        stack = np.zeros((size, n + 1), dtype=np.int64)
+        rows = np.arange(size)
+        for i in range(n):
+            remaining = lengths - i
+            live = valid & (remaining > 0)
+            must_close = depth >= remaining
+            opening = live & ~must_close & ((depth == 0) | (gen.random(size) < 0.5))
+            closing = live & ~opening
+            kind = gen.integers(0, pairs, size)
+            top = stack[rows, np.maximum(depth - 1, 0)]
+            x[opening, i] = 2 * kind[opening]
+            x[closing, i] = 2 * top[closing] + 1
+            stack[rows[opening], depth[opening]] = kind[opening]
+            depth = depth + opening - closing
+        return x
+    return sample
+
+
+RaspFn = Callable[[np.ndarray, int], tuple[np.ndarray, list[str]]]
+RASP: dict[str, RaspFn] = {"reverse": _reverse, "hist": _hist, "double_hist": _double_hist,
+                           "sort": _sort, "most_freq": _most_freq}
+DYCK = {"dyck1": 1, "dyck2": 2}
+ALIASES = {"double-hist": "double_hist", "hist2": "double_hist", "most-freq": "most_freq",
+           "dyck-1": "dyck1", "dyck-2": "dyck2", "in-context": "induction"}
+TASK_NAMES = (*RASP, *DYCK, "induction")
+DEFAULTS = {"dyck1": (2, 16), "dyck2": (4, 16), "induction": (8, 10)}
+"""``(vocab_size, max_len)`` where the paper's small scale differs from ``(8, 8)``."""
+
+
+def task_name(name: str) -> str:
+    """Canonical task name; an unknown one raises listing the known tasks."""
+    canon = ALIASES.get(name, name)
+    if canon not in TASK_NAMES:
+        raise TpcoreError(f"unknown task {name!r}; expected one of {', '.join(TASK_NAMES)}")
+    return canon
+
+
+def split(data: dict[str, np.ndarray], n: int, fractions: tuple[float, float] = (0.8, 0.1)
+          ) -> dict[str, Split]:
+    """First 80 % train, next 10 % validation, rest test (rows are already in random order)."""
+    a, b = int(n * fractions[0]), int(n * (fractions[0] + fractions[1]))
+    return {name: {k: v[lo:hi] for k, v in data.items()}
+            for name, (lo, hi) in zip(SPLITS, ((0, a), (a, b), (b, n)))}
+
+
+def frame(x: np.ndarray, y: np.ndarray, eos: bool) -> dict[str, np.ndarray]:
+    """Token and target arrays from contents ``x`` and targets ``y`` (``-1`` = none): shift ids
+    past the special tokens (``<pad>``, ``<s>``, ``</s>`` if ``eos``), add framing and padding."""
+    s, n = x.shape
+    shift = 3 if eos else 2
+    t = n + 1 + eos
+    tokens = np.zeros((s, t), dtype=np.int64)
+    tokens[:, 0] = 1
+    tokens[:, 1 : n + 1] = np.where(x >= 0, x + shift, 0)
+    if eos:
+        tokens[np.arange(s), 1 + (x >= 0).sum(axis=1)] = 2
+    targets = np.zeros((s, t), dtype=np.int64)
+    targets[:, 1 : n + 1] = np.maximum(y, 0)
+    mask = np.zeros((s, t), dtype=bool)
+    mask[:, 1 : n + 1] = y >= 0
+    return {"tokens": tokens, "targets": targets, "mask": mask, "pad": tokens == 0}
+
+
+def make_task(name: str, vocab_size: int | None = None, max_len: int | None = None,
+              n_samples: int = 20000, seed: int = 0, min_len: int = 1) -> TaskData:
+    """Generate task ``name`` (see :data:`TASK_NAMES`) with ``vocab_size`` content symbols (Dyck:
+    bracket pairs are fixed, this is ignored) and ``max_len`` content positions."""
+    name = task_name(name)
+    dv, dn = DEFAULTS.get(name, (8, 8))
+    v, n = vocab_size or dv, max_len or dn
+    if name == "induction":
+        from tpcore.tasks.induction import make_induction
+
+        return make_induction(n_samples=n_samples, length=n, seed=seed)
+    if n < 1 or v < 1 or not 1 <= min_len <= n:
+        raise TpcoreError(f"need vocab_size >= 1 and 1 <= min_len <= max_len; got vocab_size={v},"
+                          f" min_len={min_len}, max_len={n}")
+    gen = np.random.default_rng(seed)
+    if name in DYCK:
+        pairs = DYCK[name]
+        if n % 2:
+            raise TpcoreError(f"Dyck max_len must be even, got {n}")
+        x = unique_rows(dyck_sampler(pairs, n), n_samples, gen, name)
+        y, classes = dyck_labels(x, pairs), ["T", "P", "F"]
+        words = ["(", ")", "{", "}", "[", "]"][: 2 * pairs]
+        eos, params = False, {"pairs": pairs, "max_len": n}
+    else:
+        x = unique_rows(uniform_strings(v, min_len, n), n_samples, gen, name)
+        y, classes = RASP[name](x, v)
+        words, eos = letters(v), name in ("sort", "reverse")
+        params = {"vocab_size": v, "max_len": n, "min_len": min_len}
+    specials = [PAD, BOS, EOS] if eos else [PAD, BOS]
+    data = frame(x, y, eos)
+    params.update(n_samples=n_samples, seed=seed)
+    return TaskData(name, tuple(specials + words), tuple(classes), False,
+                    data["tokens"].shape[1], split(data, n_samples), params)
