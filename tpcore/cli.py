@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import tpcore
 
-COMMANDS = ("info", "reproduce", "trees", "sorting")
+COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 
