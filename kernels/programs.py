@@ -51,7 +51,7 @@ def _num_index(num_vals, num_size, slot, x):
 
 @numba.njit(cache=True)
 def _run(ids, lengths, ops, params, n_cat, n_num, num_vals, num_size, feat_ops, w_off, weights,
-         bias, framing, causal, inputs, out):
+         bias, allowed, framing, causal, inputs, out):
     bsz, n = ids.shape
     n_cls = bias.shape[0]
     cat = np.zeros((n_cat, n), np.int64)
@@ -104,7 +104,11 @@ def _run(ids, lengths, ops, params, n_cat, n_num, num_vals, num_size, feat_ops, 
                     x = num[slot, i]
                     for t in range(n_cls):
                         logits[t] = logits[t] + x * weights[w_off[f], t]
-            out[b, i] = np.argmax(logits)
+            best = -1
+            for t in range(n_cls):
+                if allowed[t] and (best < 0 or logits[t] > logits[best]):
+                    best = t
+            out[b, i] = best
         if framing[0] >= 0 and length > 0 and ids[b, 0] == framing[0]:
             out[b, 0] = framing[1]
         if framing[2] >= 0 and length > 0 and ids[b, length - 1] == framing[2]:
@@ -119,6 +123,7 @@ def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray,
     out = np.full(ids.shape, -1, dtype=np.int64)
     c = compiled
     _run(ids, lengths, c["ops"], c["params"], int(c["n_cat"]), int(c["n_num"]), c["num_vals"],
-         c["num_size"], c["feat_ops"], c["w_off"], c["weights"], c["bias"], c["framing"],
+         c["num_size"], c["feat_ops"], c["w_off"], c["weights"], c["bias"], c["allowed"],
+         c["framing"],
          bool(c["causal"]), c["inputs"], out)
     return out

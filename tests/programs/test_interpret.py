@@ -119,3 +119,16 @@ def test_bad_inputs_are_named():
         it.encode(p, [["1"] * 11])
     with pytest.raises(TpcoreError, match="engine"):
         it.run_ids(p, *it.encode(p, [["<s>"]]), engine="cuda")
+
+
+def test_masked_classes_are_never_predicted():
+    p = random_program(0)
+    assert p.classifier.masked == (0,)
+    p.classifier.bias[0] = 1e6
+    ids, lengths = random_inputs(p, 200, 0)
+    for engine in it.ENGINES:
+        pred = it.run_ids(p, ids, lengths, engine)
+        assert (pred != 0).all()
+    p.classifier.masked = ()
+    content = it.run_ids(p, ids, lengths, "numba")[lengths > 2, 1]  # position 1 is not </s>
+    assert (content == 0).all()

@@ -96,6 +96,7 @@ def contributions(program: Program, tokens: list[str], position: int) -> list[di
             value, score = float(x), float(x) * c.weights[f][0]
         total = total + score
         rows.append({"feature": f, "value": value, "scores": score})
+    total[list(c.masked)] = -np.inf
     best = int(np.argmax(total))
     rows.sort(key=lambda r: -r["scores"][best])
     for r in rows:

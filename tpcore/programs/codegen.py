@@ -281,19 +281,22 @@ def _example(p: Program) -> str:
 def weights_csv(program: Program, fold_bias: bool = False) -> str:
     """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
     value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row (or,
-    with ``fold_bias``, added to the ``ones`` row: the published format has no bias)."""
+    with ``fold_bias``, added to the ``ones`` row: the published format has no bias). Masked
+    classes have no column."""
     c = program.classifier
+    keep = c.kept()
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
-    out.writerow(["feature", "value", *c.classes])
-    weights = dict(c.weights)
-    if np.any(c.bias != 0):
+    out.writerow(["feature", "value", *(c.classes[i] for i in keep)])
+    weights = {f: w[:, keep] for f, w in c.weights.items()}
+    bias = c.bias[keep]
+    if np.any(bias != 0):
         if fold_bias:
             if "ones" not in weights:
                 raise TpcoreError("cannot fold the classifier bias: 'ones' is not a feature")
-            weights["ones"] = weights["ones"] + c.bias
+            weights["ones"] = weights["ones"] + bias
         else:
-            out.writerow(["bias", "_", *map(repr, c.bias.tolist())])
+            out.writerow(["bias", "_", *map(repr, bias.tolist())])
     for f in c.features:
         var = program.variables[f]
         labels: Iterable[Any] = var.values if var.kind == "categorical" else ["_"]

@@ -58,6 +58,7 @@ def random_program(seed: int = 0, *, layers: int = 2, cat_heads: int = 2, num_he
     Each layer's heads and MLPs read variables defined by earlier layers (MLPs also read the
     current layer's heads). Predicates may match nothing (``-1``); ``rule=None`` mixes rules.
     Numerical heads read ``ones`` or a numerical variable whose values stay within ``0..max_len``.
+    Class 0 is masked when ``seed`` is a multiple of 3.
     """
     rng = np.random.default_rng(seed)
     v = base_variables(vocab, max_len)
@@ -95,7 +96,8 @@ def random_program(seed: int = 0, *, layers: int = 2, cat_heads: int = 2, num_he
     feats = tuple(v)
     weights = {f: rng.normal(size=(v[f].size if v[f].kind == "categorical" else 1, len(classes)))
                for f in feats}
-    clf = Classifier(classes, feats, weights, rng.normal(size=len(classes)))
+    masked = (0,) if seed % 3 == 0 else ()
+    clf = Classifier(classes, feats, weights, rng.normal(size=len(classes)), masked)
     return Program(f"random{seed}", v, modules, clf, causal=causal, bos="<s>", eos="</s>",
                    pad="<pad>")
 

@@ -13,7 +13,8 @@ and names values with the task's strings:
 - an MLP becomes a table by running its hidden layer on every combination of its inputs' values
   (all ``k^2`` categorical pairs; for numerical inputs every reachable value), in the model's
   float dtype;
-- the classifier keeps the rows of each variable's values and drops masked classes.
+- the classifier keeps the rows of each variable's values, and the model's classes (masked ones
+  marked as never predicted, so class indices stay the model's).
 Host-only code (NumPy).
 """
 
@@ -89,13 +90,13 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
             counts = np.bincount(table.ravel(), minlength=v[m.output].size)
             modules.append(Mlp(m.name, m.kind, tuple(m.inputs), m.output, table,
                                int(counts.argmax())))
-    keep = [c for c in range(n_cls) if c not in set(dp.masked_classes)]
     feats = tuple(x.name for x in dp.variables)
     weights = {}
     for f in feats:
-        w = np.asarray(dp.classifier_weights[f], dtype=np.float64)[:, keep]
+        w = np.asarray(dp.classifier_weights[f], dtype=np.float64)
         weights[f] = w[: v[f].size] if v[f].kind == "categorical" else w
-    clf = Classifier(tuple(classes[c] for c in keep), feats, weights,
-                     np.asarray(dp.classifier_bias, dtype=np.float64)[keep])
+    clf = Classifier(tuple(classes), feats, weights,
+                     np.asarray(dp.classifier_bias, dtype=np.float64),
+                     tuple(int(c) for c in dp.masked_classes))
     return Program(name, v, modules, clf, causal=bool(dp.causal), bos=bos, eos=eos, pad=pad,
                    passthrough=passthrough, meta=dict(meta or {}))

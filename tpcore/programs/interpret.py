@@ -125,7 +125,8 @@ def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
 
 
 def feature_logits(program: Program, env: dict[str, Any]) -> Any:
-    """Classifier logits ``(B, N, C)`` in float64, summed in ``features`` order."""
+    """Classifier logits ``(B, N, C)`` in float64, summed in ``features`` order; masked classes
+    get ``-inf``."""
     xp = xp_of(env["tokens"])
     c = program.classifier
     logits = xp.broadcast_to(xp.asarray(c.bias), env["tokens"].shape + c.bias.shape).copy()
@@ -135,6 +136,8 @@ def feature_logits(program: Program, env: dict[str, Any]) -> Any:
             logits = logits + w[env[f]]
         else:
             logits = logits + env[f][..., None] * w[0]
+    if c.masked:
+        logits[..., list(c.masked)] = -np.inf
     return logits
 
 
@@ -192,7 +195,8 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     ``flag`` the rule (1: published); for MLPs ``a, b`` are input slots (``b = -1`` for one input),
     ``c`` the default, ``param`` the flat table, ``stride`` the second input's size and ``flag``
     1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values;
-    ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``.
+    ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
+    can be predicted.
     """
     v = program.variables
     cat = {n: i for i, n in enumerate(x for x in v if v[x].kind == "categorical")}
@@ -242,6 +246,7 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
         "num_vals": num_vals, "num_size": num_size,
         "feat_ops": feat_ops, "w_off": w_off, "weights": np.ascontiguousarray(weights),
         "bias": c.bias.astype(np.float64),
+        "allowed": np.asarray([i not in c.masked for i in range(len(c.classes))]),
         "framing": np.asarray(framing(program.bos) + framing(program.eos), dtype=np.int64),
         "causal": np.int64(program.causal),
         "inputs": np.asarray([cat["tokens"], cat["positions"], num["ones"]], dtype=np.int64),

@@ -30,7 +30,8 @@ Classifier
     ``logits_i = bias + sum_f W_f[index of f_i]`` for a categorical feature ``f`` (``W_f: (k, C)``)
     and ``+ W_f[0] * f_i`` for a numerical one (``W_f: (1, C)``), summed in ``features`` order in
     float64;
-    the prediction is the first maximum over ``classes``.
+    the prediction is the first maximum over ``classes`` not listed in ``masked`` (classes the
+    model never predicts, kept so that class indices stay the model's).
     Pass-through (``passthrough=True``): at position 0 a ``bos`` token predicts ``bos``; at the last
     position an ``eos`` token predicts ``eos`` (the published programs do this).
 """
@@ -119,12 +120,18 @@ Module = Head | Mlp
 
 @dataclass
 class Classifier:
-    """Linear classifier over ``features``; ``weights[f]: (k_f, C)`` (``(1, C)`` if numerical)."""
+    """Linear classifier over ``features``; ``weights[f]: (k_f, C)`` (``(1, C)`` if numerical);
+    ``masked``: indices of classes never predicted."""
 
     classes: tuple[str, ...]
     features: tuple[str, ...]
     weights: dict[str, np.ndarray]
     bias: np.ndarray
+    masked: tuple[int, ...] = ()
+
+    def kept(self) -> list[int]:
+        """Indices of the classes that can be predicted."""
+        return [c for c in range(len(self.classes)) if c not in self.masked]
 
 
 @dataclass
@@ -280,6 +287,9 @@ def _validate_classifier(c: Classifier, v: dict[str, Variable]) -> None:
     n = len(c.classes)
     if n == 0 or len(set(c.classes)) != n:
         _fail("classifier", "classes must be non-empty and distinct")
+    if any(not 0 <= m < n for m in c.masked) or len(set(c.masked)) >= n:
+        _fail("classifier", f"masked classes must be distinct indices in 0 .. {n - 1}, leaving "
+              "at least one class")
     if c.bias.shape != (n,):
         _fail("classifier", f"bias must have shape ({n},), got {c.bias.shape}")
     if set(c.features) != set(c.weights) or len(set(c.features)) != len(c.features):
@@ -325,6 +335,7 @@ def to_dict(p: Program) -> dict[str, Any]:
                              if var.kind == "numerical" and name not in INPUTS},
         "modules": modules,
         "classifier": {"classes": list(c.classes), "bias": c.bias.tolist(),
+                       "masked": [c.classes[m] for m in c.masked],
                        "features": list(c.features),
                        "weights": {f: c.weights[f].tolist() for f in c.features}},
     }
@@ -381,10 +392,15 @@ def from_dict(d: dict[str, Any]) -> Program:
             _fail(where, f"type {md.get('type')!r}; expected 'head' or 'mlp'")
     cd = _need(d, "classifier", "header")
     feats = tuple(_need(cd, "features", "classifier"))
+    classes = tuple(_need(cd, "classes", "classifier"))
+    masked = [x for x in cd.get("masked", []) if x not in classes]
+    if masked:
+        _fail("classifier", f"masked class {masked[0]!r} is not a class")
     classifier = Classifier(
-        tuple(_need(cd, "classes", "classifier")), feats,
+        classes, feats,
         {f: np.asarray(w, dtype=np.float64) for f, w in _need(cd, "weights", "classifier").items()},
-        np.asarray(_need(cd, "bias", "classifier"), dtype=np.float64))
+        np.asarray(_need(cd, "bias", "classifier"), dtype=np.float64),
+        tuple(classes.index(x) for x in cd.get("masked", [])))
     return Program(d.get("name", "program"), variables, modules, classifier,
                    causal=bool(d.get("causal", False)), bos=d.get("bos"), eos=d.get("eos"),
                    pad=d.get("pad"), passthrough=bool(d.get("passthrough", True)),
