@@ -1,0 +1,115 @@
+"""The FLEQ machine: lockstep with the reference interpreter, self-modifying pointers, bad input."""
+
+import numpy as np
+import pytest
+
+from tpcore.errors import TpcoreError
+from tpcore.looped import fleq as FL
+
+EXACT = {"add": lambda A, B: A + B, "sub": lambda A, B: A - B, "mul": lambda A, B: A.T @ B,
+         "transp": lambda A, B: A.T, "perc": lambda A, B: 0.01 * A}
+
+
+@pytest.fixture(scope="module")
+def tk():
+    return FL.toolkit(2, ("add", "sub", "mul", "transp", "perc", "ptr"), c=1e-6, symmetric=True)
+
+
+def _loop_program(d=2):
+    p = FL.Program(d)
+    p.cell("A", [[0.5, 0.25], [0.125, -0.75]])
+    p.cell("v", [1.0, -2.0])
+    p.cell("w", [0.0, 0.0])
+    p.cell("s", 0.0)
+    p.cell("q", 1, kind="int")
+    p.cell("k", -2, kind="int")
+    p.op("mul", "w", "A", "v", label="top")        # w = A^T v
+    p.op("transp", "A", "A")                       # A = A^T
+    p.op("sub", "v", "w", "v")
+    p.op("mul", "s", "v", "v")                     # s = |v|^2
+    p.op("perc", "s", "s")
+    p.op("add", "k", "k", "q", flag="k", goto="top")
+    p.halt()
+    return p
+
+
+def test_machine_matches_interpreter(tk):
+    comp = FL.assemble(_loop_program(), tk)
+    run = FL.execute(comp, max_steps=50)
+    ref, steps = FL.interpret(comp, EXACT)
+    assert run.steps == steps == 18
+    for name in ("A", "v", "w", "s", "k"):
+        np.testing.assert_allclose(FL.read_cell(comp, run.X, name), ref[name], rtol=1e-8,
+                                   atol=1e-9)
+
+
+def test_halt_is_a_fixed_point(tk):
+    comp = FL.assemble(_loop_program(), tk)
+    run = FL.execute(comp, max_steps=50)
+    X = run.X
+    for lay in comp.machine.layer_objects():
+        X, _ = FL.layer_forward(X, lay)
+    assert FL.decode_pc(comp.machine, X) == comp.halt
+    np.testing.assert_allclose(X, run.X, atol=1e-9)
+
+
+def test_batched_programs_run_together(tk):
+    comp = FL.assemble(_loop_program(), tk)
+    vs = np.array([[[1.0], [2.0]], [[-1.0], [0.5]], [[3.0], [0.0]]])
+    X = FL.batch_punchcards(comp, {"v": vs})
+    run = FL.execute(comp, X, max_steps=50)
+    for i, v in enumerate(vs):
+        p = _loop_program()
+        p.cells["v"].value = v
+        ref, _ = FL.interpret(FL.assemble(p, tk), EXACT)
+        np.testing.assert_allclose(FL.read_cell(comp, run.X[i], "w"), ref["w"], rtol=1e-8)
+
+
+def test_self_modifying_pointer_walks_memory(tk):
+    p = FL.Program(2)
+    for i in range(3):
+        p.cell(f"x{i}", float(i + 1))
+    p.cell("acc", 0.0)
+    p.cell("q", 1, kind="int")
+    p.cell("j", -2, kind="int")
+    p.code_cell("step", a=1, b=0, c=0)
+    p.op("add", "acc", "acc", "x0", label="body")
+    p.op("ptr", "body", "body", "step")
+    p.op("add", "j", "j", "q", flag="j", goto="body")
+    p.halt()
+    p.instrs[0] = FL.Instr("add", "acc", "x0", "acc", "_one", None, "body")
+    comp = FL.assemble(p, tk)
+    run = FL.execute(comp, max_steps=30)
+    ref, steps = FL.interpret(comp, EXACT)
+    assert ref["acc"][0, 0] == 6.0 and run.steps == steps
+    np.testing.assert_allclose(FL.read_cell(comp, run.X, "acc"), [[6.0]], atol=1e-9)
+
+
+def test_layer_count_beats_theorem2(tk):
+    st = FL.assemble(_loop_program(), tk).machine.stats()
+    assert st["layers"] == 6 + 2 < st["theorem2_layers"] == 9 + 2
+
+
+def test_rejects_bad_programs(tk):
+    p = _loop_program()
+    p.op("div", "s", "s", "s")
+    p.instrs[-1], p.instrs[-2] = p.instrs[-2], p.instrs[-1]
+    with pytest.raises(TpcoreError, match=r"instruction 6 \(div.*not one of the machine's M = 6"):
+        FL.assemble(p, tk)
+    p = _loop_program()
+    p.instrs[0].flag = "s"
+    with pytest.raises(TpcoreError, match="instruction 0 .*flag cell 's' is not an integer"):
+        FL.assemble(p, tk)
+    p = _loop_program()
+    p.instrs[2].b = "s"
+    with pytest.raises(TpcoreError, match="instruction 2 .*shapes"):
+        FL.assemble(p, tk)
+    with pytest.raises(TpcoreError, match="at most d x d"):
+        FL.Program(2).cell("big", np.ones((3, 1)))
+    p = _loop_program()
+    p.cells["q"].value = np.array([[0.5]])
+    p.cells["q"].kind = "real"
+    with pytest.raises(TpcoreError, match="instruction 5 .*integer cell 'k'"):
+        FL.assemble(p, tk)
+    with pytest.raises(TpcoreError, match="declared int"):
+        FL.Program(2).cell("f", 0.5, kind="int")
