@@ -1,0 +1,121 @@
+"""``tpcore looped run PROGRAM``: run a SUBLEQ program on the looped transformer and on the
+interpreter side by side; ``tpcore reproduce looped``: the lambda sweep and the differentiable-
+execution study.
+
+PROGRAM is an example name (``multiply``, ``factorial``, ``reverse``, ``search``, ``minsky``), an
+assembler file (``*.asm``/``*.s``), or a commands CSV (header ``a,b,c``) given with ``--mem`` (a
+memory CSV with header ``mem``), ``--s`` and ``--N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _load(args: argparse.Namespace):
+    from tpcore.errors import TpcoreError
+    from tpcore.looped.asm import assemble
+    from tpcore.looped.examples import EXAMPLES, example
+    from tpcore.looped.program import load_csv
+
+    spec = args.program
+    if spec in EXAMPLES:
+        return example(spec, args.N)
+    path = Path(spec)
+    if not path.exists():
+        raise TpcoreError(f"program {spec!r} is neither an example ({', '.join(EXAMPLES)}) nor a "
+                          "file")
+    if path.suffix.lower() == ".csv":
+        if args.mem is None:
+            raise TpcoreError(f"{spec} is a commands CSV; give its memory CSV with --mem")
+        return load_csv(path, args.mem, s=args.s, N=args.N or 8)
+    return assemble(path.read_text(encoding="utf-8"), N=args.N or 8, s=args.s)
+
+
+def _cell_names(program) -> dict[int, str]:
+    return {col - program.s: name for name, col in program.names.items()}
+
+
+def _fmt_mem(program, mem) -> str:
+    names = _cell_names(program)
+    return "  ".join(f"{names.get(i, program.s + i)}={int(v)}" for i, v in enumerate(mem))
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from tpcore.looped.interpret import interpret
+    from tpcore.looped.machine import build, decode_memory, execute, punchcard
+
+    program = _load(args)
+    lo = program.layout
+    trace = interpret(program, max_steps=args.max_steps)
+    machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap)
+    t0 = time.perf_counter()
+    result = execute(machine, punchcard(program), max_steps=args.max_steps, trace=True,
+                     sparse=args.sparse, tol=args.tol)
+    seconds = time.perf_counter() - t0
+    size = machine.size()
+    print(f"layout: s={lo.s} m={lo.m} instructions={lo.k} n={lo.n} N={lo.N} L={lo.L}; "
+          f"X is {lo.d} x {lo.n} (paper count {lo.d_paper} without temporaries)")
+    print(f"machine: {size['layers']} layers ({', '.join(machine.names)}), heads per layer "
+          f"{size['heads']}, FF widths {size['ff_hidden']}; "
+          f"{'hardmax' if args.lam is None else f'softmax lam={args.lam}'}")
+    if args.trace:
+        names = _cell_names(program)
+        for t in range(1, trace.steps + 1):
+            pc = trace.pcs[t - 1]
+            a, b, c = (int(v) for v in program.commands[pc - lo.first_instruction])
+            ok = (result.mems[t][0] == trace.mems[t]).all() and result.pcs[t][0] == trace.pcs[t]
+            print(f"  {t:5d}  pc={pc:4d}  subleq {names.get(a - lo.s, a)}, "
+                  f"{names.get(b - lo.s, b)}, {c}  ->  {names.get(b - lo.s, b)}="
+                  f"{int(trace.mems[t][b - lo.s])}  next={trace.pcs[t]}"
+                  f"{'' if ok else '  (transformer differs)'}")
+    agree = (int(result.steps[0]) == trace.steps
+             and all((result.mems[t][0] == trace.mems[t]).all()
+                     and result.pcs[t][0] == trace.pcs[t] for t in range(trace.steps + 1)))
+    print(f"interpreter: {trace.steps} steps; memory {_fmt_mem(program, trace.mems[-1])}")
+    print(f"transformer: {int(result.steps[0])} steps ({result.iterations} loop iterations, "
+          f"{seconds:.3f} s); memory {_fmt_mem(program, decode_memory(lo, result.X))}")
+    print(f"agree after every step: {'yes' if agree else 'NO'}")
+    return 0 if agree else 1
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from tpcore.experiments.looped import reproduce
+
+    summary = reproduce(budget=args.budget, out=args.out, seed=args.seed)
+    print(summary)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("looped", help="SUBLEQ compiled into looped-transformer weights")
+    verbs = p.add_subparsers(dest="looped_verb", metavar="VERB")
+    r = verbs.add_parser("run", help="run a program on the looped transformer and the interpreter")
+    r.add_argument("program", help="example name, assembler file, or commands CSV")
+    r.add_argument("--mem", help="memory CSV (header 'mem') for a commands CSV")
+    r.add_argument("--s", type=int, default=1, help="scratchpad columns (default 1)")
+    r.add_argument("--N", type=int, default=None, help="bits per integer (default 8; examples "
+                   "have their own)")
+    r.add_argument("--lam", type=float, default=None, help="softmax inverse temperature "
+                   "(default: exact hardmax)")
+    r.add_argument("--schedule", choices=("fused", "paper"), default="fused",
+                   help="5 fused layers or 8 one-block layers")
+    r.add_argument("--no-snap", action="store_true", help="drop the error-correction layer")
+    r.add_argument("--sparse", action="store_true", help="scratchpad-only global attention")
+    r.add_argument("--max-steps", type=int, default=10_000, help="step limit (default 10000)")
+    r.add_argument("--tol", type=float, default=1e-9, help="fixed-point tolerance on X")
+    r.add_argument("--trace", action="store_true", help="print every executed instruction")
+    r.set_defaults(func=run)
+
+
+def register_reproduce(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("looped", help="lambda sweep of the SUBLEQ looped transformer, "
+                         "sensitivity and repair by gradient descent through the loop")
+    p.add_argument("--budget", choices=("small", "full"), default="small",
+                   help="small: T <= 100 (minutes); full: T <= 1000")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random programs and noise")
+    p.add_argument("--out", default="results/looped", help="output folder")
+    p.set_defaults(func=_reproduce)
