@@ -62,7 +62,8 @@ def test_batched_programs_run_together(tk):
         p = _loop_program()
         p.cells["v"].value = v
         ref, _ = FL.interpret(FL.assemble(p, tk), EXACT)
-        np.testing.assert_allclose(FL.read_cell(comp, run.X[i], "w"), ref["w"], rtol=1e-8)
+        np.testing.assert_allclose(FL.read_cell(comp, run.X[i], "w"), ref["w"], rtol=1e-8,
+                                   atol=1e-8)
 
 
 def test_self_modifying_pointer_walks_memory(tk):
