@@ -114,6 +114,19 @@ def _reproduce_grammar_learning(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce_hierarchy(args: argparse.Namespace) -> int:
+    from tpcore.experiments.hierarchy import hierarchy
+
+    parts = tuple(args.parts.split(","))
+    bad = set(parts) - {"root", "mlm"}
+    if bad:
+        raise ValueError(f"--parts {args.parts!r}: unknown {sorted(bad)}; expected root,mlm")
+    hierarchy(args.out, budget=args.budget, parts=parts, mlm_steps=args.mlm_steps,
+              seed=args.seed)
+    print(f"wrote {args.out}/hierarchy_{args.budget}.json and .md")
+    return 0
+
+
 def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("bp-table", help="exact BP_k' accuracy on k-filtered data "
                          "(root and single-mask MLM), the paper's grammar")
@@ -129,3 +142,12 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", type=int, default=0, help="seed of the data and the init")
     g.add_argument("--out", default="results/hierarchy", help="output folder")
     g.set_defaults(func=_reproduce_grammar_learning)
+    h = verbs.add_parser("hierarchy", help="transformers (root classification for every "
+                         "k_train, MLM) compared with exact BP during training")
+    h.add_argument("--budget", default="small", choices=("tiny", "small", "paper"),
+                   help="scale (default small: l=3, d=64, FFN 256; paper: l=4, d=128, FFN 2048)")
+    h.add_argument("--parts", default="root,mlm", help="root, mlm or both (default both)")
+    h.add_argument("--mlm-steps", type=int, help="MLM steps (default 4x the root steps)")
+    h.add_argument("--seed", type=int, default=0, help="seed of data, init and batches")
+    h.add_argument("--out", default="results/hierarchy", help="output folder")
+    h.set_defaults(func=_reproduce_hierarchy)

@@ -8,6 +8,7 @@ and the models).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +184,305 @@ def grammar_learning(out_dir: str | Path = "results/hierarchy",
                      f"{r['steps']} | {r['seconds_per_step']:.3f} |\n")
     write_text(out_dir / "grammar_learning.md", "".join(lines))
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Transformers matched against BP
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class TreeRun:
+    """One transformer run. ``task``: ``"root"`` (flatten readout, q classes) or ``"mlm"`` (one
+    masked leaf per sequence, redrawn every batch, loss at that position; vocabulary q + 1).
+    Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers = l``; Adam with a
+    fixed learning rate. Checkpoints at ``checkpoints`` log-spaced steps."""
+
+    task: str = "root"
+    l: int = 3
+    k_train: int = 0
+    P: int = 2**15
+    d_model: int = 64
+    d_mlp: int = 256
+    batch: int = 64
+    lr: float = 1e-3
+    steps: int = 4000
+    checkpoints: int = 8
+    n_eval: int = 4000
+    seed: int = 0
+
+
+BUDGETS = {
+    "tiny": dict(l=2, P=2**10, d_model=16, d_mlp=32, batch=32, lr=3e-3, steps=60, checkpoints=3,
+                 n_eval=300),
+    "small": dict(l=3, P=2**16, d_model=64, d_mlp=256, batch=64, lr=1e-3, steps=8000,
+                  checkpoints=10, n_eval=4000),
+    "paper": dict(l=4, P=2**17, d_model=128, d_mlp=2048, batch=32, lr=1e-4, steps=41_000,
+                  checkpoints=12, n_eval=10_000),
+}
+"""Scales of ``tpcore reproduce hierarchy``: ``paper`` is the paper's classification setting
+(10 epochs of 2**17 at batch 32); ``small`` fits a shared 2-core CPU in minutes per run."""
+
+
+def make_model(run: TreeRun, q: int):
+    """The standard transformer configured as in the paper (scaled by ``run``)."""
+    from tpcore.models.transformer import Transformer, TransformerConfig
+
+    mlm = run.task == "mlm"
+    return Transformer(TransformerConfig(
+        vocab_size=q + 1 if mlm else q, max_len=2**run.l, n_classes=q, d_model=run.d_model,
+        n_layers=run.l, n_heads=1, d_mlp=run.d_mlp, layer_norm="post", positions="sinusoidal",
+        readout="token" if mlm else "flatten", activation="relu", dtype="float32",
+        seed=run.seed))
+
+
+def mask_leaves(leaves: np.ndarray, pos: np.ndarray, q: int) -> dict:
+    """MLM batch: ``leaves: (B, N)`` with leaf ``pos[b]`` of row b replaced by the mask token
+    ``q``; targets are the leaves, the loss mask is true at the masked position only."""
+    B = len(leaves)
+    tokens = leaves.astype(np.int64)
+    tokens[np.arange(B), pos] = q
+    mask = np.zeros(leaves.shape, bool)
+    mask[np.arange(B), pos] = True
+    return dict(tokens=tokens, targets=leaves.astype(np.int64), mask=mask)
+
+
+def _mlm_batches(leaves: np.ndarray, q: int, batch: int, seed: int):
+    from tpcore.backend import asarray
+    from tpcore.train import shuffled_batches
+
+    gen = np.random.default_rng(seed + 1)
+    for b in shuffled_batches({"leaves": leaves}, batch, seed=seed):
+        x = np.asarray(b["leaves"].get() if hasattr(b["leaves"], "get") else b["leaves"])
+        yield {k: asarray(v) for k, v in mask_leaves(x, gen.integers(0, x.shape[1], len(x)),
+                                                      q).items()}
+
+
+def model_probs(model, run: TreeRun, leaves: np.ndarray, pos: np.ndarray | None,
+                q: int, batch: int = 2000) -> np.ndarray:
+    """Model probabilities ``(n, q)``: of the root, or of leaf ``pos[n]`` masked (MLM)."""
+    from tpcore.backend import asarray, to_host
+
+    out = []
+    for i in range(0, len(leaves), batch):
+        x = leaves[i:i + batch]
+        if run.task == "mlm":
+            p = pos[i:i + batch]
+            logits = to_host(model.forward(asarray(mask_leaves(x, p, q)["tokens"])))
+            logits = logits[np.arange(len(x)), p]
+        else:
+            logits = to_host(model.forward(asarray(x.astype(np.int64))))
+        z = logits.astype(np.float64)
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        out.append(z / z.sum(axis=1, keepdims=True))
+    return np.concatenate(out)
+
+
+def compare_probs(p_bp: np.ndarray, p_model: np.ndarray) -> dict:
+    """``KL(BP || model)`` (0 log 0 = 0), argmax agreement and mean per-row Spearman rank
+    correlation (average ranks for ties; rows where either side is constant are skipped)."""
+    from scipy.stats import rankdata
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(p_bp > 0, p_bp * (np.log(p_bp) - np.log(p_model)), 0.0).sum(axis=1)
+        ra, rb = rankdata(p_bp, axis=1), rankdata(p_model, axis=1)
+        ra, rb = ra - ra.mean(axis=1, keepdims=True), rb - rb.mean(axis=1, keepdims=True)
+        rho = (ra * rb).sum(axis=1) / np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
+    return dict(kl=float(kl.mean()), agree=float((p_bp.argmax(1) == p_model.argmax(1)).mean()),
+                spearman=float(np.nanmean(rho)) if np.isfinite(rho).any() else float("nan"))
+
+
+def eval_sets(grammar, run: TreeRun) -> dict:
+    """Test inputs (k_test = 0..l and ``uniform``) with truths, mask positions and the BP_k
+    marginals of every k for each: ``{name: dict(leaves, truth, pos, bp={k: (n, q)})}``."""
+    from tpcore.bp import belief_propagation, evidence_from_leaves
+    from tpcore.tasks.trees import sample_trees, uniform_sequences
+
+    l, q, n = run.l, grammar.q, run.n_eval
+    sets = {}
+    pos = np.random.default_rng(30_000).integers(0, 2**l, n)
+    for name in [*range(l + 1), "uniform"]:
+        if name == "uniform":
+            leaves, root = uniform_sequences(n, l, q, seed=20_000), None
+        else:
+            t = sample_trees(grammar, n, l, name, seed=10_000 + name)
+            leaves, root = t.leaves, t.root
+        truth = root if run.task == "root" else (None if root is None else leaves[np.arange(n),
+                                                                                   pos])
+        e = evidence_from_leaves(leaves, q)
+        bp = {}
+        for k in range(l + 1):
+            res = belief_propagation(grammar.M, grammar.p0, e, k)
+            bp[k] = res.root if run.task == "root" else res.cavity[np.arange(n), pos]
+        sets[str(name)] = dict(leaves=leaves, truth=truth, pos=pos, bp=bp)
+    return sets
+
+
+def checkpoint_metrics(model, run: TreeRun, sets: dict, q: int) -> dict:
+    """Accuracy on every test set, and KL / agreement / Spearman against every BP_k."""
+    out = {}
+    for name, s in sets.items():
+        p = model_probs(model, run, s["leaves"], s["pos"], q)
+        m = {f"bp{k}": compare_probs(pb, p) for k, pb in s["bp"].items()}
+        if s["truth"] is not None:
+            m["acc"] = float((p.argmax(1) == s["truth"]).mean())
+        out[name] = m
+    return out
+
+
+def attention_summary(model, run: TreeRun, leaves: np.ndarray, q: int) -> dict:
+    """Average attention map per layer over ``leaves`` (MLM inputs with one masked leaf) and
+    the block-mass score ``score[layer][h-1]`` = mean over rows i of the attention mass inside
+    i's aligned block of 2**h leaves (uniform attention gives 2**h / N)."""
+    pos = np.random.default_rng(40_000).integers(0, 2**run.l, len(leaves))
+    model_probs(model, run, leaves, pos, q, batch=len(leaves))
+    from tpcore.backend import to_host
+
+    maps = [to_host(a)[:, 0].mean(axis=0) for a in model.cache["attn"]]
+    i = np.arange(2**run.l)
+    score = [[float(np.where((i[None, :] >> h) == (i[:, None] >> h), A, 0).sum(axis=1).mean())
+              for h in range(1, run.l)] for A in maps]
+    return dict(maps=[m.round(4).tolist() for m in maps], block_mass=score)
+
+
+def train_against_bp(run: TreeRun, grammar=None, log=print) -> dict:
+    """Train one transformer and compare it with exact BP at log-spaced checkpoints."""
+    from tpcore.nn.optim import Adam
+    from tpcore.tasks.trees import sample_trees
+    from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
+
+    if run.task not in ("root", "mlm"):
+        raise ValueError(f"task {run.task!r} unknown; expected 'root' or 'mlm'")
+    g = paper_grammar() if grammar is None else grammar
+    q = g.q
+    train = sample_trees(g, run.P, run.l, run.k_train, seed=100 + run.k_train + 7 * run.seed)
+    if run.task == "root":
+        batches = shuffled_batches(dict(tokens=train.leaves.astype(np.int64),
+                                        targets=train.root.astype(np.int64)), run.batch,
+                                   seed=run.seed)
+    else:
+        batches = _mlm_batches(train.leaves, q, run.batch, run.seed)
+    sets = eval_sets(g, run)
+    model = make_model(run, q)
+    opt = Adam(model.parameters(), lr=run.lr)
+    marks = np.unique(np.geomspace(max(1, run.steps // 100), run.steps, run.checkpoints)
+                      .round().astype(int))
+    history, done, seconds = [], 0, 0.0
+    for mark in marks:
+        res = fit(model, opt, batches, supervised_step,
+                  TrainConfig(steps=int(mark - done), seed=run.seed + done, quiet=True))
+        done, seconds = int(mark), seconds + res.seconds
+        metrics = checkpoint_metrics(model, run, sets, q)
+        history.append(dict(step=done, epoch=done * run.batch / run.P, train_seconds=seconds,
+                            loss=res.last_loss, **metrics))
+        k = str(run.k_train)
+        log(f"[{run.task} k_train={run.k_train}] step {done} ({seconds:.0f}s) loss "
+            f"{res.last_loss:.4f} acc(k_test=k_train) {metrics[k]['acc']:.4f} acc(k_test=0) "
+            f"{metrics['0']['acc']:.4f} argmin_k KL {_closest_bp(metrics[k])}")
+    return dict(run=run.__dict__, history=history, train_seconds=seconds,
+                seconds_per_step=seconds / run.steps, n_parameters=model.n_parameters(),
+                attention=attention_summary(model, run, sets[str(run.k_train)]["leaves"][:2000],
+                                            q))
+
+
+def _closest_bp(m: dict) -> int:
+    return int(np.argmin([m[f"bp{k}"]["kl"] for k in range(len([x for x in m if
+                                                                  x.startswith("bp")]))]))
+
+
+def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
+              parts: tuple[str, ...] = ("root", "mlm"), mlm_steps: int | None = None,
+              seed: int = 0, log=print) -> dict:
+    """Root classification for every k_train in 0..l and the k_train = 0 MLM run, compared
+    with exact BP (the paper's Figs. 1, 3, 4, 5 and 6 at the scale of ``budget``).
+
+    Writes ``hierarchy_<budget>.json`` after every run (partial results survive) and
+    ``hierarchy_<budget>.md`` with the tables.
+    """
+    if budget not in BUDGETS:
+        raise ValueError(f"budget {budget!r} unknown; expected one of {sorted(BUDGETS)}")
+    cfg = BUDGETS[budget]
+    g = paper_grammar()
+    out = dict(budget=budget, config=cfg, seed=seed, runs=[],
+               command=f"tpcore reproduce hierarchy --budget {budget} --parts "
+                       f"{','.join(parts)} --seed {seed}"
+                       + (f" --mlm-steps {mlm_steps}" if mlm_steps else ""))
+    jobs = [TreeRun(task="root", k_train=k, seed=seed, **cfg) for k in range(cfg["l"] + 1)] \
+        if "root" in parts else []
+    if "mlm" in parts:
+        mcfg = dict(cfg, steps=mlm_steps or 4 * cfg["steps"])
+        jobs.append(TreeRun(task="mlm", k_train=0, seed=seed, **mcfg))
+    out_dir = Path(out_dir)
+    for run in jobs:
+        out["runs"].append(train_against_bp(run, g, log=log))
+        write_json(out_dir / f"hierarchy_{budget}.json", out)
+        write_text(out_dir / f"hierarchy_{budget}.md", hierarchy_markdown(out, g))
+    return out
+
+
+def hierarchy_markdown(out: dict, grammar) -> str:
+    """Tables: final accuracies against the BP table, checkpoint curves, attention scores."""
+    from tpcore.tasks.trees import sample_trees
+
+    parts = [f"Transformers vs exact BP, budget `{out['budget']}`: {out['config']}.\n"
+             f"Command: `{out['command']}`\n"]
+    for r in out["runs"]:
+        run, hist = r["run"], r["history"]
+        l, kt, task = run["l"], run["k_train"], run["task"]
+        last = hist[-1]
+        bp_acc = {}
+        for k in range(l + 1):  # BP_k_train accuracy on each k_test set (the dashed lines)
+            bp_acc[k] = _bp_set_accuracy(grammar, run, k, kt, sample_trees)
+        parts.append(f"\n### {task}, k_train = {kt} ({r['n_parameters']} parameters, "
+                     f"{run['steps']} steps, {r['train_seconds']:.0f} s training, "
+                     f"{1000 * r['seconds_per_step']:.1f} ms/step)\n\n")
+        parts.append("| k_test | model acc | BP_k_train acc | BP_k_test acc (optimal) | "
+                     "KL(BP_k_train‖model) |\n|---|---|---|---|---|\n")
+        for k in range(l + 1):
+            m = last[str(k)]
+            parts.append(f"| {k} | {m['acc']:.4f} | {bp_acc[k][0]:.4f} | {bp_acc[k][1]:.4f} | "
+                         f"{m[f'bp{kt}']['kl']:.4f} |\n")
+        parts.append("\nCheckpoints (in-sample k_test = k_train; `uniform` = random inputs): "
+                     "KL(BP_k ‖ model) for k = 0..l, closest BP_k, agreement and Spearman with "
+                     "BP_k_train.\n\n| step | epoch | acc | " +
+                     " | ".join(f"KL BP_{k}" for k in range(l + 1)) +
+                     " | closest | agree | Spearman | uniform: KL BP_k_train | uniform: agree |"
+                     "\n|" + "---|" * (l + 9) + "\n")
+        for h in hist:
+            m, u = h[str(kt)], h["uniform"]
+            parts.append(f"| {h['step']} | {h['epoch']:.2f} | {m['acc']:.4f} | " +
+                         " | ".join(f"{m[f'bp{k}']['kl']:.3f}" for k in range(l + 1)) +
+                         f" | BP_{_closest_bp(m)} | {m[f'bp{kt}']['agree']:.3f} | "
+                         f"{m[f'bp{kt}']['spearman']:.3f} | {u[f'bp{kt}']['kl']:.3f} | "
+                         f"{u[f'bp{kt}']['agree']:.3f} |\n")
+        parts.append("\nAccuracy on every k_test over training:\n\n| step | " +
+                     " | ".join(f"k_test={k}" for k in range(l + 1)) + " |\n|" +
+                     "---|" * (l + 2) + "\n")
+        for h in hist:
+            parts.append(f"| {h['step']} | " + " | ".join(f"{h[str(k)]['acc']:.4f}"
+                                                          for k in range(l + 1)) + " |\n")
+        bm = r["attention"]["block_mass"]
+        parts.append("\nAttention block mass per layer (mass inside the aligned block of 2^h "
+                     "leaves; uniform = 2^h/N):\n\n| layer | " +
+                     " | ".join(f"h={h}" for h in range(1, l)) + " |\n|" + "---|" * l + "\n")
+        for i, row in enumerate(bm):
+            parts.append(f"| {i + 1} | " + " | ".join(f"{x:.3f}" for x in row) + " |\n")
+    return "".join(parts)
+
+
+def _bp_set_accuracy(grammar, run: dict, k_test: int, k_train: int, sample_trees) -> tuple:
+    """(BP_k_train accuracy, BP_k_test accuracy) on the run's k_test evaluation set."""
+    from tpcore.bp import belief_propagation, evidence_from_leaves
+
+    n, l = run["n_eval"], run["l"]
+    t = sample_trees(grammar, n, l, k_test, seed=10_000 + k_test)
+    e = evidence_from_leaves(t.leaves, grammar.q)
+    pos = np.random.default_rng(30_000).integers(0, 2**l, n)
+    accs = []
+    for k in (k_train, k_test):
+        res = belief_propagation(grammar.M, grammar.p0, e, k)
+        if run["task"] == "root":
+            accs.append(float((res.root.argmax(1) == t.root).mean()))
+        else:
+            pred = res.cavity[np.arange(n), pos].argmax(1)
+            accs.append(float((pred == t.leaves[np.arange(n), pos]).mean()))
+    return tuple(accs)

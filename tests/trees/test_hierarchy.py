@@ -1,0 +1,56 @@
+import json
+
+import numpy as np
+
+from tpcore.cli import main
+from tpcore.experiments.hierarchy import (
+    BUDGETS,
+    TreeRun,
+    compare_probs,
+    mask_leaves,
+    match_permutation,
+    train_against_bp,
+)
+from tpcore.tasks.trees import random_grammar
+
+
+def test_compare_probs_kl_agreement_spearman():
+    p = np.array([[1.0, 0, 0, 0], [0.1, 0.2, 0.3, 0.4]])
+    r = compare_probs(p, p)
+    assert abs(r["kl"]) < 1e-12 and r["agree"] == 1.0 and abs(r["spearman"] - 1) < 1e-12
+    v = np.array([[0.7, 0.1, 0.1, 0.1], [0.4, 0.3, 0.2, 0.1]])
+    r = compare_probs(p, v)
+    np.testing.assert_allclose(r["kl"], (np.log(1 / 0.7) + (p[1] * np.log(p[1] / v[1])).sum()) / 2)
+    assert r["agree"] == 0.5 and abs(r["spearman"]) < 1e-12  # rows: +1 (ties) and -1
+
+
+def test_mask_leaves_masks_one_position_per_row():
+    x = np.array([[0, 1, 2, 3], [3, 2, 1, 0]], dtype=np.int8)
+    b = mask_leaves(x, np.array([1, 3]), 4)
+    assert b["tokens"].tolist() == [[0, 4, 2, 3], [3, 2, 1, 4]]
+    assert b["mask"].sum(axis=1).tolist() == [1, 1] and b["targets"].tolist() == x.tolist()
+
+
+def test_match_permutation_undoes_a_relabelling():
+    M = random_grammar(4, 1.0, seed=3).M
+    pi = [2, 0, 3, 1]
+    inv = np.argsort(pi)
+    found, tv = match_permutation(M[np.ix_(inv, inv, inv)], M)
+    assert tv < 1e-12 and list(found) == pi
+
+
+def test_tiny_root_run_learns_and_reports(tmp_path):
+    out = train_against_bp(TreeRun(task="root", **BUDGETS["tiny"]), log=lambda s: None)
+    first, last = out["history"][0], out["history"][-1]
+    assert last["0"]["acc"] > first["0"]["acc"] + 0.2
+    assert set(last) >= {"0", "1", "2", "uniform"} and "acc" not in last["uniform"]
+    assert len(out["attention"]["maps"]) == 2
+
+
+def test_reproduce_hierarchy_tiny_mlm(tmp_path):
+    assert main(["reproduce", "hierarchy", "--budget", "tiny", "--parts", "mlm",
+                 "--mlm-steps", "40", "--out", str(tmp_path)]) == 0
+    out = json.loads((tmp_path / "hierarchy_tiny.json").read_text())
+    assert [r["run"]["task"] for r in out["runs"]] == ["mlm"]
+    assert "KL BP_0" in (tmp_path / "hierarchy_tiny.md").read_text()
+    assert main(["reproduce", "hierarchy", "--parts", "bogus"]) == 2
