@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import tpcore
 
-COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn")
+COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

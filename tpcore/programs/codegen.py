@@ -278,11 +278,12 @@ def _example(p: Program) -> str:
     return "run([" + ", ".join(literal(t) for t in p.frame(_user_tokens(p))[:6]) + "])"
 
 
-def weights_csv(program: Program, fold_bias: bool = False) -> str:
+def weights_csv(program: Program, published: bool = False) -> str:
     """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
     value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row (or,
-    with ``fold_bias``, added to the ``ones`` row: the published format has no bias). Masked
-    classes have no column."""
+    for the ``published`` format, which has no bias, added to the ``ones`` row; that format also
+    needs ``tokens`` and ``positions`` rows, all zero when they are not features, since its reader
+    takes the vocabulary and length from them). Masked classes have no column."""
     c = program.classifier
     keep = c.kept()
     buf = io.StringIO()
@@ -291,13 +292,19 @@ def weights_csv(program: Program, fold_bias: bool = False) -> str:
     weights = {f: w[:, keep] for f, w in c.weights.items()}
     bias = c.bias[keep]
     if np.any(bias != 0):
-        if fold_bias:
+        if published:
             if "ones" not in weights:
                 raise TpcoreError("cannot fold the classifier bias: 'ones' is not a feature")
             weights["ones"] = weights["ones"] + bias
         else:
             out.writerow(["bias", "_", *map(repr, bias.tolist())])
-    for f in c.features:
+    feats = list(c.features)
+    if published:
+        for f in ("positions", "tokens"):
+            if f not in weights:
+                feats.insert(0, f)
+                weights[f] = np.zeros((program.variables[f].size, len(keep)))
+    for f in feats:
         var = program.variables[f]
         labels: Iterable[Any] = var.values if var.kind == "categorical" else ["_"]
         for label, row in zip(labels, weights[f]):
@@ -315,7 +322,7 @@ def write(program: Program, path: str | Path, style: str = "tpcore",
     if path.suffix != ".py":
         path = path / f"{program.name}.py"
     csv_path = path.with_name(f"{path.stem}_weights.csv")
-    write_text(csv_path, weights_csv(program, fold_bias=style == "published"))
+    write_text(csv_path, weights_csv(program, published=style == "published"))
     write_text(path, source(program, style, compress, weights_file=csv_path.name))
     return path, csv_path
 

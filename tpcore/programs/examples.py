@@ -6,6 +6,8 @@ benches use them). Host-only code (NumPy).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tpcore.programs.ir import Classifier, Head, Mlp, Program, Variable, numerical_range
@@ -13,22 +15,27 @@ from tpcore.programs.ir import Classifier, Head, Mlp, Program, Variable, numeric
 SPECIALS = ("<pad>", "<s>", "</s>")
 
 
-def base_variables(vocab: int, max_len: int) -> dict[str, Variable]:
-    """``tokens`` (``<pad> <s> </s> 0 .. vocab-1``), ``positions`` and ``ones``."""
+def base_variables(vocab: int, max_len: int,
+                   words: Sequence[str] | None = None) -> dict[str, Variable]:
+    """``tokens`` (``<pad> <s> </s>`` then ``words``, default ``0 .. vocab-1``), ``positions``
+    and ``ones``."""
+    words = tuple(words) if words is not None else tuple(str(i) for i in range(vocab))
     return {
-        "tokens": Variable("tokens", "categorical", SPECIALS + tuple(str(i) for i in range(vocab))),
+        "tokens": Variable("tokens", "categorical", SPECIALS + words),
         "positions": Variable("positions", "categorical", tuple(range(max_len))),
         "ones": Variable("ones", "numerical", (1,)),
     }
 
 
-def reverse_program(vocab: int = 8, max_len: int = 10, rule: str = "closest") -> Program:
-    """Reverse ``<s> x_1 .. x_n </s>`` in two layers (the paper's C.3 solution).
+def reverse_program(vocab: int = 8, max_len: int = 10, rule: str = "closest",
+                    words: Sequence[str] | None = None) -> Program:
+    """Reverse ``<s> x_1 .. x_n </s>`` in two layers (the paper's C.3 solution); ``words``: the
+    content tokens (default ``"0" .. str(vocab - 1)``).
 
     ``attn_0_0`` copies the position of ``</s>`` (the length), ``mlp_0_0`` computes
     ``length - position``, ``attn_1_0`` reads the token there; the classifier copies it.
     """
-    v = base_variables(vocab, max_len)
+    v = base_variables(vocab, max_len, words)
     tok = v["tokens"].values
     eos = tok.index("</s>")
     v["attn_0_0_outputs"] = Variable("attn_0_0_outputs", "categorical", v["positions"].values)

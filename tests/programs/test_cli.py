@@ -1,0 +1,64 @@
+"""``tpcore program show|run|eval`` on each kind of PATH."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpcore.cli import main
+from tpcore.models.program import ProgramConfig, ProgramModel
+from tpcore.nn.module import save
+from tpcore.programs import codegen, ir
+from tpcore.programs.examples import reverse_program
+from tpcore.programs.files import load_program
+
+LETTERS = list("abcdefgh")
+
+
+@pytest.fixture
+def paths(tmp_path):
+    p = reverse_program(words=LETTERS)
+    ir.save(p, tmp_path / "reverse.json")
+    py, _ = codegen.write(p, tmp_path / "gen")
+    pub, _ = codegen.write(reverse_program(words=LETTERS, rule="published"),
+                           tmp_path / "pub" / "reverse.py", style="published")
+    return {"json": tmp_path / "reverse.json", "py": py, "published": pub}
+
+
+@pytest.mark.parametrize("kind", ["json", "py", "published"])
+def test_run_prints_predictions(paths, kind, capsys):
+    assert main(["program", "run", str(paths[kind]), "c", "a", "d", "b"]) == 0
+    assert capsys.readouterr().out.split() == ["<s>", "b", "d", "a", "c", "</s>"]
+
+
+def test_show_prints_source_stats_and_graph(paths, capsys):
+    assert main(["program", "show", str(paths["json"])]) == 0
+    out = capsys.readouterr().out
+    assert "def predicate_0_0(q_token, k_token):" in out
+    assert "# lines:" in out and "mlp_0_0_outputs          <- mlp_0_0: lookup(" in out
+
+
+def test_eval_scores_the_reverse_program(paths, capsys):
+    assert main(["program", "eval", str(paths["py"]), "--task", "reverse",
+                 "--n-samples", "300"]) == 0
+    assert "token accuracy 100.00%" in capsys.readouterr().out
+
+
+def test_run_directory_with_only_a_model(tmp_path):
+    vocab = ["<pad>", "<s>", "a", "b"]
+    model = ProgramModel(ProgramConfig(vocab_size=4, max_len=5, n_classes=3, seed=2))
+    save(model, tmp_path / "model.npz", {"task": "hist", "vocab": vocab,
+                                         "classes": ["1", "2", "3"]})
+    p = load_program(tmp_path)
+    assert p.name == "hist" and p.tokens.values == tuple(vocab)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["program", "run", "nowhere.json", "a"], "nowhere.json"),
+    (["program", "eval", "{json}", "--task", "nope"], "unknown task"),
+    (["program", "run", "{json}", "a", "zz"], "'zz'"),
+])
+def test_bad_input_is_one_line_exit_2(paths, argv, message, capsys):
+    argv = [a.format(json=paths["json"]) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

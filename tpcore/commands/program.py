@@ -1,0 +1,76 @@
+"""``tpcore program show|run|eval PATH``: read, run and score Transformer Programs.
+
+PATH may be a run directory (``tpcore learn``), a saved IR (``.json``), a generated program or a
+program in the authors' published format (``.py``, imported with ``ast``, never executed).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _show(args: argparse.Namespace) -> int:
+    from tpcore.programs import analysis, codegen
+    from tpcore.programs.files import load_program
+
+    p = load_program(args.path)
+    if not args.no_source:
+        print(codegen.source(p, compress=not args.full), end="")
+        print()
+    stats = analysis.stats(p)
+    lines = codegen.line_counts(p)
+    print(f"# program {p.name}: {len(p.modules)} modules, vocabulary {stats['vocabulary']}, "
+          f"max length {p.max_len}, {stats['classes']} classes, causal={p.causal}")
+    print(f"# heads: {stats['categorical_heads']} categorical ({', '.join(stats['rules']) or '-'}"
+          f"), {stats['numerical_heads']} numerical; MLPs: {stats['categorical_mlps']} "
+          f"categorical, {stats['numerical_mlps']} numerical")
+    print(f"# lines: {lines['full']} before compression, {lines['pruned']} after")
+    print("# dependency graph:")
+    for line in analysis.dependency_text(p).splitlines():
+        print(f"#   {line}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tpcore.programs.files import load_program
+    from tpcore.programs.interpret import predict
+
+    p = load_program(args.path)
+    tokens = p.frame(args.tokens)
+    print(" ".join(predict(p, [tokens], engine=args.engine)[0]))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from tpcore.programs.files import evaluate_on_task, load_program
+
+    p = load_program(args.path)
+    r = evaluate_on_task(p, args.task, args.split, args.n_samples, args.data_seed, args.engine)
+    print(f"{r['task']} {r['split']}: token accuracy {100 * r['token_accuracy']:.2f}% "
+          f"({r['tokens']} tokens), sequence accuracy {100 * r['sequence_accuracy']:.2f}% "
+          f"({r['sequences']} sequences)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("program", help="show, run or evaluate a Transformer Program",
+                       description=__doc__)
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    show = verbs.add_parser("show", help="source, statistics and dependency graph")
+    show.add_argument("path")
+    show.add_argument("--full", action="store_true", help="source before compression")
+    show.add_argument("--no-source", action="store_true", help="statistics and graph only")
+    show.set_defaults(func=_show)
+    run = verbs.add_parser("run", help="predict the tokens of one input")
+    run.add_argument("path")
+    run.add_argument("tokens", nargs="+", help="input tokens (BOS/EOS are added if missing)")
+    run.add_argument("--engine", choices=("numba", "numpy"), default="numpy")
+    run.set_defaults(func=_run)
+    ev = verbs.add_parser("eval", help="accuracy on a generated task split")
+    ev.add_argument("path")
+    ev.add_argument("--task", required=True)
+    ev.add_argument("--split", default="test")
+    ev.add_argument("--n-samples", type=int, default=20000)
+    ev.add_argument("--data-seed", type=int, default=0)
+    ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
+    ev.set_defaults(func=_eval)

@@ -1,0 +1,99 @@
+"""Open a program from whatever holds it, and score it on a task.
+
+``load_program(path)`` accepts a saved IR (``.json``), a program file (``.py``, tpcore-generated
+or in the published format, imported without running it), or a run directory written by
+``tpcore learn`` (its ``program.json``, else its model ``model.npz`` extracted with the vocabulary
+and classes saved beside it, else the one program file in it or in its ``program/`` folder).
+Host-only code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.programs.ir import Program
+
+
+def load_program(path: str | Path) -> Program:
+    """The program stored at ``path`` (see the module docstring for what is accepted)."""
+    from tpcore.programs import ir, parse
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_dir():
+        return _from_run_dir(path)
+    if path.suffix == ".json":
+        return ir.load(path)
+    if path.suffix == ".py":
+        return parse.parse_file(path)
+    raise TpcoreError(f"{path}: expected a run directory, a .json program or a .py program")
+
+
+def _from_run_dir(path: Path) -> Program:
+    from tpcore.programs import ir, parse
+
+    if (path / "program.json").exists():
+        return ir.load(path / "program.json")
+    if (path / "model.npz").exists() and (path / "model.json").exists():
+        return _from_model(path)
+    files = sorted(p for d in (path, path / "program") if d.is_dir() for p in d.glob("*.py"))
+    if len(files) == 1:
+        return parse.parse_file(files[0])
+    raise TpcoreError(f"{path}: no program.json, model.npz or single program file found")
+
+
+def _from_model(path: Path) -> Program:
+    import tpcore.models.program  # noqa: F401  (registers ProgramModel for load)
+    from tpcore.nn.module import load
+    from tpcore.programs.extract import extract
+
+    meta: dict[str, Any] = json.loads((path / "model.json").read_text())
+    extra = meta.get("extra", meta)
+    if "vocab" not in extra or "classes" not in extra:
+        raise TpcoreError(f"{path / 'model.json'}: no vocab/classes to name the program's values")
+    vocab = list(extra["vocab"])
+    return extract(load(path / "model.npz"), vocab, list(extra["classes"]),
+                   name=str(extra.get("task", "program")), bos="<s>" if "<s>" in vocab else None,
+                   eos="</s>" if "</s>" in vocab else None,
+                   pad="<pad>" if "<pad>" in vocab else None)
+
+
+def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples: int = 20000,
+                     seed: int = 0, engine: str = "numba") -> dict[str, Any]:
+    """Token and exact-match sequence accuracy of ``program`` on a generated task split.
+
+    The task is generated with the program's content vocabulary size and length; tokens and
+    classes are matched by their strings, so imported programs work too.
+    """
+    from tpcore.programs.interpret import run_ids
+    from tpcore.tasks.rasp import make_task
+
+    framing = {program.bos, program.eos, program.pad} - {None}
+    content = [t for t in program.tokens.values if t not in framing]
+    length = program.max_len - (program.bos is not None) - (program.eos is not None)
+    data = make_task(task, vocab_size=len(content), max_len=length, n_samples=n_samples,
+                     seed=seed)
+    if split not in data.splits:
+        raise TpcoreError(f"unknown split {split!r}; expected one of {list(data.splits)}")
+    s = data.splits[split]
+    missing = [t for t in data.vocab if t not in program.tokens.values]
+    if missing:
+        raise TpcoreError(f"task {task} uses tokens {missing} that the program does not know")
+    to_prog = np.asarray([program.tokens.values.index(t) for t in data.vocab])
+    ids = to_prog[s["tokens"]]
+    lengths = (~s["pad"]).sum(axis=1)
+    pred = np.asarray(run_ids(program, ids, lengths, engine))
+    labels = np.asarray(program.output_labels() + ("",), dtype=object)
+    got = labels[pred]
+    want = np.asarray(data.classes, dtype=object)[s["targets"]]
+    mask = s["mask"]
+    hit = (got == want) | ~mask
+    return {"task": data.name, "split": split, "sequences": int(len(ids)),
+            "tokens": int(mask.sum()), "token_accuracy": float(hit[mask].mean()),
+            "sequence_accuracy": float(hit.all(axis=1).mean())}
