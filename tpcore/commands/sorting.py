@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--generator", choices=("hard", "random"), default="hard",
                    help="list generator (default: the post's hard one)")
     s.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    s.add_argument("--batch", type=int, default=8192, help="lists per forward pass (8192)")
+    s.add_argument("--batch", type=int, default=2048, help="lists per forward pass (2048)")
     s.set_defaults(func=_search)
     c = verbs.add_parser("circuits", help="QK / OV circuits, BOS attention, attention patterns")
     c.add_argument("model", help="checkpoint .npz")
