@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import tpcore
 
-COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program")
+COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,92 @@
+"""Task generators: targets against plain Python definitions, uniqueness, splits, framing."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tpcore.errors import TpcoreError
+from tpcore.tasks.rasp import TASK_NAMES, make_task
+
+
+def _reference(name, x):
+    c = Counter(x)
+    if name == "reverse":
+        return x[::-1]
+    if name == "sort":
+        return sorted(x)
+    if name == "hist":
+        return [str(c[t]) for t in x]
+    if name == "double_hist":
+        return [str(sum(1 for v in c if c[v] == c[t])) for t in x]
+    if name == "most_freq":
+        return sorted(c, key=lambda v: (-c[v], x.index(v)))
+    stack, out, bad = [], [], False
+    for t in x:  # dyck
+        if t in "({[":
+            stack.append(t)
+        elif not bad and stack and "({[".index(stack[-1]) == ")}]".index(t):
+            stack.pop()
+        else:
+            bad = True
+        out.append("F" if bad else "T" if not stack else "P")
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in TASK_NAMES if n != "induction"])
+def test_targets_match_definitions(name):
+    task = make_task(name, n_samples=400, seed=1)
+    seen = set()
+    for s in task.splits.values():
+        for tok, tgt, mask, pad in zip(s["tokens"], s["targets"], s["mask"], s["pad"]):
+            words = [task.vocab[i] for i in tok]
+            assert words[0] == "<s>" and (task.eos is None or task.eos in words)
+            assert pad.tolist() == [w == "<pad>" for w in words]
+            x = [w for w in words if w not in ("<s>", "</s>", "<pad>")]
+            assert [task.classes[c] for c, m in zip(tgt, mask) if m] == list(_reference(name, x))
+            seen.add(tuple(tok))
+    assert len(seen) == 400
+    assert [len(s["tokens"]) for s in task.splits.values()] == [320, 40, 40]
+
+
+def test_dyck_sampling_is_biased_towards_valid_prefixes():
+    task = make_task("dyck2", n_samples=2000, seed=0)
+    y = task.splits["train"]["targets"][:, 1:]
+    # half the inputs start with a balanced string, so they are balanced (T) somewhere;
+    # uniform strings rarely are
+    balanced = (y == 0).any(axis=1).mean()
+    assert 0.5 < balanced < 0.75
+
+
+def test_induction_targets():
+    task = make_task("induction", n_samples=500, seed=2)
+    assert task.causal and task.max_len == 10
+    for tok, tgt, mask in zip(*(task.splits["train"][k] for k in ("tokens", "targets", "mask"))):
+        words = [task.vocab[i] for i in tok]
+        for i in range(1, 10, 2):
+            earlier = [words[j + 1] for j in range(1, i, 2) if words[j] == words[i]]
+            assert mask[i] and task.classes[tgt[i]] == (earlier[-1] if earlier else "unk")
+        assert not mask[2::2].any()
+
+
+def test_seeded_and_sizes():
+    a, b = make_task("hist", n_samples=300, seed=5), make_task("hist", n_samples=300, seed=5)
+    np.testing.assert_array_equal(a.splits["test"]["tokens"], b.splits["test"]["tokens"])
+    big = make_task("sort", vocab_size=16, max_len=16, n_samples=300)
+    assert big.max_len == 18 and len(big.vocab) == 19
+
+
+@pytest.mark.parametrize("kw,msg", [({"name": "nope"}, "unknown task"),
+                                    ({"name": "sort", "vocab_size": 1, "max_len": 2,
+                                      "n_samples": 100}, "distinct"),
+                                    ({"name": "dyck1", "max_len": 5}, "even")])
+def test_bad_task_arguments(kw, msg):
+    with pytest.raises(TpcoreError, match=msg):
+        make_task(**kw)
+
+
+def test_encode_rejects_unknown_tokens():
+    task = make_task("sort", n_samples=100)
+    assert task.encode(["<s>", "a", "</s>"]).tolist() == [1, 3, 2]
+    with pytest.raises(TpcoreError, match="'z'"):
+        task.encode(["<s>", "z"])

@@ -1,0 +1,61 @@
+"""``tpcore sweep TASK``: the paper's grid search for one task, in local processes or on Dask.
+
+Runs go to ``OUT/<run>`` (default ``runs/sweep/TASK``); rerunning resumes (finished runs are
+read back). Writes ``sweep.json`` and ``sweep.md``; the selected run has the best validation
+accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tpcore.commands.learn import add_model_options
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="grid search of Transformer Programs on a task",
+                       description=__doc__)
+    p.add_argument("task")
+    p.add_argument("--layers", type=int, nargs="+", default=[2, 3])
+    p.add_argument("--heads", type=int, nargs="+", default=[4, 8],
+                   help="heads per layer, split evenly categorical/numerical")
+    p.add_argument("--mlps", type=int, nargs="+", default=[2, 4],
+                   help="MLPs per layer, split evenly categorical/numerical")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--jobs", type=int, default=2, help="local worker processes")
+    p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port) instead of "
+                                       "local processes")
+    p.add_argument("--out", help="sweep directory (default runs/sweep/TASK)")
+    add_model_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tpcore.commands.learn import config_from_args
+    from tpcore.errors import TpcoreError
+    from tpcore.models.program_sweep import grid, sweep, table
+
+    for name in ("layers", "heads", "mlps"):
+        bad = [v for v in getattr(args, name) if v < 1]
+        if bad:
+            raise TpcoreError(f"--{name} values must be >= 1, got {bad[0]}")
+    if args.jobs < 1:
+        raise TpcoreError(f"--jobs must be >= 1, got {args.jobs}")
+    base = config_from_args(args)
+    configs = grid(base, args.layers, args.heads, args.mlps, args.seeds)
+    for c in configs:
+        c.check()
+    out = Path(args.out or f"runs/sweep/{base.task}")
+
+    def report(row: dict) -> None:
+        if not args.quiet:
+            print(f"  {row['run']}: val {100 * row['val_acc']:.2f}%  "
+                  f"test {100 * row['test_acc']:.2f}%", flush=True)
+
+    print(f"tpcore sweep {base.task}: {len(configs)} runs -> {out}", flush=True)
+    result = sweep(configs, out, args.jobs, args.scheduler, report)
+    print(table(result["runs"]))
+    best = result["selected"]
+    print(f"selected {best['run']}: test token accuracy {100 * best['test_acc']:.2f}%")
+    return 0
