@@ -1,0 +1,111 @@
+"""Interpreter throughput (tokens/s) on a sort-shaped program: 3 layers, 4 categorical + 4
+numerical heads and 2 + 2 MLPs per layer, |V| = 8, N = 10 (8 content tokens, <s>, </s>), batches
+of 10^5 sequences. Engines side by side in one run: the numba kernel, the NumPy reference, and
+the generated standalone Python program (timed on a subset, one sequence at a time).
+
+The program is a trained sort program when ``TPCORE_BENCH_PROGRAM`` names one (a run directory,
+``.json`` or ``.py``), else a random program of the same shape (the kernel's cost does not depend
+on the table contents). Run: ``pytest bench/bench_programs.py --benchmark-enable``. Each bench
+stores ``extra_info["tokens_per_s"]``; ``test_ratio`` stores the kernel / generated-program ratio.
+The machine is shared, so absolute timings are noisy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from tpcore.programs import codegen
+from tpcore.programs.examples import random_inputs, random_program
+from tpcore.programs.interpret import compile_program, run_reference
+
+B = 100_000
+B_PYTHON = 300
+
+
+@pytest.fixture(scope="module")
+def program():
+    path = os.environ.get("TPCORE_BENCH_PROGRAM")
+    if path:
+        from tpcore.programs.files import load_program
+
+        return load_program(path)
+    return random_program(7, layers=3, cat_heads=4, num_heads=4, cat_mlps=2, num_mlps=2,
+                          vocab=8, max_len=10, rule="closest")
+
+
+@pytest.fixture(scope="module")
+def batch(program):
+    return random_inputs(program, B, seed=0, min_len=program.max_len)
+
+
+@pytest.fixture(scope="module")
+def generated(program, tmp_path_factory):
+    import importlib.util
+
+    path, _ = codegen.write(program, tmp_path_factory.mktemp("bench") / "sort.py")
+    spec = importlib.util.spec_from_file_location("bench_sort_program", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _python_run(module, program, ids, lengths):
+    vocab = program.tokens.values
+    for row, n in zip(ids, lengths):
+        module.run([vocab[i] for i in row[:n]])
+
+
+def test_kernel(benchmark, program, batch):
+    from tpcore.kernels.programs import run_compiled
+
+    ids, lengths = batch
+    compiled = compile_program(program)
+    run_compiled(compiled, ids[:10], lengths[:10])  # compile / load the cache
+    benchmark.pedantic(run_compiled, args=(compiled, ids, lengths), rounds=3, iterations=1)
+    benchmark.extra_info["tokens_per_s"] = lengths.sum() / benchmark.stats.stats.mean
+
+
+def test_numpy_reference(benchmark, program, batch):
+    ids, lengths = batch
+    benchmark.pedantic(run_reference, args=(program, ids, lengths), rounds=1, iterations=1)
+    benchmark.extra_info["tokens_per_s"] = lengths.sum() / benchmark.stats.stats.mean
+
+
+def test_generated_program(benchmark, program, batch, generated):
+    ids, lengths = (a[:B_PYTHON] for a in batch)
+    benchmark.pedantic(_python_run, args=(generated, program, ids, lengths), rounds=1,
+                       iterations=1)
+    benchmark.extra_info["tokens_per_s"] = lengths.sum() / benchmark.stats.stats.mean
+
+
+def test_ratio(benchmark, program, batch, generated):
+    """Kernel and generated program timed back to back; the ratio of their tokens/s."""
+    from tpcore.kernels.programs import run_compiled
+
+    ids, lengths = batch
+    compiled = compile_program(program)
+    run_compiled(compiled, ids[:10], lengths[:10])
+
+    def both():
+        t0 = time.perf_counter()
+        fast = run_compiled(compiled, ids, lengths)
+        t1 = time.perf_counter()
+        _python_run(generated, program, ids[:B_PYTHON], lengths[:B_PYTHON])
+        t2 = time.perf_counter()
+        return fast, lengths.sum() / (t1 - t0), lengths[:B_PYTHON].sum() / (t2 - t1)
+
+    fast, kernel_tps, python_tps = benchmark.pedantic(both, rounds=1, iterations=1)
+    benchmark.extra_info.update(kernel_tokens_per_s=float(kernel_tps),
+                                python_tokens_per_s=float(python_tps),
+                                ratio=float(kernel_tps / python_tps))
+    print(f"\nkernel {kernel_tps:,.0f} tokens/s, generated program {python_tps:,.0f} tokens/s, "
+          f"ratio {kernel_tps / python_tps:,.0f}x")
+    labels = program.output_labels()
+    want = [labels[x] for x in fast[0, : lengths[0]]]
+    vocab = program.tokens.values
+    assert generated.run([vocab[i] for i in ids[0, : lengths[0]]]) == want
+    assert np.all(fast[:, 0] >= 0)
