@@ -71,3 +71,13 @@ def test_sweep_on_dask_local_cluster(tmp_path):
         rows = execute(configs, tmp_path, scheduler=cluster)
     assert [r["seed"] for r in rows] == [0, 1]
     assert all((tmp_path / r["run"] / "metrics.json").is_file() for r in rows)
+
+
+def test_reproduce_table1_smoke(tmp_path, capsys):
+    rc = main(["reproduce", "table1", "--budget", "smoke", "--tasks", "induction", "hist",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    saved = json.loads((tmp_path / "table1.json").read_text())
+    assert [r["task"] for r in saved["tasks"]] == ["induction", "hist"]
+    assert "| hist |" in (tmp_path / "table1.md").read_text()
+    assert "paper" in capsys.readouterr().out

@@ -95,3 +95,28 @@ def run(args: argparse.Namespace) -> int:
           f"heads, {cfg.n_cat_mlps}+{cfg.n_num_mlps} MLPs, seed {cfg.seed} -> {out}")
     print(summary(metrics))
     return 0
+
+
+def register_reproduce(verbs: argparse._SubParsersAction) -> None:
+    """``tpcore reproduce table1``: Transformer Programs on the RASP and in-context tasks."""
+    p = verbs.add_parser("table1", help="Transformer Programs paper, Table 1 (RASP tasks + "
+                                        "in-context task)")
+    p.add_argument("--budget", default="small", choices=("smoke", "small", "medium", "paper"),
+                   help="smoke: pipeline check; small: paper's architecture per task, 1 seed "
+                        "(default); medium: 3 seeds, 250 epochs; paper: full grid, 5 seeds")
+    p.add_argument("--epochs", type=int, help="override the budget's epochs")
+    p.add_argument("--tasks", nargs="+", help="subset of tasks (default: all eight)")
+    p.add_argument("--jobs", type=int, default=1, help="local worker processes")
+    p.add_argument("--scheduler", help="Dask scheduler address")
+    p.add_argument("--out", default="results/table1")
+    p.set_defaults(func=run_table1)
+
+
+def run_table1(args: argparse.Namespace) -> int:
+    from tpcore.experiments.table1 import TASKS, run, table
+    from tpcore.tasks.rasp import task_name
+
+    tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else TASKS
+    result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler)
+    print(table(result["tasks"]))
+    return 0
