@@ -1,7 +1,8 @@
 """Interpreter throughput (tokens/s) on a sort-shaped program: 3 layers, 4 categorical + 4
 numerical heads and 2 + 2 MLPs per layer, |V| = 8, N = 10 (8 content tokens, <s>, </s>), batches
-of 10^5 sequences. Engines side by side in one run: the numba kernel, the NumPy reference, and
-the generated standalone Python program (timed on a subset, one sequence at a time).
+of 10^5 sequences. Engines side by side in one run: the numba kernel (one thread, and all
+cores), the NumPy reference, and the generated standalone Python program (timed on a subset,
+one sequence at a time).
 
 The program is a trained sort program when ``TPCORE_BENCH_PROGRAM`` names one (a run directory,
 ``.json`` or ``.py``), else a random program of the same shape (the kernel's cost does not depend
@@ -59,13 +60,15 @@ def _python_run(module, program, ids, lengths):
         module.run([vocab[i] for i in row[:n]])
 
 
-def test_kernel(benchmark, program, batch):
+@pytest.mark.parametrize("threads", [1, os.cpu_count() or 1])
+def test_kernel(benchmark, program, batch, threads):
     from tpcore.kernels.programs import run_compiled
 
     ids, lengths = batch
     compiled = compile_program(program)
-    run_compiled(compiled, ids[:10], lengths[:10])  # compile / load the cache
-    benchmark.pedantic(run_compiled, args=(compiled, ids, lengths), rounds=3, iterations=1)
+    run_compiled(compiled, ids[:100], lengths[:100], threads)  # compile / load the cache
+    benchmark.pedantic(run_compiled, args=(compiled, ids, lengths, threads), rounds=3,
+                       iterations=1)
     benchmark.extra_info["tokens_per_s"] = lengths.sum() / benchmark.stats.stats.mean
 
 
@@ -83,7 +86,7 @@ def test_generated_program(benchmark, program, batch, generated):
 
 
 def test_ratio(benchmark, program, batch, generated):
-    """Kernel and generated program timed back to back; the ratio of their tokens/s."""
+    """Kernel (one thread) and generated program timed back to back; their tokens/s ratio."""
     from tpcore.kernels.programs import run_compiled
 
     ids, lengths = batch

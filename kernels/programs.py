@@ -1,5 +1,10 @@
 """numba kernel interpreting a compiled program IR one sequence at a time.
 
+Positions are bits: for every categorical variable the kernel keeps, per value, the bitmask of
+the positions holding it, so a head finds a query's matching keys with one AND, the nearest
+match with a count-trailing/leading-zeros, and a selector width with a popcount (``O(1)`` per
+query instead of a scan over keys).
+
 Same semantics as the array reference :func:`tpcore.programs.interpret.run_reference` (tests
 compare the two on random programs): select_closest by the head's rule, select + aggregate_sum,
 MLP lookups, the classifier summed in feature order in float64 (first maximum wins), and the
@@ -12,32 +17,68 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+ONE = np.uint64(1)
+DEBRUIJN = np.uint64(0x03F79D71B4CA8B09)
+CTZ_TABLE = np.zeros(64, dtype=np.int64)
+for _i in range(64):
+    CTZ_TABLE[(((1 << _i) * int(DEBRUIJN)) % (1 << 64)) >> 58] = _i
+MAX_LEN = 64
+"""Positions are bits of a uint64: the kernel runs sequences of at most 64 tokens."""
+
 
 @numba.njit(cache=True)
-def _attend(cat, bb, target, i, hi, n, published):
-    """Key position attended by query ``i``: ``target`` matched in ``cat[bb, :hi]``, 0 if none."""
-    best = -1
-    best_rank = 8 * n * (n + 1)
-    count = 0
+def _ctz(x, table):
+    """Index of the lowest set bit of ``x != 0`` (de Bruijn multiplication)."""
+    low = x & (~x + ONE)
+    return table[(low * DEBRUIJN) >> np.uint64(58)]
+
+
+@numba.njit(cache=True)
+def _msb(x, table):
+    """Index of the highest set bit of ``x != 0``."""
+    for s in (1, 2, 4, 8, 16, 32):
+        x |= x >> np.uint64(s)
+    return _ctz((x >> ONE) + ONE, table)
+
+
+@numba.njit(cache=True)
+def _popcount(x):
+    x = x - ((x >> ONE) & np.uint64(0x5555555555555555))
+    m2 = np.uint64(0x3333333333333333)
+    x = (x & m2) + ((x >> np.uint64(2)) & m2)
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@numba.njit(cache=True)
+def _attend(m, i, published, table):
+    """Key attended by query ``i`` given the bitmask ``m`` of visible matching keys.
+
+    closest: the nearest other match (the left one on equal distance), else ``i`` if it
+    matches, else 0. published: ranks ``|i - j|`` and ``popcount(m)`` for ``i`` itself, the
+    first minimum in position order (left neighbour, the query, right neighbour), 0 if none.
+    """
+    if m == 0:
+        return 0
+    bit = ONE << np.uint64(i)
+    others = m & ~bit
+    left = others & (bit - ONE)
+    right = (others >> np.uint64(i)) >> ONE
+    big = 1 << 20
+    dl = i - _msb(left, table) if left != 0 else big
+    dr = _ctz(right, table) + 1 if right != 0 else big
     if published:
-        for j in range(hi):
-            if cat[bb, j] == target:
-                count += 1
-    for j in range(hi):
-        if cat[bb, j] != target:
-            continue
-        if published:
-            r = count if j == i else abs(i - j)
-        elif j == i:
-            r = 4 * n
-        elif j < i:
-            r = 2 * (i - j) - 1
-        else:
-            r = 2 * (j - i)
-        if r < best_rank:
-            best_rank = r
-            best = j
-    return 0 if best < 0 else best
+        best, rank = 0, big
+        if dl < big:
+            best, rank = i - dl, dl
+        if m & bit and _popcount(m) < rank:
+            best, rank = i, _popcount(m)
+        if dr < rank:
+            best = i + dr
+        return best
+    if others == 0:
+        return i
+    return i - dl if dl <= dr else i + dr
 
 
 @numba.njit(cache=True)
@@ -50,11 +91,20 @@ def _num_index(num_vals, num_size, slot, x):
 
 
 @numba.njit(cache=True)
-def _run(ids, lengths, ops, params, n_cat, n_num, num_vals, num_size, feat_ops, w_off, weights,
-         bias, allowed, framing, causal, inputs, out):
+def _index_masks(cat, masks, slot, length):
+    """``masks[slot, v]``: bitmask of the positions where categorical slot ``slot`` has value v."""
+    masks[slot, :] = 0
+    for j in range(length):
+        masks[slot, cat[slot, j]] |= ONE << np.uint64(j)
+
+
+@numba.njit(cache=True)
+def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, feat_ops,
+         w_off, weights, bias, allowed, framing, causal, inputs, table, out):
     bsz, n = ids.shape
     n_cls = bias.shape[0]
     cat = np.zeros((n_cat, n), np.int64)
+    masks = np.zeros((n_cat, cat_width), np.uint64)
     num = np.zeros((n_num, n), np.float64)
     logits = np.empty(n_cls)
     for b in range(bsz):
@@ -63,6 +113,9 @@ def _run(ids, lengths, ops, params, n_cat, n_num, num_vals, num_size, feat_ops, 
             cat[inputs[0], i] = ids[b, i]
             cat[inputs[1], i] = i
             num[inputs[2], i] = 1.0
+        _index_masks(cat, masks, inputs[0], length)
+        _index_masks(cat, masks, inputs[1], length)
+        visible_all = (ONE << np.uint64(length)) - ONE if length < 64 else ~np.uint64(0)
         for o in range(ops.shape[0]):
             kind, a, bb, c, dst, off, stride, flag = ops[o]
             if kind == 2:
@@ -77,20 +130,26 @@ def _run(ids, lengths, ops, params, n_cat, n_num, num_vals, num_size, feat_ops, 
                         if bb >= 0:
                             idx = idx * stride + cat[bb, i]
                     cat[dst, i] = c if idx < 0 else params[off + idx]
+                _index_masks(cat, masks, dst, length)
                 continue
             for i in range(length):
                 target = params[off + cat[a, i]]
-                hi = i + 1 if causal else length
+                m = np.uint64(0)
+                if target >= 0:
+                    visible = ((ONE << np.uint64(i)) << ONE) - ONE if causal else visible_all
+                    m = masks[bb, target] & visible
                 if kind == 0:
-                    j = _attend(cat, bb, target, i, hi, n, flag) if target >= 0 else 0
-                    cat[dst, i] = cat[c, j]
+                    cat[dst, i] = cat[c, _attend(m, i, flag, table)]
+                elif c == inputs[2]:
+                    num[dst, i] = float(_popcount(m))
                 else:
                     s = 0.0
-                    if target >= 0:
-                        for j in range(hi):
-                            if cat[bb, j] == target:
-                                s += num[c, j]
+                    while m != 0:
+                        s += num[c, _ctz(m, table)]
+                        m &= m - ONE
                     num[dst, i] = s
+            if kind == 0:
+                _index_masks(cat, masks, dst, length)
         for i in range(length):
             for t in range(n_cls):
                 logits[t] = bias[t]
@@ -115,15 +174,42 @@ def _run(ids, lengths, ops, params, n_cat, n_num, num_vals, num_size, feat_ops, 
             out[b, length - 1] = framing[3]
 
 
-def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray,
-                 lengths: np.ndarray) -> np.ndarray:
-    """Predictions ``(B, N)`` int64 for ``ids: (B, N)``, ``lengths: (B,)``; ``-1`` past lengths."""
+@numba.njit(cache=True, parallel=True)
+def _run_chunks(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, feat_ops,
+                w_off, weights, bias, allowed, framing, causal, inputs, table, out, chunks):
+    """:func:`_run` on ``chunks`` contiguous slices of the batch, one numba thread each."""
+    bsz = ids.shape[0]
+    for c in numba.prange(chunks):
+        lo, hi = c * bsz // chunks, (c + 1) * bsz // chunks
+        _run(ids[lo:hi], lengths[lo:hi], ops, params, n_cat, n_num, cat_width, num_vals,
+             num_size, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, table,
+             out[lo:hi])
+
+
+def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray, lengths: np.ndarray,
+                 threads: int = 1) -> np.ndarray:
+    """Predictions ``(B, N)`` int64 for ``ids: (B, N)``, ``lengths: (B,)``; ``-1`` past lengths.
+
+    ``threads > 1`` splits the batch over that many numba threads (at most the configured
+    number); each sequence is still interpreted by the same single-threaded loop.
+    """
+    from tpcore.errors import TpcoreError
+
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    if ids.shape[1] > MAX_LEN:
+        raise TpcoreError(f"the numba kernel runs sequences of at most {MAX_LEN} tokens, got "
+                          f"{ids.shape[1]}; use engine='numpy'")
     out = np.full(ids.shape, -1, dtype=np.int64)
     c = compiled
-    _run(ids, lengths, c["ops"], c["params"], int(c["n_cat"]), int(c["n_num"]), c["num_vals"],
-         c["num_size"], c["feat_ops"], c["w_off"], c["weights"], c["bias"], c["allowed"],
-         c["framing"],
-         bool(c["causal"]), c["inputs"], out)
+    args = (ids, lengths, c["ops"], c["params"], int(c["n_cat"]), int(c["n_num"]),
+            int(c["cat_width"]), c["num_vals"], c["num_size"], c["feat_ops"], c["w_off"],
+            c["weights"], c["bias"], c["allowed"], c["framing"], bool(c["causal"]), c["inputs"],
+            CTZ_TABLE, out)
+    if threads > 1:
+        threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(threads)
+        _run_chunks(*args, 4 * threads)
+    else:
+        _run(*args)
     return out

@@ -132,3 +132,13 @@ def test_masked_classes_are_never_predicted():
     p.classifier.masked = ()
     content = it.run_ids(p, ids, lengths, "numba")[lengths > 2, 1]  # position 1 is not </s>
     assert (content == 0).all()
+
+
+def test_threaded_kernel_matches_single_thread():
+    from tpcore.kernels.programs import run_compiled
+
+    p = random_program(4, layers=2)
+    ids, lengths = random_inputs(p, 1000, 4)
+    compiled = it.compile_program(p)
+    np.testing.assert_array_equal(run_compiled(compiled, ids, lengths, threads=2),
+                                  run_compiled(compiled, ids, lengths))

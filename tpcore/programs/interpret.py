@@ -196,7 +196,7 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     ``c`` the default, ``param`` the flat table, ``stride`` the second input's size and ``flag``
     1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values;
     ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
-    can be predicted.
+    can be predicted; ``cat_width`` the largest categorical cardinality.
     """
     v = program.variables
     cat = {n: i for i, n in enumerate(x for x in v if v[x].kind == "categorical")}
@@ -243,6 +243,7 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
         "ops": np.asarray(ops, dtype=np.int64).reshape(-1, 8),
         "params": np.concatenate(params) if params else np.zeros(0, dtype=np.int64),
         "n_cat": np.int64(len(cat)), "n_num": np.int64(len(num)),
+        "cat_width": np.int64(max(v[x].size for x in cat)),
         "num_vals": num_vals, "num_size": num_size,
         "feat_ops": feat_ops, "w_off": w_off, "weights": np.ascontiguousarray(weights),
         "bias": c.bias.astype(np.float64),
