@@ -66,3 +66,109 @@ def run_batch(commands: np.ndarray, memory: np.ndarray, s: int, N: int,
     steps = np.zeros(B, dtype=np.int64)
     _run(commands, mem, pcs, steps, s, N, max_steps)
     return mem, pcs, steps
+
+
+@numba.njit(cache=True, parallel=True)
+def sparse_layer(XT, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
+                 v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx,
+                 W2_val, b2, units_g, units_l):
+    """One Eq. 1 layer on the sparse path, weights in CSR form, in place on ``XT: (B, n, d)``
+    (tokens as rows, so each column of X is contiguous).
+
+    Same semantics as ``tpcore.looped.layer.layer_forward_sparse`` (its NumPy reference): query
+    columns ``< g`` attend to every key, the others to keys ``0..g-1`` and themselves; FF units
+    ``units_g`` run on columns ``< g`` and ``units_l`` on the others. Head ``h`` has K/Q rows
+    ``kq_off[h]:kq_off[h+1]`` and V output rows ``v_rows[v_off[h]:v_off[h+1]]`` (CSR over those).
+    All heads read X before any head writes (buffers ``KX, QX, VX``), and each column's FF reads
+    its whole attention output before writing, so the in-place update is Eq. 1 exactly.
+    """
+    B, n, d = XT.shape
+    H = lam.shape[0]
+    kmax = 0
+    vtot = v_off[H]
+    for h in range(H):
+        kmax = max(kmax, kq_off[h + 1] - kq_off[h])
+    b2_rows = np.nonzero(b2)[0]
+    chunks = min(B, 64)
+    for c in numba.prange(chunks):
+        KX = np.empty((n, kmax))
+        QX = np.empty((n, kmax))
+        VX = np.empty((n, max(vtot, 1)))
+        out = np.zeros((n, max(vtot, 1)))
+        w = np.empty(n)
+        pre = np.empty(b1.shape[0])
+        for b in range(c * B // chunks, (c + 1) * B // chunks):
+            _program_layer(XT[b], g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx,
+                           Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1,
+                           W2_ptr, W2_idx, W2_val, b2_rows, b2, units_g, units_l, KX, QX, VX, out,
+                           w, pre)
+
+
+@numba.njit(cache=True)
+def _program_layer(Xb, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
+                   v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx,
+                   W2_val, b2_rows, b2, units_g, units_l, KX, QX, VX, out, w, pre):
+    """:func:`sparse_layer` on one program ``Xb: (n, d)`` with caller-owned buffers."""
+    n = Xb.shape[0]
+    H = lam.shape[0]
+    vtot = v_off[H]
+    for h in range(H):
+        k0, k1 = kq_off[h], kq_off[h + 1]
+        v0, v1 = v_off[h], v_off[h + 1]
+        for j in range(n):
+            for r in range(k0, k1):
+                acc_k = 0.0
+                for p in range(K_ptr[r], K_ptr[r + 1]):
+                    acc_k += K_val[p] * Xb[j, K_idx[p]]
+                acc_q = 0.0
+                for p in range(Q_ptr[r], Q_ptr[r + 1]):
+                    acc_q += Q_val[p] * Xb[j, Q_idx[p]]
+                KX[j, r - k0] = acc_k
+                QX[j, r - k0] = acc_q
+            for r in range(v0, v1):
+                acc_v = 0.0
+                for p in range(V_ptr[r], V_ptr[r + 1]):
+                    acc_v += V_val[p] * Xb[j, V_idx[p]]
+                VX[j, r] = acc_v
+        for q in range(n):
+            nk = n if q < g else g + 1
+            top = -np.inf
+            for t in range(nk):
+                key = t if (q < g or t < g) else q
+                s = 0.0
+                for r in range(k1 - k0):
+                    s += KX[key, r] * QX[q, r]
+                w[t] = s
+                if s > top:
+                    top = s
+            total = 0.0
+            for t in range(nk):
+                if hard:
+                    w[t] = 1.0 if w[t] >= top - tol else 0.0
+                else:
+                    w[t] = np.exp(lam[h] * (w[t] - top))
+                total += w[t]
+            for r in range(v0, v1):
+                acc = 0.0
+                for t in range(nk):
+                    key = t if (q < g or t < g) else q
+                    acc += w[t] * VX[key, r]
+                out[q, r] = acc / total
+    for q in range(n):
+        row = Xb[q]
+        for r in range(vtot):
+            row[v_rows[r]] += out[q, r]
+        units = units_g if q < g else units_l
+        for i in range(units.shape[0]):
+            u = units[i]
+            z = b1[u]
+            for p in range(W1_ptr[u], W1_ptr[u + 1]):
+                z += W1_val[p] * row[W1_idx[p]]
+            pre[i] = z
+        for i in range(units.shape[0]):
+            if pre[i] > 0.0:
+                u = units[i]
+                for p in range(W2_ptr[u], W2_ptr[u + 1]):
+                    row[W2_idx[p]] += W2_val[p] * pre[i]
+        for r in b2_rows:
+            row[r] += b2[r]

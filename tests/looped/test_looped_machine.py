@@ -54,22 +54,24 @@ def test_paper_schedule_and_no_snap_lockstep(name):
 
 
 def test_random_programs_lockstep_batched_and_sparse(random_program):
-    """Random bounded programs (they need not halt): T iterations, batched, dense and sparse."""
+    """Random bounded programs (they need not halt): T iterations, batched; the dense path, the
+    NumPy sparse path and the numba sparse kernel give the same X."""
     rng = np.random.default_rng(7)
     progs = [random_program(rng, m=6, k=9, N=5) for _ in range(12)]
     lo = progs[0].layout
     T = 20
     X = np.stack([punchcard(p) for p in progs])
     for M in (build(lo), build(lo, lam=5.0)):
-        Xd, Xs = X.copy(), X.copy()
+        Xd, Xs, Xk = X.copy(), X.copy(), X.copy()
         mems = [p.memory.copy() for p in progs]
         pcs = [lo.first_instruction] * len(progs)
         for _ in range(T):
-            Xd, Xs = M.forward(Xd), M.forward(Xs, sparse=True)
+            Xd, Xs, Xk = M.forward(Xd), M.forward(Xs, sparse=True), M.forward(Xk, "kernel")
             for i, p in enumerate(progs):
                 if pcs[i] != lo.eof:
                     pcs[i] = step(p, mems[i], pcs[i])
             np.testing.assert_allclose(Xs, Xd, rtol=0, atol=0 if M.hard else EPS_SOFT)
+            np.testing.assert_allclose(Xk, Xs, rtol=0, atol=0 if M.hard else EPS_SOFT)
             np.testing.assert_array_equal(decode_memory(lo, Xd), np.stack(mems))
             np.testing.assert_array_equal(decode_pc(lo, Xd), pcs)
         single = punchcard(progs[3])

@@ -47,13 +47,26 @@ class Machine:
     schedule: str
     snap: bool
     names: list[str] = field(default_factory=list)
+    _compiled: list | None = field(default=None, repr=False)
 
     @property
     def hard(self) -> bool:
         return self.lam is None
 
-    def forward(self, X: Any, sparse: bool = False) -> Any:
-        """One loop iteration ``X -> TF(X)`` on ``(d, n)`` or ``(B, d, n)``."""
+    def forward(self, X: Any, sparse: bool | str = False) -> Any:
+        """One loop iteration ``X -> TF(X)`` on ``(d, n)`` or ``(B, d, n)``.
+
+        ``sparse``: False (dense Eq. 1), True (scratchpad-only attention, NumPy) or ``"kernel"``
+        (the same sparse path in the numba CSR kernel; host arrays only).
+        """
+        if sparse == "kernel":
+            from tpcore.looped.compiled import compile_layer, forward_compiled
+
+            if self._compiled is None:
+                self._compiled = [compile_layer(ly) for ly in self.layers]
+            Xb = X if X.ndim == 3 else X[None]
+            out = forward_compiled(Xb, self._compiled, 1, self.hard)
+            return out if X.ndim == 3 else out[0]
         for layer in self.layers:
             if sparse:
                 X = layer_forward_sparse(X, layer, 1, hard=self.hard)
@@ -134,7 +147,7 @@ class Run:
     Xs: list[np.ndarray] = field(default_factory=list)
 
 
-def execute(machine: Machine, X: Any, max_steps: int = 10_000, sparse: bool = False,
+def execute(machine: Machine, X: Any, max_steps: int = 10_000, sparse: bool | str = False,
             trace: bool = False, keep_X: bool = False, tol: float = 1e-9) -> Run:
     """Loop ``X <- TF(X)`` until ``X`` stops changing (``max |dX| <= tol`` for every program).
 
