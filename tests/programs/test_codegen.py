@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import as_labels, as_tokens, load_generated
 
 from tpcore.errors import TpcoreError
 from tpcore.programs import codegen
@@ -16,7 +15,8 @@ from tpcore.programs.examples import random_inputs, random_program, reverse_prog
 
 
 @pytest.mark.parametrize("seed, compress", [(0, True), (1, True), (2, False), (3, True)])
-def test_generated_program_matches_interpreter(tmp_path, seed, compress):
+def test_generated_program_matches_interpreter(tmp_path, seed, compress, load_generated,
+                                               as_labels, as_tokens):
     p = random_program(seed, causal=seed == 1)
     path, csv_path = codegen.write(p, tmp_path, compress=compress)
     assert path.name == f"{p.name}.py" and csv_path.exists()

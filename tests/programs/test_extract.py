@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import as_tokens, load_generated
 
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.programs import codegen, extract
@@ -28,8 +27,14 @@ def _data(n_seq: int, max_len: int, seed: int) -> dict[str, np.ndarray]:
             "lengths": lengths}
 
 
-def _check_fidelity(model: ProgramModel, data: dict[str, np.ndarray], tmp_path,
-                    n_program: int = 60) -> None:
+@pytest.fixture
+def check_fidelity(tmp_path, load_generated, as_tokens):
+    """``check(model, data)``: model == both engines (every position) == generated program."""
+    return lambda model, data: _check_fidelity(model, data, tmp_path, load_generated, as_tokens)
+
+
+def _check_fidelity(model: ProgramModel, data: dict[str, np.ndarray], tmp_path, load_generated,
+                    as_tokens, n_program: int = 60) -> None:
     classes = [str(c) for c in range(model.config.n_classes)]
     prog = extract.extract(model, VOCAB, classes, name="hist", bos="<s>", pad="<pad>")
     ids, lengths, pad = data["tokens"], data["lengths"], data["pad"]
@@ -55,14 +60,14 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("seed, overrides", list(enumerate(CONFIGS)))
-def test_untrained_models_are_programs(tmp_path, seed, overrides):
+def test_untrained_models_are_programs(check_fidelity, seed, overrides):
     cfg = ProgramConfig(**{"vocab_size": len(VOCAB), "max_len": 6, "n_classes": 7,
                            "n_layers": 2, "n_cat_heads": 2, "n_num_heads": 2, "n_cat_mlps": 1,
                            "n_num_mlps": 1, "masked_classes": (0,), "seed": seed, **overrides})
-    _check_fidelity(ProgramModel(cfg), _data(1500, 6, seed), tmp_path)
+    check_fidelity(ProgramModel(cfg), _data(1500, 6, seed))
 
 
-def test_trained_model_is_its_program(tmp_path):
+def test_trained_model_is_its_program(check_fidelity):
     from tpcore.nn.optim import Adam
     from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
 
@@ -78,7 +83,7 @@ def test_trained_model_is_its_program(tmp_path):
         TrainConfig(steps=40, tau=(3.0, 0.05), quiet=True))
     after = extract.extract(model, VOCAB, [str(c) for c in range(7)])
     assert codegen.source(after) != codegen.source(before)  # training changed the program
-    _check_fidelity(model, data, tmp_path)
+    check_fidelity(model, data)
 
 
 def test_extract_checks_labels():
