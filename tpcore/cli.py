@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import tpcore
 
-COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep")
+COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
+            "nlp")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

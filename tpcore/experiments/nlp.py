@@ -302,14 +302,20 @@ def write_ner_run(out: Path, model: Any, data: NerData, kind: str,
     return written
 
 
-def compare_ner(data: NerData, program: ProgramSettings, transformer: TransformerSettings,
-                glove: str | Path | None = None, out: str | Path | None = None,
-                quiet: bool = True) -> dict[str, Any]:
-    """Unigram vs standard transformer vs Transformer Program on ``data`` (Table 2's rows);
-    with ``out``, the models, the program and ``results.json`` + ``table.md`` are written."""
+def _kinds(program: ProgramSettings | None, transformer: TransformerSettings | None,
+           ) -> list[tuple[str, Any]]:
+    return [(k, s) for k, s in (("transformer", transformer), ("program", program)) if s]
+
+
+def compare_ner(data: NerData, program: ProgramSettings | None,
+                transformer: TransformerSettings | None, glove: str | Path | None = None,
+                out: str | Path | None = None, quiet: bool = True) -> dict[str, Any]:
+    """Unigram vs standard transformer vs Transformer Program on ``data`` (Table 2's rows; a
+    model given as None is skipped); with ``out``, the models, the program and
+    ``results.json`` + ``table.md`` are written."""
     start = time.perf_counter()
     results: dict[str, Any] = {"data": data_summary(data), "unigram": unigram_ner(data)}
-    for kind, settings in (("transformer", transformer), ("program", program)):
+    for kind, settings in _kinds(program, transformer):
         model, info = train_ner(data, kind, settings, glove, quiet)
         if out is not None:
             info["written"] = write_ner_run(Path(out) / kind, model, data, kind, info)
@@ -333,12 +339,15 @@ def data_summary(data: NerData | ClassificationData) -> dict[str, Any]:
 
 def ner_table(results: dict[str, Any], paper: bool = False) -> str:
     """Markdown table of :func:`compare_ner` results (test split), optionally beside Table 2."""
-    p, t = results["program"]["settings"], results["transformer"]["settings"]
-    rows = [("Unigram baseline", "-", "-", "-", results["unigram"]["test"]),
-            ("Standard Transformer", t["d_model"], t["n_layers"], t["n_heads"],
-             results["transformer"]["test"]),
-            ("Transformer Program", f"{p['k']}x{p['n_embed_vars']}", p["n_layers"],
-             p["n_heads"], results["program"]["test"])]
+    rows = [("Unigram baseline", "-", "-", "-", results["unigram"]["test"])]
+    if "transformer" in results:
+        t = results["transformer"]["settings"]
+        rows.append(("Standard Transformer", t["d_model"], t["n_layers"], t["n_heads"],
+                     results["transformer"]["test"]))
+    if "program" in results:
+        p = results["program"]["settings"]
+        rows.append(("Transformer Program", f"{p['k']}x{p['n_embed_vars']}", p["n_layers"],
+                     p["n_heads"], results["program"]["test"]))
     head = "| Model | D | L | H | Precision | Recall | F1 |"
     if paper:
         head += " paper P | paper R | paper F1 |"
@@ -405,16 +414,18 @@ def naive_bayes(data: ClassificationData) -> dict[str, Any]:
             for split, a in data.splits.items() if split != "train"}
 
 
-def compare_classification(data: ClassificationData, program: ProgramSettings,
-                           transformer: TransformerSettings, glove: str | Path | None = None,
-                           out: str | Path | None = None, quiet: bool = True) -> dict[str, Any]:
-    """Naive Bayes vs standard transformer vs Transformer Program (a column of Table 6); with
-    ``out``, the models and ``results.json`` + ``table.md`` are written."""
+def compare_classification(data: ClassificationData, program: ProgramSettings | None,
+                           transformer: TransformerSettings | None,
+                           glove: str | Path | None = None, out: str | Path | None = None,
+                           quiet: bool = True) -> dict[str, Any]:
+    """Naive Bayes vs standard transformer vs Transformer Program (a column of Table 6; a model
+    given as None is skipped); with ``out``, the models and ``results.json`` + ``table.md`` are
+    written."""
     from tpcore.nn.module import save
 
     start = time.perf_counter()
     results: dict[str, Any] = {"data": data_summary(data), "naive_bayes": naive_bayes(data)}
-    for kind, settings in (("transformer", transformer), ("program", program)):
+    for kind, settings in _kinds(program, transformer):
         model, info = train_classifier(data, kind, settings, glove, quiet)
         if out is not None:
             save(model.inner, Path(out) / kind / f"{kind}.npz",
@@ -428,9 +439,9 @@ def compare_classification(data: ClassificationData, program: ProgramSettings,
 
 def classification_table(results: dict[str, Any]) -> str:
     """Markdown table of :func:`compare_classification` results (test accuracy)."""
-    rows = [("Bag of words (Naive Bayes)", results["naive_bayes"]),
-            ("Standard Transformer", results["transformer"]),
-            ("Transformer Program", results["program"])]
+    rows = [(name, results[key]) for name, key in (
+        ("Bag of words (Naive Bayes)", "naive_bayes"), ("Standard Transformer", "transformer"),
+        ("Transformer Program", "program")) if key in results]
     lines = ["| Model | dev accuracy | test accuracy |", "|---|---|---|"]
     lines += [f"| {name} | {r['dev']['accuracy']:.1f} | {r['test']['accuracy']:.1f} |"
               for name, r in rows]
