@@ -1,0 +1,65 @@
+"""Differentiable looped execution: the backward of ``T`` loop iterations of a layer stack.
+
+The looped transformer applies the same layers ``f_1 .. f_L`` every iteration:
+``X_{t+1} = f_L(... f_1(X_t))``. The weights are shared across iterations, so
+
+    dL/dW_l = sum_{t=0}^{T-1} (dL/dW_l at iteration t),
+
+obtained by running :func:`tpcore.looped.layer.layer_backward` backwards through the tape of every
+layer of every iteration (backpropagation through time). The hardmax has zero gradient with
+respect to K, Q and lam; use a finite ``lam`` to see them. The snap layer is flat on its plateaus,
+so it passes (almost) no gradient: differentiate a machine built with ``snap=False``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tpcore.looped.layer import Head, Layer, layer_backward, layer_forward
+
+
+def loop_forward(X: Any, layers: list[Layer], T: int, hard: bool = False) -> tuple[Any, list]:
+    """``T`` iterations of ``layers`` on ``X: (d, n)`` or ``(B, d, n)``; returns ``(X_T, tape)``."""
+    tape = []
+    for _ in range(T):
+        for layer in layers:
+            X, cache = layer_forward(X, layer, hard=hard)
+            tape.append(cache)
+    return X, tape
+
+
+def add_layers(a: Layer | None, b: Layer) -> Layer:
+    """Entry-wise sum of two gradient :class:`Layer` s (``a`` may be None)."""
+    if a is None:
+        return b
+    heads = tuple(Head(x.K + y.K, x.Q + y.Q, x.V + y.V, x.lam + y.lam)
+                  for x, y in zip(a.heads, b.heads))
+    return replace(a, heads=heads, W1=a.W1 + b.W1, b1=a.b1 + b.b1, W2=a.W2 + b.W2, b2=a.b2 + b.b2)
+
+
+def loop_backward(dX: Any, tape: list, n_layers: int) -> tuple[Any, list[Layer]]:
+    """Gradients of the loss with respect to ``X_0`` and each layer's weights (summed over the
+    iterations) given ``dX = dL/dX_T``."""
+    grads: list[Layer | None] = [None] * n_layers
+    for i in range(len(tape) - 1, -1, -1):
+        dX, g = layer_backward(dX, tape[i])
+        grads[i % n_layers] = add_layers(grads[i % n_layers], g)
+    return dX, grads
+
+
+def weight_arrays(layer: Layer) -> dict[str, Any]:
+    """Named weight arrays of a layer: ``K0, Q0, V0, K1, ...`` per head, ``W1, b1, W2, b2``."""
+    out = {}
+    for i, h in enumerate(layer.heads):
+        out.update({f"K{i}": h.K, f"Q{i}": h.Q, f"V{i}": h.V})
+    out.update({"W1": layer.W1, "b1": layer.b1, "W2": layer.W2, "b2": layer.b2})
+    return out
+
+
+def with_weights(layer: Layer, arrays: dict[str, Any]) -> Layer:
+    """``layer`` with the arrays named as in :func:`weight_arrays` replaced."""
+    heads = tuple(Head(arrays.get(f"K{i}", h.K), arrays.get(f"Q{i}", h.Q),
+                       arrays.get(f"V{i}", h.V), h.lam) for i, h in enumerate(layer.heads))
+    return replace(layer, heads=heads, W1=arrays.get("W1", layer.W1), b1=arrays.get("b1", layer.b1),
+                   W2=arrays.get("W2", layer.W2), b2=arrays.get("b2", layer.b2))
