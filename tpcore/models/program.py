@@ -218,15 +218,40 @@ class ProgramLayer(Module):
                                                                                  1, k)
 
 
+class StreamExtension(Module):
+    """A module that appends numerical variables computed from the tokens alone (e.g. counts).
+
+    ``name``: its module name; ``outputs``: the names of the numerical variables it appends;
+    ``after``: where they enter the stream (``-1``: with the inputs, before layer 0; ``l``: after
+    layer ``l``'s MLPs, so layers ``l + 1 ..`` and the classifier can read them). Subclasses
+    implement ``forward(tokens, pad, noise, tau) -> (values (q, B, N), cache)`` (``noise(shape)``
+    draws Gumbel noise or returns None; ``tau=None``: discrete mode) and
+    ``backward(dvalues (q, B, N), cache)`` accumulating their own parameters' gradients.
+    """
+
+    name: str = "extension"
+    outputs: tuple[str, ...] = ()
+    after: int = -1
+
+    def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
+                ) -> tuple[Array, Any]:
+        raise NotImplementedError
+
+    def backward(self, dvalues: Array, cache: Any) -> None:
+        raise NotImplementedError
+
+
 class ProgramModel(Module):
     """The Transformer Program (see the module docstring). ``model.variables`` lists the stream
     variables (:class:`VarSpec`) in slot order; ``model.cache`` holds the last forward's
-    intermediate values for the backward."""
+    intermediate values for the backward. Subclasses add :class:`StreamExtension` modules by
+    overriding :meth:`make_extensions`."""
 
     config_class = ProgramConfig
 
     def __init__(self, cfg: ProgramConfig):
         self.config = cfg
+        self.extensions: list[StreamExtension] = self.make_extensions()
         gen = np.random.default_rng(cfg.seed)
         xp, dt = get_xp(), cfg.dtype
         d, k = cfg.width, cfg.out_k
@@ -240,6 +265,7 @@ class ProgramModel(Module):
             self._add("tokens", "categorical", cfg.vocab_size)
         self._add("positions", "categorical", cfg.max_len)
         self._add("ones", "numerical", 1)
+        self._add_extensions(-1)
         self.layers: list[ProgramLayer] = []
         for layer in range(cfg.n_layers):
             m, p = self.n_vars("categorical"), self.n_vars("numerical")
@@ -252,6 +278,7 @@ class ProgramModel(Module):
                 self._add(f"mlp_{layer}_{i}_outputs", "categorical", k, f"mlp_{layer}_{i}")
             for i in range(cfg.n_num_mlps):
                 self._add(f"num_mlp_{layer}_{i}_outputs", "categorical", k, f"num_mlp_{layer}_{i}")
+            self._add_extensions(layer)
         n_feat = d * self.n_vars("categorical") + self.n_vars("numerical")
         bound = 1.0 / math.sqrt(n_feat)
         self.w_out = Parameter(xp.asarray(gen.uniform(-bound, bound, (n_feat, cfg.n_classes)),
@@ -269,6 +296,22 @@ class ProgramModel(Module):
 
     def _add(self, name: str, kind: str, width: int, source: str | None = None) -> None:
         self.variables.append(VarSpec(name, kind, width, self.n_vars(kind), source))
+
+    def make_extensions(self) -> list[StreamExtension]:
+        """The model's stream extensions (none here)."""
+        return []
+
+    def _add_extensions(self, after: int) -> None:
+        for e in self.extensions:
+            if e.after == after:
+                for name in e.outputs:
+                    self._add(name, "numerical", 1, e.name)
+
+    def _extension_slots(self) -> list[slice]:
+        """Numerical-stream slots of each extension's outputs."""
+        slot = {v.name: v.slot for v in self.variables if v.kind == "numerical"}
+        return [slice(slot[e.outputs[0]], slot[e.outputs[0]] + len(e.outputs))
+                for e in self.extensions]
 
     def n_vars(self, kind: str) -> int:
         """Number of variables of ``kind`` in the full stream."""
@@ -319,24 +362,24 @@ class ProgramModel(Module):
         else:
             x[0, xp.arange(b)[:, None], xp.arange(n)[None, :], tokens] = 1.0
         x[cfg.n_embed_vars or 1, :, xp.arange(n), xp.arange(n)] = 1.0
+        ext_caches = []
+        for e, s in zip(self.extensions, self._extension_slots()):
+            xn[s], ec = e.forward(tokens, pad, noise, tau)
+            ext_caches.append(ec)
         keys = xp.ones((b, n), dtype=bool) if pad is None else ~pad
         mask = keys[:, None, :]
         if cfg.causal:
             mask = mask & xp.tril(xp.ones((n, n), dtype=bool))[None]
         bias = self.bias[:n, :n]
-        caches = []
-        m, p = 1 + (cfg.n_embed_vars or 1), 1
-        for layer in self.layers:
-            caches.append(self._layer_forward(layer, x, xn, m, p, mask, bias, noise, tau))
-            m += cfg.n_cat_heads + cfg.n_cat_mlps + cfg.n_num_mlps
-            p += cfg.n_num_heads
+        caches = [self._layer_forward(layer, x, xn, layer.m, layer.p, mask, bias, noise, tau)
+                  for layer in self.layers]
         feats = xp.concatenate([x.transpose(1, 2, 0, 3).reshape(b, n, -1),
                                 xn.transpose(1, 2, 0)], axis=-1)
         logits = feats @ self.w_out.data + self.b_out.data
         if cfg.masked_classes:
             logits[..., list(cfg.masked_classes)] = ops.MASKED
         self.cache = {"x": x, "xn": xn, "feats": feats, "layers": caches, "tokens": tokens,
-                      "emb": emb_cache}
+                      "emb": emb_cache, "ext": ext_caches}
         return logits
 
     def _layer_forward(self, layer: ProgramLayer, x: Array, xn: Array, m: int, p: int,
@@ -404,6 +447,8 @@ class ProgramModel(Module):
         dxn = dfeats[..., nx:].transpose(2, 0, 1).copy()
         for layer, lc in zip(reversed(self.layers), reversed(c["layers"])):
             self._layer_backward(layer, lc, x, xn, dx, dxn)
+        for e, s, ec in zip(self.extensions, self._extension_slots(), c["ext"]):
+            e.backward(dxn[s], ec)
         if cfg.n_embed_vars:
             k, me = cfg.out_k, cfg.n_embed_vars
             de = dx[:me, ..., :k].transpose(1, 2, 0, 3).reshape(b * n, me * k)
