@@ -26,7 +26,8 @@ Layers of one iteration (``6 + max_i l_i``; Theorem 2 says ``9 + max_i l_i``):
 
 1. fetch: head ``pc . enc`` copies the instruction into ``cur`` of every scratchpad column; FF:
    three gated Lemma 16 adders give column ``i`` of region A/B/C the pointer ``p_{a|b|c + i}``, and
-   the masks ``b^(r) = 1[i < w_r]`` (``ReLU(w - i) - ReLU(w - i - 1)``).
+   the masks ``b^(r) = 1[i < w_r]`` (``ReLU(2(w - i) - 0.5) - ReLU(2(w - i) - 1.5)``, flat
+   near integers so noise does not pass).
 2. gather: head ``ptr . enc`` reads cells into ``z``; FF dispatch: block ``k`` gets ``z`` where
    ``b^(1) + b^(2) + p_k . p_m - log M = 1`` (gated identities); ``ptrw = b^(3) ptr``.
 3. the function blocks, all in parallel on their own rows (``max l_i`` layers, ``sum h_i`` heads).
@@ -44,7 +45,7 @@ over the backend array module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,7 @@ from tpcore.looped.functions import (
     Spec,
     clear,
     combine_block,
+    diag_block,
     gated_copy,
     gated_linear,
     linear_map,
@@ -185,7 +187,7 @@ def toolkit(d: int, names: tuple[str, ...] = ("add", "sub", "mul", "transp", "pe
             fits: dict[str, list[SigmoidFit]] | None = None, s: int | None = None,
             symmetric: bool = False) -> Toolkit:
     """Standard blocks: ``add sub perc`` (combine), ``mul`` (Lemma 7 with ``c, C``; two heads
-    ``+-c`` if ``symmetric``), ``transp``
+    ``+-c`` if ``symmetric``), ``diag``, ``transp``
     (Lemma 6), ``ptr`` (pointer arithmetic on code cells) and one sigmoid block per entry of
     ``fits`` (Lemma 5). ``s`` defaults to the smallest scratchpad all blocks accept."""
     fits = fits or {}
@@ -197,6 +199,7 @@ def toolkit(d: int, names: tuple[str, ...] = ("add", "sub", "mul", "transp", "pe
         "perc": lambda: combine_block(d, s, 0.01, 0.0, lam, "perc"),
         "mul": lambda: matmul_block(d, s, c, C, lam, "mul", symmetric),
         "transp": lambda: transpose_block(d, s, lam, "transp"),
+        "diag": lambda: diag_block(d, s, lam, "diag"),
     }
     blocks = []
     for nm in names:
@@ -220,11 +223,14 @@ def gated_adder(spec: Spec, x: np.ndarray | None, y: np.ndarray | None, const: i
 
     For output bit ``i`` (weight ``2^(i-1)``) let ``S`` be the sum of the ``i`` low bits of both
     operands (``(b+1)/2`` of each +-1 bit) and of ``const``; the bit is
-    ``H(2^(i-1)) - H(2^i) + H(3 2^(i-1))`` with the step ``H(t) = ReLU(S - t + 1) - ReLU(S - t)``
-    (6 units per bit); ``+-1 = 2 bit - 1`` with the ``-1`` from one gated unit.
+    ``H(2^(i-1)) - H(2^i) + H(3 2^(i-1))`` (6 units per bit). The paper's step
+    ``ReLU(S - t + 1) - ReLU(S - t)`` passes noise on ``S`` straight through at integers; here
+    ``H(t) = ReLU(2(S - t) + 1.5) - ReLU(2(S - t) + 0.5)`` is flat within 1/4 of every integer,
+    so slightly noisy input bits give exact output bits (the adder also snaps). ``+-1 = 2 bit - 1``
+    with the ``-1`` from one gated unit.
     """
     D, L = spec.D, len(dst)
-    C = C + 2.0 ** (L + 2)
+    C = C + 2.0 ** (L + 3)
     rows_w1, b1, out = [], [], []
     lin, lin0 = np.zeros(D), 0.0
     for i in range(1, L + 1):
@@ -235,9 +241,9 @@ def gated_adder(spec: Spec, x: np.ndarray | None, y: np.ndarray | None, const: i
                 lin0 += 2.0 ** k / 2
         lin0_i = lin0 + (const % (1 << i))
         for t, sign in ((2.0 ** k, 1.0), (2.0 ** i, -1.0), (3 * 2.0 ** k, 1.0)):
-            for shift, sgn in ((1.0, 1.0), (0.0, -1.0)):
-                rows_w1.append(lin + C * gate)
-                b1.append(lin0_i - t + shift + C * (gconst - 1.0))
+            for shift, sgn in ((1.5, 1.0), (0.5, -1.0)):
+                rows_w1.append(2.0 * lin + C * gate)
+                b1.append(2.0 * (lin0_i - t) + shift + C * (gconst - 1.0))
                 o = np.zeros(D)
                 o[dst[k]] = 2.0 * sign * sgn
                 out.append(o)
@@ -249,6 +255,22 @@ def gated_adder(spec: Spec, x: np.ndarray | None, y: np.ndarray | None, const: i
     spec.units(np.array(rows_w1), np.array(b1), np.array(out).T)
 
 
+def gated_snap(spec: Spec, src: np.ndarray, dst: np.ndarray, gate: np.ndarray,
+               gconst: float = 0.0, C: float = GATE) -> None:
+    """``x[dst] += sign(x[src])`` for +-1 bits within 1/4 of +-1, where the gate is 1 (error
+    correction, §5.1): ``s(b) - s(-b)`` with the flat step ``s(b) = ReLU(2b - 0.5) -
+    ReLU(2b - 1.5)``. 4 units per bit."""
+    D, k = spec.D, len(src)
+    W1, b1, W2 = [], [], np.zeros((D, 4 * k))
+    for t, (r, q) in enumerate(zip(src, dst)):
+        for u, (sgn, shift, w) in enumerate(((1, -0.5, 1), (1, -1.5, -1), (-1, -0.5, -1),
+                                             (-1, -1.5, 1))):
+            W1.append(row_vec(D, {r: 2.0 * sgn}) + C * gate)
+            b1.append(shift + C * (gconst - 1.0))
+            W2[q, 4 * t + u] = w
+    spec.units(np.array(W1), np.array(b1), W2)
+
+
 def pointer_block(d: int, s: int, L: int, Lm: int, lam: float = 30.0,
                   name: str = "ptr") -> Block:
     """Pointer arithmetic on code cells: C = A with fields ``a b c`` advanced by those of B
@@ -257,7 +279,8 @@ def pointer_block(d: int, s: int, L: int, Lm: int, lam: float = 30.0,
     Works on the ``instr`` part of cells (``h_in`` = instruction height for address width ``L``
     and ``Lm`` function bits; :func:`build_machine` rebuilds it for the machine's ``L, Lm``).
     Layer 1 (FF) splits A (column 0) and B (column d); layer 2's head ties columns 0 and d at
-    output column 2d (values doubled), its FF adds the fields with Lemma 16 and copies the rest.
+    output column 2d (values doubled), its FF adds the fields with Lemma 16 and copies the rest
+    (bits snapped to +-1, so rewritten instructions stay exact).
     """
     from tpcore.looped.functions import _codes, _frame, _indicator, masked_head
 
@@ -286,6 +309,8 @@ def pointer_block(d: int, s: int, L: int, Lm: int, lam: float = 30.0,
         ga, out = rows["ga"][part[f]], rows["out"][part[f]]
         if f in ("a", "b", "c"):
             gated_adder(l2, ga, rows["gb"][part[f]], 0, out, gate)
+        elif f in ("m", "flag", "p"):
+            gated_snap(l2, ga, out, gate)
         else:
             gated_copy(l2, ga, out, gate)
     return Block(name, d, s, rows, [l1, l2], const, H, {"cell": "code", "lam": lam})
@@ -383,8 +408,8 @@ def build_machine(tk: Toolkit, n: int, m: int, lam: float = 30.0) -> FleqMachine
     _head(fetch, rows, select(D, rows["enc"]), select(D, rows["pc"]), V, lam)
     for r, f, w in ((0, "a", "wa"), (1, "b", "wb"), (2, "c", "wc")):
         gated_adder(fetch, cur[f], rows["off"], 0, rows["ptr"], row_vec(D, {reg[r]: 1.0}))
-        for shift, sgn in ((0.0, 1.0), (-1.0, -1.0)):
-            w1 = row_vec(D, {cur[w][0]: 1.0, rows["idx"][0]: -1.0, reg[r]: GATE})
+        for shift, sgn in ((-0.5, 1.0), (-1.5, -1.0)):
+            w1 = row_vec(D, {cur[w][0]: 2.0, rows["idx"][0]: -2.0, reg[r]: GATE})
             fetch.units(w1[None], np.array([shift - GATE]),
                         row_vec(D, {mask[r]: sgn})[:, None])
 
@@ -483,7 +508,7 @@ class Compiled:
 
 
 SHAPE_RULES: dict[str, str] = {"add": "same", "sub": "same", "perc": "unary", "mul": "AtB",
-                               "transp": "T", "ptr": "code"}
+                               "transp": "T", "ptr": "code", "diag": "diag"}
 
 
 def _result_shape(f: str, kind: str, A: tuple[int, int], B: tuple[int, int],
@@ -496,6 +521,8 @@ def _result_shape(f: str, kind: str, A: tuple[int, int], B: tuple[int, int],
         return (A[1], B[1]) if A[0] == B[0] else None
     if kind == "T":
         return (A[1], A[0])
+    if kind == "diag":
+        return (A[1], A[1]) if A[0] == 1 else None
     if kind == "sig":
         return (1, A[1]) if A[0] == fit_inputs else None
     return (1, 1)
@@ -686,10 +713,12 @@ def batch_punchcards(comp: Compiled, values: dict[str, np.ndarray]) -> np.ndarra
 # Reference interpreter
 
 
-def interpret(comp: Compiled, fns: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]],
-              max_steps: int = 10_000) -> tuple[dict[str, np.ndarray], int]:
-    """Run the program with exact NumPy functions ``fns[name](A, B)`` on the same memory
-    layout (pointer arithmetic on code cells included). Returns final cells and steps."""
+def interpret_steps(comp: Compiled,
+                    fns: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
+                    ) -> Iterator[tuple[int, np.ndarray]]:
+    """Run the program with exact NumPy functions ``fns[name](A, B)`` on the same memory layout
+    (pointer arithmetic on code cells included); yields ``(pc, data)`` after every step, where
+    ``data: (d, n)`` holds the cell values column by column. Stops after the halting step."""
     d, s = comp.machine.d, comp.machine.s
     n = comp.machine.n
     L = address_bits(n)
@@ -706,7 +735,7 @@ def interpret(comp: Compiled, fns: dict[str, Callable[[np.ndarray, np.ndarray], 
     for i, w in enumerate(comp.words):
         code[start + i] = dict(w)
     pc = start
-    for step in range(1, max_steps + 1):
+    while True:
         w = code[pc]
         f = comp.machine.tk.names[w["m"]]
         if f == "ptr":
@@ -721,8 +750,19 @@ def interpret(comp: Compiled, fns: dict[str, Callable[[np.ndarray, np.ndarray], 
             data[:, w["c"]:w["c"] + w["wc"]] = 0.0
             data[:out.shape[0], w["c"]:w["c"] + w["wc"]] = out[:, :w["wc"]]
         pc = w["p"] if data[0, w["flag"]] <= 0 else pc + 1
+        yield pc, data.copy()
+        if pc == comp.halt:
+            return
+
+
+def interpret(comp: Compiled, fns: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]],
+              max_steps: int = 10_000) -> tuple[dict[str, np.ndarray], int]:
+    """:func:`interpret_steps` to the end: final non-code cells and the number of steps."""
+    for step, (pc, data) in enumerate(interpret_steps(comp, fns), start=1):
         if pc == comp.halt:
             cells = {nm: data[:c.value.shape[0], comp.addr[nm]:comp.addr[nm] + c.value.shape[1]]
                      for nm, c in comp.program.cells.items() if c.kind != "code"}
             return cells, step
+        if step >= max_steps:
+            break
     raise TpcoreError(f"interpreter reached the step limit {max_steps} at PC {pc}")

@@ -27,6 +27,7 @@ Blocks (``f_mul(A, B) = A^T B`` as in the paper):
 * ``transpose_block`` ``A^T`` (Lemma 6, 2 layers instead of 4): a head copies column ``j`` of A
   into every vectorisation column ``(i, j)``, the FF keeps entry ``A[i, j]`` in row ``j``, a head
   averages the ``d`` columns of group ``i`` into output column ``2d+i``. Needs ``s >= 3d + d^2``.
+* ``diag_block``     ``diag(a)`` of a row vector: element-wise products as ``mul(diag(u), v)``.
 * ``sigmoid_block``  ``f_j(x) = sum_i c_ji sigma(a_ji^T x + b_ji)`` on every column ``x`` of A,
   ``j`` selected by the one-hot B (Lemma 5): head ``i`` sees score ``a_ji^T x + b_ji + log(s-1)`` on
   the selector column and 0 on the ``s-1`` others, so its weight is exactly the sigmoid.
@@ -390,6 +391,26 @@ def transpose_block(d: int, s: int, lam: float = 30.0, name: str = "transp") -> 
     l2 = Spec(D)
     _shift_head(l2, rows, rows["gk"], rows["gq"], rows["tv"], rows["out"], lam, scale=float(d))
     return Block(name, d, s, rows, [l1, l2], const, d, {"lam": lam})
+
+
+def diag_block(d: int, s: int, lam: float = 30.0, name: str = "diag") -> Block:
+    """``C = diag(a)`` for a row vector ``A = a^T`` (1 x w); with ``f_mul`` it gives the
+    element-wise product ``u * v = mul(diag(u), v)`` (not in the paper). 1 layer, 1 head:
+    the head moves ``a_i`` from column ``i`` to output column ``2d+i``, the FF keeps it in row
+    ``i`` only (gate: a one-hot row constant)."""
+    rows = _frame(d, s)
+    const: dict[str, np.ndarray] = {}
+    kp, qp = _shift_rows(rows, const, d, s, 0, 2 * d)
+    rows.add("pos", d)
+    rows.add("v", 1)
+    const["pos"] = np.zeros((d, s))
+    const["pos"][np.arange(d), 2 * d + np.arange(d)] = 1.0
+    D = rows.size
+    l1 = Spec(D)
+    _shift_head(l1, rows, kp, qp, rows["in"][:1], rows["v"], lam)
+    for r in range(d):
+        gated_copy(l1, rows["v"], rows["out"][[r]], row_vec(D, {rows["pos"][r]: 1.0}))
+    return Block(name, d, s, rows, [l1], const, d, {"lam": lam})
 
 
 @dataclass(frozen=True)
