@@ -92,3 +92,12 @@ def test_extract_checks_labels():
         extract.extract(model, VOCAB[:4], [str(c) for c in range(7)])
     with pytest.raises(ValueError, match="classes"):
         extract.extract(model, VOCAB, ["0", "1"])
+
+
+def test_unsupported_stream_modules_are_named():
+    from tpcore.models.program import VarSpec
+
+    dp = ProgramModel(ProgramConfig(vocab_size=6, max_len=6, n_classes=7)).discrete()
+    dp.variables.append(VarSpec("prefix_count_0", "numerical", 1, 9, "prefix_counts"))
+    with pytest.raises(ValueError, match="prefix_count_0.*prefix_counts"):
+        extract.extract(dp, VOCAB, [str(c) for c in range(7)])

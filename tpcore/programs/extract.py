@@ -60,6 +60,11 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
     if "tokens" in specs and specs["tokens"].width != len(vocab):
         raise TpcoreError(f"model has {specs['tokens'].width} token ids but the vocabulary has "
                           f"{len(vocab)} strings")
+    known = {m.name for m in dp.modules}
+    foreign = [x for x in dp.variables if x.source is not None and x.source not in known]
+    if foreign:
+        raise TpcoreError(f"variable {foreign[0].name!r} comes from module {foreign[0].source!r}, "
+                          "which the program IR cannot express yet")
     n_cls = len(dp.classifier_bias)
     if len(classes) != n_cls:
         raise TpcoreError(f"model has {n_cls} classes but {len(classes)} labels were given")
