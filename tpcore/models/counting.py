@@ -1,0 +1,194 @@
+"""Counting modules for Transformer Programs (Menon & Beloglazov, "Modular Counts, Smarter
+Programs"): two :class:`~tpcore.models.program.StreamExtension` s that append numerical
+variables computed from the tokens, and :class:`CountingProgramModel`, a Transformer Program
+carrying them.
+
+Notation: ``x: (B, N)`` token ids in ``0 .. V-1``, ``pad: (B, N)`` True at padding (padding is
+never counted and its features are 0).
+
+- :class:`PrefixSumCounts` (before layer 0, no parameters): ``P[t, v] = #{i < t : x_i = v}``,
+  one numerical variable ``prefix_count_{v}`` per token id ``v``, computed as
+  ``cumsum(onehot(x)) - onehot(x)`` along the sequence.
+- :class:`SparseExpertCountingNetwork` (after layer 0's MLPs): with the sequence histogram
+  ``h[v] = #{i : x_i = v}`` and ``n = sum_v h[v]`` (every non-pad token, framing tokens included),
+  five fixed experts per position ``t``: ``E1 = n`` (total count), ``E2 = h[x_t]`` (count of the
+  current token), ``E3 = [h[x_t] = max_v h[v]]`` (most frequent), ``E4 = [h[x_t] = 1]`` (seen
+  once), ``E5 = h[x_t] / n`` (relative frequency). A gate ``alpha = GumbelSoftmax(W h + b; tau)``
+  (``W: (5, V)``, ``b: (5,)``; one sample per sequence, since ``h`` is the same at every
+  position) mixes them: ``y_t = sum_i alpha_i E_i(t)``, one numerical variable
+  ``expert_count``. Discretely the gate is ``argmax(W h + b)``: a readable choice of one expert
+  per sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tpcore.backend import get_xp, xp_of
+from tpcore.errors import TpcoreError
+from tpcore.models import program_ops as ops
+from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
+from tpcore.nn.module import Parameter
+
+Array = Any
+EXPERTS = ("total_count", "token_count", "most_frequent", "seen_once", "relative_frequency")
+"""Names of the five experts in gate order (``E1 .. E5``)."""
+
+
+def token_counts(tokens: Array, vocab_size: int, pad: Array | None, dtype: Any) -> Array:
+    """``onehot(x)`` with padding rows zeroed: ``(B, N, V)``."""
+    xp = xp_of(tokens)
+    oh = (tokens[..., None] == xp.arange(vocab_size)).astype(dtype)
+    if pad is not None:
+        oh *= (~pad)[..., None]
+    return oh
+
+
+def prefix_counts(tokens: Array, vocab_size: int, pad: Array | None = None,
+                  dtype: Any = "float32") -> Array:
+    """``P[b, t, v] = #{i < t : x[b, i] = v, i not padding}``, 0 at padding: ``(B, N, V)``."""
+    oh = token_counts(tokens, vocab_size, pad, dtype)
+    p = xp_of(tokens).cumsum(oh, axis=1) - oh
+    if pad is not None:
+        p *= (~pad)[..., None]
+    return p
+
+
+def expert_features(tokens: Array, vocab_size: int, pad: Array | None = None,
+                    dtype: Any = "float32") -> tuple[Array, Array]:
+    """The histogram ``h: (B, V)`` and the five experts ``E: (5, B, N)`` (0 at padding)."""
+    xp = xp_of(tokens)
+    oh = token_counts(tokens, vocab_size, pad, dtype)
+    h = oh.sum(axis=1)
+    n = h.sum(axis=1, keepdims=True)
+    hx = xp.take_along_axis(h, tokens, axis=1)
+    e = xp.stack([xp.broadcast_to(n, hx.shape), hx,
+                  (hx == h.max(axis=1, keepdims=True)).astype(dtype),
+                  (hx == 1).astype(dtype), hx / xp.maximum(n, 1)])
+    if pad is not None:
+        e *= ~pad
+    return h, e.astype(dtype)
+
+
+class PrefixSumCounts(StreamExtension):
+    """Per-position counts of each token id strictly before the position (no parameters)."""
+
+    def __init__(self, vocab_size: int, dtype: str = "float32"):
+        self.vocab_size, self.dtype = vocab_size, dtype
+        self.name, self.after = "prefix_counts", -1
+        self.outputs = tuple(f"prefix_count_{v}" for v in range(vocab_size))
+
+    def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
+                ) -> tuple[Array, None]:
+        """``(V, B, N)``: variable ``v`` is ``P[:, :, v]``."""
+        return prefix_counts(tokens, self.vocab_size, pad, self.dtype).transpose(2, 0, 1), None
+
+    def backward(self, dvalues: Array, cache: None) -> None:
+        """No parameters and integer inputs: nothing to accumulate."""
+
+
+class SparseExpertCountingNetwork(StreamExtension):
+    """The five counting experts mixed by a Gumbel-softmax gate on the histogram (module
+    docstring). ``w: (5, V)``, ``b: (5,)``."""
+
+    def __init__(self, vocab_size: int, after: int, gen: np.random.Generator, std: float,
+                 dtype: str = "float32"):
+        xp = get_xp()
+        self.vocab_size, self.dtype = vocab_size, dtype
+        self.name, self.after, self.outputs = "experts", after, ("expert_count",)
+        self.w = Parameter(xp.asarray(gen.normal(0.0, std / vocab_size,
+                                                 (len(EXPERTS), vocab_size)), dtype=dtype))
+        self.b = Parameter(xp.asarray(gen.normal(0.0, std, len(EXPERTS)), dtype=dtype))
+
+    def gate_logits(self, h: Array) -> Array:
+        """``z = h W^T + b``: ``(B, 5)``."""
+        return h @ self.w.data.T + self.b.data
+
+    def choice(self, tokens: Array, pad: Array | None = None) -> Array:
+        """The discrete gate: index of the chosen expert per sequence, ``(B,)``."""
+        h, _ = expert_features(tokens, self.vocab_size, pad, self.dtype)
+        return self.gate_logits(h).argmax(axis=1)
+
+    def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
+                ) -> tuple[Array, tuple]:
+        """``y = sum_i alpha_i E_i``: ``(1, B, N)``; ``alpha`` relaxed at ``tau`` (argmax when
+        ``tau`` is None)."""
+        h, e = expert_features(tokens, self.vocab_size, pad, self.dtype)
+        z = self.gate_logits(h)
+        alpha, gate = ops.sample(z, noise(z.shape), tau)
+        y = (e * alpha.T[:, :, None]).sum(axis=0)
+        return y[None], (h, e, gate)
+
+    def backward(self, dvalues: Array, cache: tuple) -> None:
+        """``dalpha_bi = sum_t dy_bt E_i(b, t)``; ``dz`` = Gumbel-softmax backward of
+        ``dalpha``; ``dW = dz^T h``, ``db = sum_b dz``."""
+        h, e, gate = cache
+        dalpha = (e * dvalues[0][None]).sum(axis=2).T
+        dz = ops.sample_backward(dalpha, gate)
+        self.w.accumulate(dz.T @ h)
+        self.b.accumulate(dz.sum(axis=0))
+
+
+@dataclass
+class CountingConfig(ProgramConfig):
+    """A :class:`~tpcore.models.program.ProgramConfig` plus the counting modules:
+    ``prefix_counts`` (PrefixSumCounts before layer 0) and ``experts`` (the expert network after
+    layer ``expert_after``'s MLPs; the paper: 0, the first layer)."""
+
+    prefix_counts: bool = False
+    experts: bool = False
+    expert_after: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.experts and not 0 <= self.expert_after < self.n_layers:
+            raise TpcoreError(f"expert_after must be in 0 .. {self.n_layers - 1}, got "
+                              f"{self.expert_after}")
+
+    @property
+    def variant(self) -> str:
+        """``none``, ``prefix``, ``experts`` or ``both``."""
+        return {(False, False): "none", (True, False): "prefix", (False, True): "experts",
+                (True, True): "both"}[(self.prefix_counts, self.experts)]
+
+
+VARIANTS = ("none", "prefix", "experts", "both")
+
+
+def variant_flags(variant: str) -> dict[str, bool]:
+    """``CountingConfig`` flags of a variant name."""
+    if variant not in VARIANTS:
+        raise TpcoreError(f"unknown counting variant {variant!r}; expected one of {VARIANTS}")
+    return {"prefix_counts": variant in ("prefix", "both"),
+            "experts": variant in ("experts", "both")}
+
+
+class CountingProgramModel(ProgramModel):
+    """A Transformer Program with the counting modules its :class:`CountingConfig` asks for."""
+
+    config_class = CountingConfig
+
+    def make_extensions(self) -> list[StreamExtension]:
+        cfg = self.config
+        ext: list[StreamExtension] = []
+        if cfg.prefix_counts:
+            ext.append(PrefixSumCounts(cfg.vocab_size, cfg.dtype))
+        if cfg.experts:
+            gen = np.random.default_rng([cfg.seed, 5])
+            ext.append(SparseExpertCountingNetwork(cfg.vocab_size, cfg.expert_after, gen,
+                                                   cfg.init_std, cfg.dtype))
+        return ext
+
+    def astype(self, dtype: Any) -> CountingProgramModel:
+        super().astype(dtype)
+        for e in self.extensions:
+            e.dtype = np.dtype(dtype).name
+        return self
+
+    @property
+    def expert_network(self) -> SparseExpertCountingNetwork | None:
+        return next((e for e in self.extensions
+                     if isinstance(e, SparseExpertCountingNetwork)), None)
