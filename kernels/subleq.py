@@ -68,7 +68,7 @@ def run_batch(commands: np.ndarray, memory: np.ndarray, s: int, N: int,
     return mem, pcs, steps
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def sparse_layer(XT, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
                  v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx,
                  W2_val, b2, units_g, units_l):
@@ -81,6 +81,7 @@ def sparse_layer(XT, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_id
     ``kq_off[h]:kq_off[h+1]`` and V output rows ``v_rows[v_off[h]:v_off[h+1]]`` (CSR over those).
     All heads read X before any head writes (buffers ``KX, QX, VX``), and each column's FF reads
     its whole attention output before writing, so the in-place update is Eq. 1 exactly.
+    Serial: on the shared 2-core machine numba's thread pool costs more than it gains here.
     """
     B, n, d = XT.shape
     H = lam.shape[0]
@@ -89,19 +90,17 @@ def sparse_layer(XT, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_id
     for h in range(H):
         kmax = max(kmax, kq_off[h + 1] - kq_off[h])
     b2_rows = np.nonzero(b2)[0]
-    chunks = min(B, 64)
-    for c in numba.prange(chunks):
-        KX = np.empty((n, kmax))
-        QX = np.empty((n, kmax))
-        VX = np.empty((n, max(vtot, 1)))
-        out = np.zeros((n, max(vtot, 1)))
-        w = np.empty(n)
-        pre = np.empty(b1.shape[0])
-        for b in range(c * B // chunks, (c + 1) * B // chunks):
-            _program_layer(XT[b], g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx,
-                           Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1,
-                           W2_ptr, W2_idx, W2_val, b2_rows, b2, units_g, units_l, KX, QX, VX, out,
-                           w, pre)
+    KX = np.empty((n, kmax))
+    QX = np.empty((n, kmax))
+    VX = np.empty((n, max(vtot, 1)))
+    out = np.zeros((n, max(vtot, 1)))
+    w = np.empty(n)
+    pre = np.empty(b1.shape[0])
+    for b in range(B):
+        _program_layer(XT[b], g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx,
+                       Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1,
+                       W2_ptr, W2_idx, W2_val, b2_rows, b2, units_g, units_l, KX, QX, VX, out,
+                       w, pre)
 
 
 @numba.njit(cache=True)

@@ -1,0 +1,95 @@
+"""Throughput of the SUBLEQ looped transformer and of the interpreter kernel.
+
+* ``test_batched_looped``: 1,000 random programs of n = 64 columns (16 memory cells, 47
+  instructions, N = 8) advanced together, hardmax, 5-layer machine; the numba CSR kernel of the
+  sparse path vs the NumPy sparse path vs dense Eq. 1 (the two NumPy paths on the same batch, one
+  iteration). ``extra_info["instr_per_s"]`` counts one instruction per program per iteration.
+* ``test_interpreter``: the numba batched interpreter vs its NumPy reference on random programs.
+* ``test_sparse_vs_dense``: one program of n = 256 and 1024 columns, one loop iteration, dense
+  O(n^2 d) attention vs the scratchpad-only path (NumPy and kernel).
+
+Run: ``OPENBLAS_NUM_THREADS=1 pytest bench/bench_looped.py --benchmark-enable`` (BLAS threads
+fight the other processes on a shared 2-core machine). Compare rows of one run: absolute
+figures are noisy there.
+"""
+
+import numpy as np
+import pytest
+from tpcore.kernels.subleq import run_batch, run_batch_reference
+
+from tpcore.looped.compiled import compile_layer, forward_compiled
+from tpcore.looped.machine import build, punchcard
+from tpcore.looped.program import Program
+
+
+def _random_programs(B, m, k, N=8, seed=0):
+    """Random programs that never halt: no jump targets EOF and the instruction before EOF
+    jumps back to the first one unconditionally (``subleq _zero, _zero``)."""
+    rng = np.random.default_rng(seed)
+    s = 1
+    cells = np.arange(s, s + m)
+    progs = []
+    for _ in range(B):
+        body = np.stack([rng.choice(cells, k - 1), rng.choice(cells[2:], k - 1),
+                         rng.integers(s + m, s + m + k - 1, k - 1)], axis=1)
+        body[-1] = [s, s, s + m]
+        cmds = np.concatenate([body, [[s, s + 1, s + m + k - 1]]]).astype(np.int64)
+        mem = np.concatenate([[0, -1], rng.integers(-20, 21, m - 2)]).astype(np.int64)
+        progs.append(Program(cmds, mem, s=s, N=N))
+    return progs
+
+
+@pytest.fixture(scope="module")
+def batch64():
+    progs = _random_programs(1000, 16, 47)
+    X = np.stack([punchcard(p) for p in progs])
+    machine = build(progs[0].layout)
+    assert progs[0].layout.n == 64
+    return machine, X
+
+
+@pytest.mark.parametrize("path", ["kernel", "numpy-sparse", "numpy-dense"])
+def test_batched_looped(benchmark, batch64, path):
+    machine, X = batch64
+    B = X.shape[0]
+    if path == "kernel":
+        layers = [compile_layer(ly) for ly in machine.layers]
+        forward_compiled(X[:2], layers, 1, True)                    # compile
+        iters = 10
+        out = benchmark.pedantic(forward_compiled, (X, layers, 1, True, iters), rounds=3)
+    else:
+        iters = 1
+        out = benchmark.pedantic(machine.forward, (X, path == "numpy-sparse"), rounds=1)
+    benchmark.extra_info["instr_per_s"] = B * iters / benchmark.stats.stats.mean
+    assert out.shape == X.shape
+
+
+@pytest.mark.parametrize("impl", ["kernel", "numpy"])
+def test_interpreter(benchmark, impl):
+    progs = _random_programs(1000 if impl == "kernel" else 20, 16, 47, N=16, seed=1)
+    cmds = np.stack([p.commands for p in progs])
+    mem = np.stack([p.memory for p in progs])
+    steps = 20_000 if impl == "kernel" else 2_000
+    fn = run_batch if impl == "kernel" else run_batch_reference
+    fn(cmds[:2], mem[:2], 1, 16, 10)                                 # compile
+    out = benchmark.pedantic(fn, (cmds, mem, 1, 16, steps), rounds=3)
+    benchmark.extra_info["instr_per_s"] = float(out[2].sum()) / benchmark.stats.stats.mean
+    assert (out[2] == steps).all()
+
+
+@pytest.mark.parametrize("n", [256, 1024])
+@pytest.mark.parametrize("path", ["dense", "sparse", "kernel"])
+def test_sparse_vs_dense(benchmark, n, path):
+    m = n // 4
+    prog = _random_programs(1, m, n - m - 1, seed=2)[0]
+    machine = build(prog.layout, lam=10.0)
+    X = punchcard(prog)[None]
+    if path == "kernel":
+        layers = [compile_layer(ly) for ly in machine.layers]
+        forward_compiled(X, layers, 1, False)
+        out = benchmark.pedantic(forward_compiled, (X, layers, 1, False), rounds=3)
+    else:
+        out = benchmark.pedantic(machine.forward, (X, path == "sparse"), rounds=3)
+    benchmark.extra_info["n"] = n
+    benchmark.extra_info["d"] = prog.layout.d
+    assert out.shape == X.shape
