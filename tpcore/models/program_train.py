@@ -132,14 +132,17 @@ def peak_rss_mb() -> float:
 
 
 def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
-          checkpoint: Path | None = None) -> tuple[ProgramModel, dict[str, Any]]:
+          checkpoint: Path | None = None, model: ProgramModel | None = None
+          ) -> tuple[ProgramModel, dict[str, Any]]:
     """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
-    ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model)."""
+    ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
+    prebuilt model to train (e.g. a subclass with stream extensions) instead of
+    :func:`build_model`'s."""
     from tpcore.nn.optim import Adam
     from tpcore.train import TrainConfig, evaluate_supervised, fit, shuffled_batches
 
     cfg.check()
-    model = build_model(cfg, task)
+    model = build_model(cfg, task) if model is None else model
     n_train = len(task.splits["train"]["tokens"])
     per_epoch = max(1, n_train // min(cfg.batch_size, n_train))
     steps = cfg.epochs * per_epoch
