@@ -74,3 +74,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--data-seed", type=int, default=0)
     ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
     ev.set_defaults(func=_eval)
+
+
+def register_reproduce(verbs: argparse._SubParsersAction) -> None:
+    """``tpcore reproduce program-lengths``: the paper's Table 4 for the Table 1 programs."""
+    p = verbs.add_parser("program-lengths", help="Transformer Programs paper, Table 4 (program "
+                                                 "length before/after compression)")
+    p.add_argument("--budget", default="small", choices=("smoke", "small", "medium", "paper"),
+                   help="the Table 1 budget whose selected programs are counted (its runs are "
+                        "reused, or trained when missing)")
+    p.add_argument("--epochs", type=int, help="override the budget's epochs")
+    p.add_argument("--table1", default="results/table1", help="Table 1 results folder")
+    p.add_argument("--out", default="results/program_lengths")
+    p.set_defaults(func=_reproduce_lengths)
+
+
+def _reproduce_lengths(args: argparse.Namespace) -> int:
+    from tpcore.experiments.program_lengths import run, table
+
+    result = run(args.budget, args.table1, args.out, epochs=args.epochs)
+    print(table(result["tasks"]))
+    print(f"{result['at_or_below_paper']} of {len(result['tasks'])} programs at or below the "
+          "paper's pruned length")
+    return 0

@@ -1,0 +1,28 @@
+"""The Table 4 experiment reads the selected Table 1 programs and counts their lines."""
+
+from __future__ import annotations
+
+import json
+
+from tpcore.experiments import program_lengths, table1
+from tpcore.programs import codegen, ir
+from tpcore.programs.examples import reverse_program
+
+
+def test_counts_selected_programs(tmp_path, monkeypatch):
+    p = reverse_program()
+    ir.save(p, tmp_path / "t1" / "runs" / "reverse" / "L2_s0" / "program.json")
+
+    def fake_table1(budget, out, tasks, epochs):
+        assert (budget, tasks) == ("smoke", ("reverse",))
+        return {"tasks": [{"task": "reverse", "selected": {"run": "L2_s0"}, "test_acc": 99.5}]}
+
+    monkeypatch.setattr(table1, "run", lambda budget, out, tasks, epochs: fake_table1(
+        budget, out, tasks, epochs))
+    result = program_lengths.run("smoke", tmp_path / "t1", tmp_path / "out", tasks=("reverse",))
+    row = result["tasks"][0]
+    assert (row["full"], row["pruned"]) == tuple(codegen.line_counts(p).values())
+    assert result["at_or_below_paper"] == int(row["pruned"] <= 713)
+    saved = json.loads((tmp_path / "out" / "program_lengths.json").read_text())
+    assert saved["tasks"][0]["paper_pruned"] == 713
+    assert "| reverse | L2_s0 |" in (tmp_path / "out" / "program_lengths.md").read_text()
