@@ -64,7 +64,7 @@ def test_normalise_digit_runs():
     assert nlp.normalise("19.99") == "#.#"
     assert nlp.normalise("1996-08-22") == "#-#-#"
     assert nlp.normalise("B52s", lowercase=True) == "b#s"
-    assert nlp.normalise_all(["19.99", "Ab3", "x"]) == ["#.#", "Ab#", "x"]
+    assert nlp.normalise_all([["19.99", "Ab3"], [], ["x"]]) == [["#.#", "Ab#"], [], ["x"]]
 
 
 def test_vocab_most_common_with_ties_and_unk():

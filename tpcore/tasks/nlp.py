@@ -80,31 +80,35 @@ def _where(path: str | Path, line: int) -> str:
 def read_conll(path: str | Path) -> list[TaggedSentence]:
     """Sentences of a CoNLL file (see the module docstring); IOB2 tags are checked per line."""
     path = Path(path)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
     sentences: list[TaggedSentence] = []
     words: list[str] = []
     tags: list[str] = []
+    valid: set[str] = set()
     start = 0
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
-            cols = raw.split()
-            if not cols:
-                if words:
-                    sentences.append(TaggedSentence(words, tags, start))
-                    words, tags = [], []
-                continue
-            if cols[0] == DOCSTART:
-                continue
-            if len(cols) < 2:
-                raise TpcoreError(f"{_where(path, number)}: expected 'WORD ... TAG' columns, "
-                                  f"got {raw.strip()!r}")
-            tag = cols[-1]
+    for number, raw in enumerate(lines, 1):
+        cols = raw.split()
+        if not cols:
+            if words:
+                sentences.append(TaggedSentence(words, tags, start))
+                words, tags = [], []
+            continue
+        if cols[0] == DOCSTART:
+            continue
+        if len(cols) < 2:
+            raise TpcoreError(f"{_where(path, number)}: expected 'WORD ... TAG' columns, "
+                              f"got {raw.strip()!r}")
+        tag = cols[-1]
+        if tag not in valid:
             if not _TAG.match(tag):
                 raise TpcoreError(f"{_where(path, number)}: tag {tag!r} is not O, B-TYPE or "
                                   "I-TYPE")
-            if not words:
-                start = number
-            words.append(cols[0])
-            tags.append(tag)
+            valid.add(tag)
+        if not words:
+            start = number
+        words.append(cols[0])
+        tags.append(tag)
     if words:
         sentences.append(TaggedSentence(words, tags, start))
     return sentences
@@ -134,10 +138,16 @@ def normalise(word: str, lowercase: bool = False) -> str:
     return word.lower() if lowercase else word
 
 
-def normalise_all(words: Sequence[str], lowercase: bool = False) -> list[str]:
-    """:func:`normalise` over a sentence (one regex pass over the joined sentence)."""
-    text = _DIGITS.sub(NUMBER, "\n".join(words))
-    return (text.lower() if lowercase else text).split("\n")
+def normalise_all(sentences: Sequence[Sequence[str]], lowercase: bool = False,
+                  ) -> list[list[str]]:
+    """:func:`normalise` over many sentences (one regex pass over all their words)."""
+    text = _DIGITS.sub(NUMBER, "\n".join("\n".join(s) for s in sentences if s))
+    flat = (text.lower() if lowercase else text).split("\n")
+    out, i = [], 0
+    for s in sentences:
+        out.append(flat[i:i + len(s)])
+        i += len(s)
+    return out
 
 
 @dataclass
@@ -181,6 +191,10 @@ class Labels:
     """Label <-> id map (NER tags or classes), in first-seen order, ``O`` first when present."""
 
     names: list[str]
+    index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = {n: i for i, n in enumerate(self.names)}
 
     @classmethod
     def build(cls, labels: Iterable[str]) -> Labels:
@@ -196,22 +210,26 @@ class Labels:
 
     def ids(self, labels: Sequence[str], where: str) -> list[int]:
         """Ids of ``labels``; an unknown one raises naming ``where`` (``file:line``)."""
-        index = {n: i for i, n in enumerate(self.names)}
-        out = []
-        for label in labels:
-            if label not in index:
-                raise TpcoreError(f"{where}: label {label!r} never seen in training; known: "
-                                  f"{self.names}")
-            out.append(index[label])
+        get = self.index.get
+        out = [get(label, -1) for label in labels]
+        if -1 in out:
+            label = labels[out.index(-1)]
+            raise TpcoreError(f"{where}: label {label!r} never seen in training; known: "
+                              f"{self.names}")
         return out
 
 
-def _pad_rows(rows: Sequence[Sequence[int]], fill: int) -> np.ndarray:
-    """``(S, L)`` int32 array of the rows left-aligned, padded with ``fill``."""
-    length = max((len(r) for r in rows), default=0)
-    out = np.full((len(rows), length), fill, dtype=np.int32)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
+def _frame(ids: Sequence[int], lengths: np.ndarray, first: int, last: int, fill: int,
+           ) -> np.ndarray:
+    """``(S, L)`` int32 rows ``first w_1 .. w_n last fill ..`` from the concatenated ids of all
+    sentences (``lengths``: words per sentence), ``L = max length + 2``."""
+    n = len(lengths)
+    out = np.full((n, int(lengths.max(initial=0)) + 2), fill, dtype=np.int32)
+    out[:, 0] = first
+    out[np.arange(n), lengths + 1] = last
+    row = np.repeat(np.arange(n), lengths)
+    col = np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths) + 1
+    out[row, col] = np.asarray(ids, dtype=np.int32)
     return out
 
 
@@ -247,28 +265,43 @@ class ClassificationData:
     max_len: int
 
 
+def _lengths(items: Sequence[TaggedSentence] | Sequence[Example]) -> np.ndarray:
+    return np.fromiter((len(x.words) for x in items), dtype=np.int64, count=len(items))
+
+
+def _check_labels(items: Sequence[TaggedSentence], labels: Labels, source: str) -> None:
+    """Raise naming ``source:line`` of the first sentence with a label outside ``labels``."""
+    known = labels.index
+    for s in items:
+        if not all(t in known for t in s.tags):
+            labels.ids(s.tags, _where(source, s.line))
+
+
 def encode_tagged(sentences: Sequence[TaggedSentence], vocab: Vocab, tags: Labels,
                   source: str = "<memory>") -> dict[str, np.ndarray]:
     """``tokens, pad, targets, mask`` arrays of preprocessed sentences (module docstring)."""
-    bos, eos = vocab.index[BOS], vocab.index[EOS]
-    tok = [[bos, *vocab.encode(s.words), eos] for s in sentences]
-    tgt = [[0, *tags.ids(s.tags, _where(source, s.line)), 0] for s in sentences]
-    tokens = _pad_rows(tok, vocab.index[PAD])
-    lengths = np.array([len(r) for r in tok], dtype=np.int64)
+    _check_labels(sentences, tags, source)
+    lengths = _lengths(sentences)
+    words = [w for s in sentences for w in s.words]
+    labels = [t for s in sentences for t in s.tags]
+    tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
+                    vocab.index[PAD])
+    targets = _frame(tags.ids(labels, source), lengths, 0, 0, 0)
     pos = np.arange(tokens.shape[1])[None, :]
-    mask = (pos >= 1) & (pos < lengths[:, None] - 1)
-    return {"tokens": tokens, "pad": pos >= lengths[:, None], "targets": _pad_rows(tgt, 0),
+    mask = (pos >= 1) & (pos <= lengths[:, None])
+    return {"tokens": tokens, "pad": pos >= lengths[:, None] + 2, "targets": targets,
             "mask": mask}
 
 
 def encode_classification(examples: Sequence[Example], vocab: Vocab, labels: Labels,
                           source: str = "<memory>") -> dict[str, np.ndarray]:
     """``tokens, pad, targets`` arrays of preprocessed examples (module docstring)."""
-    bos, eos = vocab.index[BOS], vocab.index[EOS]
-    tokens = _pad_rows([[bos, *vocab.encode(e.words), eos] for e in examples], vocab.index[PAD])
-    lengths = np.array([len(e.words) + 2 for e in examples], dtype=np.int64)
+    lengths = _lengths(examples)
+    words = [w for e in examples for w in e.words]
+    tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
+                    vocab.index[PAD])
     targets = [labels.ids([e.label], _where(source, e.line))[0] for e in examples]
-    return {"tokens": tokens, "pad": np.arange(tokens.shape[1])[None, :] >= lengths[:, None],
+    return {"tokens": tokens, "pad": np.arange(tokens.shape[1])[None, :] >= lengths[:, None] + 2,
             "targets": np.asarray(targets, dtype=np.int32)}
 
 
@@ -281,7 +314,8 @@ def prepare_ner(splits: dict[str, list[TaggedSentence]], max_words: int = MAX_WO
         raise TpcoreError(f"NER splits need 'train'; got {sorted(splits)}")
     kept, dropped = {}, {}
     for name, sents in splits.items():
-        norm = [TaggedSentence(normalise_all(s.words, lowercase), s.tags, s.line) for s in sents]
+        norm = [TaggedSentence(w, s.tags, s.line)
+                for w, s in zip(normalise_all([s.words for s in sents], lowercase), sents)]
         kept[name] = _filter(norm, max_words)
         dropped[name] = len(norm) - len(kept[name])
     if not kept["train"]:
@@ -303,7 +337,8 @@ def prepare_classification(splits: dict[str, list[Example]],
         raise TpcoreError(f"classification splits need 'train'; got {sorted(splits)}")
     kept, dropped = {}, {}
     for name, exs in splits.items():
-        norm = [Example(normalise_all(e.words, lowercase), e.label, e.line) for e in exs]
+        norm = [Example(w, e.label, e.line)
+                for w, e in zip(normalise_all([e.words for e in exs], lowercase), exs)]
         kept[name] = _filter(norm, max_words)
         dropped[name] = len(norm) - len(kept[name])
     if not kept["train"]:
