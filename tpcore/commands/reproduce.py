@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-VERBS: tuple[str, ...] = ("trees", "looped", "sorting", "learn", "nlp", "program")
+VERBS: tuple[str, ...] = ("trees", "looped", "sorting", "learn", "nlp", "program", "counting")
 """Modules of ``tpcore.commands`` that add a ``reproduce`` verb."""
 
 

@@ -1,0 +1,28 @@
+"""``tpcore reproduce counting``: the modular counting modules (PrefixSumCounts, the expert
+network) across tasks and generalisation regimes, plus a length-generalisation test."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register_reproduce(verbs: argparse._SubParsersAction) -> None:
+    """Add the ``counting`` verb to ``tpcore reproduce``."""
+    p = verbs.add_parser("counting", help="Modular Counts paper, Table 1 (none / prefix / "
+                                          "experts / both x tasks x regimes) + length test")
+    p.add_argument("--budget", default="target", choices=("smoke", "target", "small", "paper"),
+                   help="smoke: pipeline check; target: double_hist at |V|=N=16 and the length "
+                        "test on hist/double_hist (default); small: all cells, 4,000 inputs, "
+                        "20 epochs; paper: all cells, 16,000 inputs, 250 epochs")
+    p.add_argument("--epochs", type=int, help="override the budget's epochs")
+    p.add_argument("--variants", nargs="+", help="subset of none prefix experts both")
+    p.add_argument("--out", default="results/counting")
+    p.set_defaults(func=run_counting)
+
+
+def run_counting(args: argparse.Namespace) -> int:
+    from tpcore.experiments.counting import VARIANTS, run
+
+    result = run(args.budget, args.out, args.epochs, tuple(args.variants or VARIANTS))
+    print(f"wrote {args.out}/counting.md and counting.json ({result['seconds']:.0f} s)")
+    return 0

@@ -1,0 +1,275 @@
+"""Table 1 of "Modular Counts, Smarter Programs" and a length-generalisation study.
+
+:func:`run` trains Transformer Programs with none / PrefixSumCounts / the expert network / both
+(:mod:`tpcore.models.counting`) on five RASP tasks in three regimes, base (|V| = 8, N = 8),
+longer (|V| = 8, N = 16) and larger vocabulary (|V| = 16, N = 16), and evaluates the discrete
+model on the 2,000 held-out test examples of each task (token accuracy and exact-match sequence
+accuracy). Settings follow the paper: Adam lr 0.02, batch 512, Gumbel temperature 3.0 -> 0.1
+(geometric), 20,000 generated inputs (16,000 / 2,000 / 2,000 split), 250 epochs at the ``paper``
+budget. Every run also records the expert gate's choices on the test set (share of sequences per
+expert).
+
+Length generalisation (not in the paper): a model whose context holds N = 16 (positions 0 .. 17
+exist; those past the training length are never seen) is trained at |V| = 8, N = 8 and tested on
+the N = 16 test split.
+
+Budgets (the architecture is fixed: 3 layers, 2 categorical + 2 numerical heads, 1 + 1 MLPs):
+
+- ``smoke``: hist in the base regime and its length test, 256 training inputs, 2 epochs;
+- ``target``: the issue's target row (double_hist at |V| = N = 16, all four variants) and the
+  length test on hist and double_hist, 16,000 training inputs, ``epochs`` (default 20);
+- ``small``: all 60 cells and five length tests, 4,000 training inputs, 20 epochs;
+- ``paper``: all cells and length tests at the paper's 16,000 inputs and 250 epochs.
+
+Results go to ``out/runs/*.json`` (one per run; finished runs are reused, so rerunning resumes),
+``out/counting.json`` and ``out/counting.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.errors import TpcoreError
+from tpcore.models.counting import (
+    EXPERTS,
+    VARIANTS,
+    CountingConfig,
+    CountingProgramModel,
+    variant_flags,
+)
+from tpcore.models.program_train import LearnConfig
+
+TASKS = ("double_hist", "hist", "reverse", "sort", "most_freq")
+REGIMES = {"base": (8, 8), "longer": (8, 16), "bigvocab": (16, 16)}
+"""Regime name -> (|V|, N)."""
+PAPER = {
+    ("double_hist", "base"): (99.88, 97.02, 97.76, 82.17),
+    ("double_hist", "longer"): (64.48, 55.56, 55.23, 87.78),
+    ("double_hist", "bigvocab"): (50.89, 98.14, 54.41, 65.64),
+    ("hist", "base"): (99.95, 99.95, 99.95, 99.95),
+    ("hist", "longer"): (99.92, 99.93, 99.94, 100.00),
+    ("hist", "bigvocab"): (99.94, 100.00, 99.96, 100.00),
+    ("reverse", "base"): (99.71, 99.63, 99.56, 99.80),
+    ("reverse", "longer"): (72.00, 68.19, 64.34, 64.01),
+    ("reverse", "bigvocab"): (41.83, 44.28, 38.03, 39.39),
+    ("sort", "base"): (99.90, 99.84, 99.93, 99.89),
+    ("sort", "longer"): (91.82, 95.94, 95.65, 95.31),
+    ("sort", "bigvocab"): (79.70, 81.12, 84.71, 79.66),
+    ("most_freq", "base"): (72.95, 75.54, 74.90, 74.11),
+    ("most_freq", "longer"): (72.20, 72.36, 71.44, 75.05),
+    ("most_freq", "bigvocab"): (54.05, 57.13, 50.49, 53.79),
+}
+"""The paper's Table 1 (test accuracy, %) per (task, regime) in :data:`VARIANTS` order."""
+TARGET = ("double_hist", "bigvocab", "prefix", 90.0)
+"""The issue's target: double_hist at |V| = N = 16 with PrefixSumCounts >= 90 %."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much a reproduction spends: ``cells`` (task, regime) pairs, ``lengthgen`` tasks,
+    training inputs, epochs, batch size, seeds and evaluation period (epochs)."""
+
+    cells: tuple[tuple[str, str], ...]
+    lengthgen: tuple[str, ...]
+    n_train: int
+    epochs: int
+    batch_size: int = 512
+    seeds: tuple[int, ...] = (0,)
+    eval_every: int = 5
+
+
+ALL_CELLS = tuple((t, r) for t in TASKS for r in REGIMES)
+BUDGETS = {
+    "smoke": Budget((("hist", "base"),), ("hist",), 256, 2, batch_size=128, eval_every=1),
+    "target": Budget((("double_hist", "bigvocab"),), ("hist", "double_hist"), 16000, 20),
+    "small": Budget(ALL_CELLS, TASKS, 4000, 20),
+    "paper": Budget(ALL_CELLS, TASKS, 16000, 250, eval_every=10),
+}
+
+
+def learn_config(task: str, vocab_size: int, max_len: int, budget: Budget, seed: int,
+                 epochs: int | None = None) -> LearnConfig:
+    """The training settings of one run (paper optimisation settings, fixed architecture)."""
+    return LearnConfig(task=task, n_layers=3, n_cat_heads=2, n_num_heads=2, n_cat_mlps=1,
+                       n_num_mlps=1, epochs=epochs or budget.epochs,
+                       batch_size=budget.batch_size, lr=0.02, tau_start=3.0, tau_end=0.1,
+                       eval_every=budget.eval_every, seed=seed, vocab_size=vocab_size,
+                       max_len=max_len, n_samples=20000, data_seed=seed)
+
+
+def build(cfg: LearnConfig, variant: str, vocab_size: int, max_len: int, n_classes: int
+          ) -> CountingProgramModel:
+    """A counting-augmented model for ``cfg`` with context ``max_len`` and ``n_classes``."""
+    return CountingProgramModel(CountingConfig(
+        vocab_size=vocab_size, max_len=max_len, n_classes=n_classes, n_layers=cfg.n_layers,
+        n_cat_heads=cfg.n_cat_heads, n_num_heads=cfg.n_num_heads, n_cat_mlps=cfg.n_cat_mlps,
+        n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp, seed=cfg.seed, **variant_flags(variant)))
+
+
+def gate_usage(model: CountingProgramModel, split: dict[str, np.ndarray]) -> dict[str, float]:
+    """Share of ``split``'s sequences for which the discrete gate picks each expert."""
+    from tpcore.backend import asarray, to_host
+
+    net = model.expert_network
+    if net is None:
+        return {}
+    choice = to_host(net.choice(asarray(split["tokens"]), asarray(split["pad"])))
+    counts = np.bincount(np.asarray(choice), minlength=len(EXPERTS)) / len(choice)
+    return {name: float(c) for name, c in zip(EXPERTS, counts)}
+
+
+def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
+              epochs: int | None = None, test_regime: str | None = None) -> dict[str, Any]:
+    """Train one model in ``regime`` and test it there and, if given, on ``test_regime``'s test
+    split (the model's context is sized for the longer of the two)."""
+    from tpcore.models.program_train import blas_threads, make_data, train
+    from tpcore.train import evaluate_supervised
+
+    blas_threads(1)
+    (v, n) = REGIMES[regime]
+    cfg = learn_config(task, v, n, budget, seed, epochs)
+    data = make_data(cfg)
+    data.splits["train"] = {k: a[: budget.n_train] for k, a in data.splits["train"].items()}
+    shifted = None
+    if test_regime is not None:
+        tv, tn = REGIMES[test_regime]
+        if tv != v:
+            raise TpcoreError(f"length test needs the same vocabulary; {regime} has |V|={v}, "
+                              f"{test_regime} |V|={tv}")
+        shifted = make_data(dataclasses.replace(cfg, max_len=tn))
+        if shifted.classes[: len(data.classes)] != data.classes or shifted.vocab != data.vocab:
+            raise TpcoreError(f"{task}: classes or vocabulary differ between N={n} and N={tn}")
+    ref = shifted or data
+    model = build(cfg, variant, len(ref.vocab), ref.max_len, len(ref.classes))
+    start = time.perf_counter()
+    model, metrics = train(cfg, data, model=model)
+    row = {"task": task, "regime": regime, "variant": variant, "seed": seed,
+           "vocab_size": v, "max_len": n, "n_train": len(data.splits["train"]["tokens"]),
+           "epochs": cfg.epochs, "steps": metrics["steps"],
+           "ms_per_step": metrics["ms_per_step"], "seconds": time.perf_counter() - start,
+           "selected_at_step": metrics["selected_at_step"],
+           "test": metrics["test"], "val": metrics["val"],
+           "gate_usage": gate_usage(model, data.splits["test"]),
+           "config": dataclasses.asdict(cfg)}
+    if shifted is not None:
+        row["test_regime"] = test_regime
+        row["shifted_test"] = evaluate_supervised(model, shifted.splits["test"])
+        row["shifted_gate_usage"] = gate_usage(model, shifted.splits["test"])
+    return row
+
+
+def _cached(path: Path, fn: Any) -> dict[str, Any]:
+    import json
+
+    from tpcore.io import write_json
+
+    if path.is_file():
+        return json.loads(path.read_text())
+    row = fn()
+    write_json(path, row)
+    return row
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: test token accuracy (sequence accuracy) per cell and variant, beside the
+    paper's Table 1."""
+    by = {(r["task"], r["regime"], r["variant"]): r for r in rows}
+    head = " | ".join(f"{v} tok (seq)" for v in VARIANTS)
+    lines = [f"| task | regime | {head} | paper ({' / '.join(VARIANTS)}) |",
+             "|---|---|" + "---|" * len(VARIANTS) + "---|"]
+    for task, regime in dict.fromkeys((r["task"], r["regime"]) for r in rows):
+        cells = []
+        for v in VARIANTS:
+            r = by.get((task, regime, v))
+            cells.append("-" if r is None else
+                         f"{_pct(r['test']['acc'])} ({_pct(r['test']['seq_acc'])})")
+        paper = " / ".join(f"{x:.2f}" for x in PAPER[(task, regime)])
+        v, n = REGIMES[regime]
+        lines.append(f"| {task} | {regime} (V={v}, N={n}) | {' | '.join(cells)} | {paper} |")
+    return "\n".join(lines)
+
+
+def gate_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: share of test sequences routed to each expert (runs with the expert network)."""
+    lines = ["| task | regime | variant | " + " | ".join(EXPERTS) + " |",
+             "|---|---|---|" + "---|" * len(EXPERTS)]
+    for r in rows:
+        if r["gate_usage"]:
+            lines.append(f"| {r['task']} | {r['regime']} | {r['variant']} | "
+                         + " | ".join(f"{r['gate_usage'][e]:.2f}" for e in EXPERTS) + " |")
+    return "\n".join(lines)
+
+
+def length_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: trained at N = 8, tested at N = 8 and N = 16 (token and sequence accuracy)."""
+    lines = ["| task | variant | N=8 tok (seq) | N=16 tok (seq) | expert choice at N=16 |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        t, s = r["test"], r["shifted_test"]
+        usage = r["shifted_gate_usage"]
+        gate = ", ".join(f"{k} {v:.2f}" for k, v in usage.items() if v > 0) if usage else "-"
+        lines.append(f"| {r['task']} | {r['variant']} | {_pct(t['acc'])} ({_pct(t['seq_acc'])}) "
+                     f"| {_pct(s['acc'])} ({_pct(s['seq_acc'])}) | {gate} |")
+    return "\n".join(lines)
+
+
+def run(budget: str = "target", out: str | Path = "results/counting",
+        epochs: int | None = None, variants: tuple[str, ...] = VARIANTS,
+        cells: tuple[tuple[str, str], ...] | None = None,
+        lengthgen: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Run ``budget`` (see the module docstring) into ``out``; ``cells``/``lengthgen``/
+    ``variants`` restrict it. Writes ``counting.json`` and ``counting.md`` after every run."""
+    from tpcore.io import write_json, write_text
+
+    if budget not in BUDGETS:
+        raise TpcoreError(f"unknown budget {budget!r}; expected one of {tuple(BUDGETS)}")
+    for v in variants:
+        variant_flags(v)
+    b = BUDGETS[budget]
+    cells = b.cells if cells is None else cells
+    lengthgen = b.lengthgen if lengthgen is None else lengthgen
+    bad = [c for c in cells if c[0] not in TASKS or c[1] not in REGIMES]
+    bad += [(t, "base") for t in lengthgen if t not in TASKS]
+    if bad:
+        raise TpcoreError(f"unknown task/regime {bad[0]}; tasks {TASKS}, regimes {tuple(REGIMES)}")
+    out = Path(out)
+    command = f"tpcore reproduce counting --budget {budget}" + (f" --epochs {epochs}"
+                                                                 if epochs else "")
+    rows: list[dict[str, Any]] = []
+    lengths: list[dict[str, Any]] = []
+    start = time.perf_counter()
+
+    def write() -> dict[str, Any]:
+        result = {"budget": budget, "command": command, "settings": dataclasses.asdict(b),
+                  "epochs": epochs or b.epochs, "target": TARGET, "cells": rows,
+                  "lengthgen": lengths, "seconds": time.perf_counter() - start}
+        write_json(out / "counting.json", result)
+        write_text(out / "counting.md", "\n\n".join([
+            f"Command: `{command}` (seeds {list(b.seeds)})", table(rows) if rows else "",
+            gate_table(rows) if rows else "", length_table(lengths) if lengths else ""]) + "\n")
+        return result
+
+    for seed in b.seeds:
+        for task, regime in cells:
+            for v in variants:
+                rows.append(_cached(out / "runs" / f"{task}-{regime}-{v}-s{seed}.json",
+                                    partial(train_run, task, regime, v, b, seed, epochs)))
+                write()
+        for task in lengthgen:
+            for v in variants:
+                lengths.append(_cached(
+                    out / "runs" / f"length-{task}-{v}-s{seed}.json",
+                    partial(train_run, task, "base", v, b, seed, epochs, test_regime="longer")))
+                write()
+    return write()
