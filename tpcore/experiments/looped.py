@@ -157,7 +157,7 @@ def _noisy(layers: list[Layer], which: list[int], sigma: float, rng: np.random.G
     return out
 
 
-SIGMAS = [10.0 ** e for e in np.arange(-4, 0.01, 0.5)]
+SIGMAS = [float(10.0 ** e) for e in np.arange(-9, 0.01, 0.5)]
 
 
 def _break_sigma(machine: Machine, progs: list[Program], T: int, ref, seed: int,
@@ -171,20 +171,28 @@ def _break_sigma(machine: Machine, progs: list[Program], T: int, ref, seed: int,
 
 
 def sensitivity(seed: int, lam: float = 10.0) -> dict[str, Any]:
-    """Gradient norms per block through the loop (no snap), and per-block noise that breaks."""
+    """Gradient norms per block through the loop (no snap), and per-block noise that breaks a
+    run, with the snap layer restoring the written rows only or also the static rows."""
     prog = assemble(multiply(3, 2), N=8)
     T = interpret(prog).steps + 2
     grad_machine = build(prog.layout, lam=lam, snap=False)
     grads = _final_memory_grads(grad_machine, prog, T, projections=4, seed=seed)
-    run_machine = build(prog.layout, lam=lam)
+    runs = {static: build(prog.layout, lam=lam, snap_static=static) for static in (False, True)}
     ref = _reference([prog], T)
     rows = []
-    for li, name in enumerate(run_machine.names[:-1]):
+    for li, name in enumerate(grad_machine.names):
         for k, w in weight_arrays(grad_machine.layers[li]).items():
-            rows.append({"layer": name, "array": k, "norm_W": float(np.linalg.norm(w)),
-                         "grad_norm": grads[name][k],
-                         "break_sigma": _break_sigma(run_machine, [prog], T, ref, seed, [li], k)})
-    return {"program": "multiply(3, 2)", "T": T, "lam": lam, "rows": rows}
+            row = {"layer": name, "array": k, "norm_W": float(np.linalg.norm(w)),
+                   "grad_norm": grads[name][k]}
+            for static, m in runs.items():
+                key = "break_sigma_snap_all" if static else "break_sigma"
+                row[key] = _break_sigma(m, [prog], T, ref, seed, [li], k)
+            rows.append(row)
+    whole = {("snap_all" if st else "snap_written"): _break_sigma(m, [prog], T, ref, seed,
+                                                                  list(range(len(m.layers) - 1)))
+             for st, m in runs.items()}
+    return {"program": "multiply(3, 2)", "T": T, "lam": lam, "rows": rows,
+            "break_sigma_all_compute_layers": whole}
 
 
 def _pairs(machine_exact: Machine, layout_prog: Program, count: int,
@@ -203,8 +211,11 @@ def _pairs(machine_exact: Machine, layout_prog: Program, count: int,
     return np.stack(X_in), np.stack(X_out)
 
 
-def repair(seed: int, steps: int, lam: float = 10.0, lr: float = 3e-3) -> dict[str, Any]:
-    """Break the compute layers with noise, then restore them by Adam on instruction pairs."""
+def repair(seed: int, steps: int, lam: float = 10.0, lr_factor: float = 0.2) -> dict[str, Any]:
+    """Break the compute layers with noise, then restore them by Adam on instruction pairs.
+
+    Adam moves every weight by about ``lr`` per step, so ``lr = lr_factor * sigma_break``: a
+    larger step than the noise that breaks the machine would itself break it."""
     from tpcore.nn.module import Parameter
     from tpcore.nn.optim import Adam
 
@@ -214,7 +225,7 @@ def repair(seed: int, steps: int, lam: float = 10.0, lr: float = 3e-3) -> dict[s
     held = [prog] + [_random_program(rng, lo.m, lo.k, lo.N) for _ in range(4)]
     T = interpret(prog).steps + 2
     ref = _reference(held, T)
-    machine = build(lo, lam=lam)
+    machine = build(lo, lam=lam, snap_static=True)
     compute = list(range(len(machine.layers) - 1))                  # all but the snap layer
     sigma = _break_sigma(machine, held, T, ref, seed, compute)
     if sigma is None:
@@ -225,6 +236,7 @@ def repair(seed: int, steps: int, lam: float = 10.0, lr: float = 3e-3) -> dict[s
     X_val, Y_val = _pairs(exact, prog, 64, rng)
     params = [{k: Parameter(v.copy()) for k, v in weight_arrays(layers[i]).items()}
               for i in compute]
+    lr = lr_factor * sigma
     opt = Adam([p for d in params for p in d.values()], lr=lr)
 
     def current() -> list[Layer]:
@@ -280,21 +292,29 @@ def _markdown(res: dict[str, Any]) -> str:
     s = res["sensitivity"]
     lines += ["", f"## Sensitivity ({s['program']}, T = {s['T']}, lambda = {s['lam']})", "",
               "RMS over 4 random projections of ||d(g . final memory)/dW|| through the loop "
-              "(no snap layer), and the smallest noise std on that array alone (others exact, "
-              "snap on) that breaks the run.", "",
-              "| layer | array | norm W | grad norm | breaking noise std |",
-              "|---|---|---|---|---|"]
+              "(no snap layer), and the smallest N(0, sigma^2) noise on every entry of that "
+              "array alone (others exact) that breaks the run, with the snap layer restoring the "
+              "written rows only (default) or also the static rows cmd, enc, ind.", "",
+              "| layer | array | norm W | grad norm | breaking sigma | breaking sigma, snap all |",
+              "|---|---|---|---|---|---|"]
     for r in s["rows"]:
-        br = "> 1" if r["break_sigma"] is None else f"{r['break_sigma']:.3g}"
+        br = ["> 1" if r[k] is None else f"{r[k]:.2g}"
+              for k in ("break_sigma", "break_sigma_snap_all")]
         lines.append(f"| {r['layer']} | {r['array']} | {r['norm_W']:.3g} | "
-                     f"{r['grad_norm']:.3g} | {br} |")
+                     f"{r['grad_norm']:.3g} | {br[0]} | {br[1]} |")
+    w = s["break_sigma_all_compute_layers"]
+    lines += ["", f"Noise on every array of every compute layer breaks the run at sigma = "
+              f"{w['snap_written']} (snap written rows) and {w['snap_all']} (snap all rows)."]
     rp = res["repair"]
     lines += ["", "## Repair by gradient descent on single instructions", ""]
     if rp.get("sigma_break") is None:
         lines.append("No noise level up to 1 broke execution.")
     else:
-        lines += [f"- noise std that breaks execution (all compute layers): "
-                  f"{rp['sigma_break']:.3g}",
+        lines += [f"- machine: snap layer on all rows; noise N(0, sigma^2) on every weight of "
+                  f"{', '.join(rp['noise_on'])}",
+                  f"- smallest sigma on the grid that breaks the held-out runs: "
+                  f"{rp['sigma_break']:.3g}; Adam, lr = {rp['lr']:.2g}, batch 32, "
+                  f"{rp['train_pairs']} single-instruction pairs of random programs",
                   f"- validation loss on instruction pairs: {rp['val_loss_before']:.4g} -> "
                   f"{rp['val_loss_after']:.4g} after {rp['steps']} Adam steps",
                   f"- held-out runs correct before repair: {rp['runs_correctly_before']}, after: "

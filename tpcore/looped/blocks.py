@@ -279,12 +279,18 @@ SNAP_ROWS = ("scr_a", "scr_b", "cur_a", "cur_b", "cur_c", "pc", "pc1", "flag")
 """Column-0 rows that attention or gated FFs can leave noisy (``mem`` is snapped everywhere)."""
 
 
-def snap(layout: Layout, C: float, eps: float = 0.25) -> Part:
+STATIC_ROWS = ("cmd_a", "cmd_b", "cmd_c", "enc", "ind")
+"""Rows no head or FF writes: exact with exact weights, but they drift when weights are noisy."""
+
+
+def snap(layout: Layout, C: float, eps: float = 0.25, static: bool = False) -> Part:
     """Step 6: snap values within ``eps`` of -1, 0, 1 back exactly (``eps < 1/2``).
 
     ``clean(x) = a (ReLU(x+1-eps) - ReLU(x+eps)) + a (ReLU(x-eps) - ReLU(x-1+eps)) - 1``,
     ``a = 1 / (1 - 2 eps)``; the FF adds ``clean(x) - x``. ``mem`` rows on every column, the
-    other noisy rows on column 0; rows no head writes (``cmd, enc, ind``) stay exact anyway.
+    other noisy rows on column 0. With ``static`` also :data:`STATIC_ROWS` on every column: with
+    exact weights they never change, but with perturbed weights ``ind`` drifts and every gate
+    multiplies its drift by ``C`` (the sensitivity study shows this).
     """
     if not 0 < eps < 0.5:
         raise ValueError(f"snap eps = {eps}; expected 0 < eps < 0.5")
@@ -292,6 +298,8 @@ def snap(layout: Layout, C: float, eps: float = 0.25) -> Part:
     a = 1.0 / (1.0 - 2.0 * eps)
     targets = [(r, SCOPE_ALL) for r in _rows(layout, "mem")]
     targets += [(r, SCOPE_GLOBAL) for name in SNAP_ROWS for r in _rows(layout, name)]
+    if static:
+        targets += [(r, SCOPE_ALL) for name in STATIC_ROWS for r in _rows(layout, name)]
     for r, scope in targets:
         g, gb = gate.terms(scope)
         for bias, coef in ((1 - eps, a), (eps, -a), (-eps, a), (-1 + eps, -a)):

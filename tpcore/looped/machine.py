@@ -84,8 +84,11 @@ class Machine:
 
 
 def build(layout: Layout, lam: float | None = None, schedule: str = "fused", snap: bool = True,
-          eps: float = 0.25, xp: Any = np) -> Machine:
-    """Generate every block's weights for ``layout`` and stack them per ``schedule``."""
+          eps: float = 0.25, snap_static: bool = False, xp: Any = np) -> Machine:
+    """Generate every block's weights for ``layout`` and stack them per ``schedule``.
+
+    ``snap_static`` makes the snap layer also restore the rows no block writes (``cmd, enc, ind``)
+    - needed only when the weights are perturbed."""
     if schedule not in SCHEDULES:
         raise TpcoreError(f"schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
     if lam is not None and not lam > 0:
@@ -106,7 +109,7 @@ def build(layout: Layout, lam: float | None = None, schedule: str = "fused", sna
                 ("write", [blocks.write(lo, lam_h, C)]), ("flag", [blocks.flag(lo, C)]),
                 ("increment", [blocks.increment(lo, C)]), ("select", [blocks.select(lo, C)])]
     if snap:
-        plan.append(("snap", [blocks.snap(lo, C, eps)]))
+        plan.append(("snap", [blocks.snap(lo, C, eps, static=snap_static)]))
     return Machine(layout, [blocks.merge(parts, xp) for _, parts in plan], lam, schedule, snap,
                    [name for name, _ in plan])
 
