@@ -118,9 +118,10 @@ def _reproduce_hierarchy(args: argparse.Namespace) -> int:
     from tpcore.experiments.hierarchy import hierarchy
 
     parts = tuple(args.parts.split(","))
-    bad = set(parts) - {"root", "mlm"}
+    bad = set(parts) - {"root", "mlm", "probe", "finetune"}
     if bad:
-        raise ValueError(f"--parts {args.parts!r}: unknown {sorted(bad)}; expected root,mlm")
+        raise ValueError(f"--parts {args.parts!r}: unknown {sorted(bad)}; expected a "
+                         "comma-separated subset of root,mlm,probe,finetune")
     hierarchy(args.out, budget=args.budget, parts=parts, mlm_steps=args.mlm_steps,
               seed=args.seed)
     print(f"wrote {args.out}/hierarchy_{args.budget}.json and .md")
@@ -146,7 +147,9 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                          "k_train, MLM) compared with exact BP during training")
     h.add_argument("--budget", default="small", choices=("tiny", "small", "paper"),
                    help="scale (default small: l=3, d=64, FFN 256; paper: l=4, d=128, FFN 2048)")
-    h.add_argument("--parts", default="root,mlm", help="root, mlm or both (default both)")
+    h.add_argument("--parts", default="root,mlm",
+                   help="comma-separated: root, mlm, probe, finetune (default root,mlm; probe "
+                        "and finetune use the encoder saved by mlm)")
     h.add_argument("--mlm-steps", type=int, help="MLM steps (default 4x the root steps)")
     h.add_argument("--seed", type=int, default=0, help="seed of data, init and batches")
     h.add_argument("--out", default="results/hierarchy", help="output folder")

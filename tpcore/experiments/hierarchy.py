@@ -223,16 +223,17 @@ BUDGETS = {
 (10 epochs of 2**17 at batch 32); ``small`` fits a shared 2-core CPU in minutes per run."""
 
 
-def make_model(run: TreeRun, q: int):
-    """The standard transformer configured as in the paper (scaled by ``run``)."""
+def make_model(run: TreeRun, q: int, readout: str | None = None):
+    """The standard transformer configured as in the paper (scaled by ``run``); MLM models
+    have the extra mask token. ``readout`` overrides the task's (fine-tuning an MLM encoder)."""
     from tpcore.models.transformer import Transformer, TransformerConfig
 
     mlm = run.task == "mlm"
     return Transformer(TransformerConfig(
         vocab_size=q + 1 if mlm else q, max_len=2**run.l, n_classes=q, d_model=run.d_model,
         n_layers=run.l, n_heads=1, d_mlp=run.d_mlp, layer_norm="post", positions="sinusoidal",
-        readout="token" if mlm else "flatten", activation="relu", dtype="float32",
-        seed=run.seed))
+        readout=readout or ("token" if mlm else "flatten"), activation="relu",
+        dtype="float32", seed=run.seed))
 
 
 def mask_leaves(leaves: np.ndarray, pos: np.ndarray, q: int) -> dict:
@@ -344,8 +345,10 @@ def attention_summary(model, run: TreeRun, leaves: np.ndarray, q: int) -> dict:
     return dict(maps=[m.round(4).tolist() for m in maps], block_mass=score)
 
 
-def train_against_bp(run: TreeRun, grammar=None, log=print) -> dict:
-    """Train one transformer and compare it with exact BP at log-spaced checkpoints."""
+def train_against_bp(run: TreeRun, grammar=None, log=print, save_to: str | Path | None = None
+                     ) -> dict:
+    """Train one transformer and compare it with exact BP at log-spaced checkpoints; the
+    final model is saved to ``save_to`` (``.npz`` + ``.json``) when given."""
     from tpcore.nn.optim import Adam
     from tpcore.tasks.trees import sample_trees
     from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
@@ -378,6 +381,10 @@ def train_against_bp(run: TreeRun, grammar=None, log=print) -> dict:
         log(f"[{run.task} k_train={run.k_train}] step {done} ({seconds:.0f}s) loss "
             f"{res.last_loss:.4f} acc(k_test=k_train) {metrics[k]['acc']:.4f} acc(k_test=0) "
             f"{metrics['0']['acc']:.4f} argmin_k KL {_closest_bp(metrics[k])}")
+    if save_to is not None:
+        from tpcore.nn.module import save
+
+        save(model, save_to, {"run": run.__dict__})
     return dict(run=run.__dict__, history=history, train_seconds=seconds,
                 seconds_per_step=seconds / run.steps, n_parameters=model.n_parameters(),
                 attention=attention_summary(model, run, sets[str(run.k_train)]["leaves"][:2000],
@@ -391,31 +398,70 @@ def _closest_bp(m: dict) -> int:
 
 def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
               parts: tuple[str, ...] = ("root", "mlm"), mlm_steps: int | None = None,
-              seed: int = 0, log=print) -> dict:
-    """Root classification for every k_train in 0..l and the k_train = 0 MLM run, compared
-    with exact BP (the paper's Figs. 1, 3, 4, 5 and 6 at the scale of ``budget``).
+              finetune_sizes: tuple[int, ...] = (2**8, 2**10, 2**12), seed: int = 0,
+              log=print) -> dict:
+    """The paper's transformer experiments at the scale of ``budget``, compared with exact BP.
 
-    Writes ``hierarchy_<budget>.json`` after every run (partial results survive) and
-    ``hierarchy_<budget>.md`` with the tables.
+    Parts: ``root`` (root classification for every k_train in 0..l: Figs. 1c, 3, 4),
+    ``mlm`` (k_train = 0 MLM: Figs. 1d, 5, 6; the model is saved under ``runs/hierarchy``),
+    ``probe`` (ancestor probes of the saved MLM encoder's frozen layers: Figs. 7, 14 left) and
+    ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs scratch,
+    over ``finetune_sizes``: Fig. 1f). Results merge into ``hierarchy_<budget>.json`` (written
+    after every run, so partial results survive) and ``hierarchy_<budget>.md``.
     """
+    import json
+
     if budget not in BUDGETS:
         raise ValueError(f"budget {budget!r} unknown; expected one of {sorted(BUDGETS)}")
     cfg = BUDGETS[budget]
     g = paper_grammar()
-    out = dict(budget=budget, config=cfg, seed=seed, runs=[],
-               command=f"tpcore reproduce hierarchy --budget {budget} --parts "
-                       f"{','.join(parts)} --seed {seed}"
-                       + (f" --mlm-steps {mlm_steps}" if mlm_steps else ""))
-    jobs = [TreeRun(task="root", k_train=k, seed=seed, **cfg) for k in range(cfg["l"] + 1)] \
-        if "root" in parts else []
-    if "mlm" in parts:
-        mcfg = dict(cfg, steps=mlm_steps or 4 * cfg["steps"])
-        jobs.append(TreeRun(task="mlm", k_train=0, seed=seed, **mcfg))
     out_dir = Path(out_dir)
-    for run in jobs:
-        out["runs"].append(train_against_bp(run, g, log=log))
-        write_json(out_dir / f"hierarchy_{budget}.json", out)
+    path = out_dir / f"hierarchy_{budget}.json"
+    out = json.loads(path.read_text()) if path.is_file() else \
+        dict(budget=budget, config=cfg, runs=[], commands=[])
+    out["commands"].append(f"tpcore reproduce hierarchy --budget {budget} --parts "
+                           f"{','.join(parts)} --seed {seed}"
+                           + (f" --mlm-steps {mlm_steps}" if mlm_steps else ""))
+    mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
+                      **dict(cfg, steps=mlm_steps or 4 * cfg["steps"]))
+    encoder = Path("runs/hierarchy") / f"{budget}_mlm_seed{seed}"
+
+    def store(key: str | None = None, value=None, run: dict | None = None) -> None:
+        if run is not None:
+            same = (run["run"]["task"], run["run"]["k_train"], run["run"]["seed"])
+            out["runs"] = [r for r in out["runs"] if (r["run"]["task"], r["run"]["k_train"],
+                                                      r["run"]["seed"]) != same] + [run]
+        if key is not None:
+            out[key] = value
+        write_json(path, out)
         write_text(out_dir / f"hierarchy_{budget}.md", hierarchy_markdown(out, g))
+
+    if "root" in parts:
+        for k in range(cfg["l"] + 1):
+            store(run=train_against_bp(TreeRun(task="root", k_train=k, seed=seed, **cfg), g,
+                                       log=log))
+    if "mlm" in parts:
+        store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
+    if "probe" in parts or "finetune" in parts:
+        from tpcore.nn.module import load
+
+        if not encoder.with_suffix(".npz").is_file():
+            raise ValueError(f"no MLM encoder at {encoder}.npz; run --parts mlm first")
+    if "probe" in parts:
+        model = load(encoder)
+        store("probes", dict(
+            all_positions=probe_ancestors(model, mlm_run, g, seed=seed),
+            ends_only=probe_ancestors(model, mlm_run, g, positions="ends", seed=seed)))
+        log(f"probes: {out['probes']}")
+    if "finetune" in parts:
+        rows = []
+        for P in finetune_sizes:
+            for mode in ("scratch", "frozen", "unfrozen"):
+                acc = finetune_root(mlm_run, g, None if mode == "scratch" else encoder, mode, P,
+                                    steps=cfg["steps"] // 4, seed=seed)
+                rows.append(dict(P=P, mode=mode, acc=acc))
+                log(f"finetune P={P} {mode}: {acc:.4f}")
+                store("finetune", dict(steps=cfg["steps"] // 4, rows=rows))
     return out
 
 
@@ -424,7 +470,7 @@ def hierarchy_markdown(out: dict, grammar) -> str:
     from tpcore.tasks.trees import sample_trees
 
     parts = [f"Transformers vs exact BP, budget `{out['budget']}`: {out['config']}.\n"
-             f"Command: `{out['command']}`\n"]
+             "Commands: " + "; ".join(f"`{c}`" for c in out["commands"]) + "\n"]
     for r in out["runs"]:
         run, hist = r["run"], r["history"]
         l, kt, task = run["l"], run["k_train"], run["task"]
@@ -466,6 +512,28 @@ def hierarchy_markdown(out: dict, grammar) -> str:
                      " | ".join(f"h={h}" for h in range(1, l)) + " |\n|" + "---|" * l + "\n")
         for i, row in enumerate(bm):
             parts.append(f"| {i + 1} | " + " | ".join(f"{x:.3f}" for x in row) + " |\n")
+    l = out["config"]["l"]
+    for key, title in (("all_positions", "trained on all positions"),
+                       ("ends_only", "trained on the first and last position only")):
+        if "probes" not in out:
+            break
+        parts.append(f"\n### Ancestor probes of the frozen MLM encoder ({title}; tested on all "
+                     "positions)\n\nRows: stream after n blocks (0 = embeddings). Columns: "
+                     "tree level of the ancestor (0 = root, l-1 = parent).\n\n| layer | " +
+                     " | ".join(f"level {m}" for m in range(l)) + " |\n|" + "---|" * (l + 1)
+                     + "\n")
+        for i, row in enumerate(out["probes"][key]):
+            parts.append(f"| {i} | " + " | ".join(f"{x:.3f}" for x in row) + " |\n")
+    if "finetune" in out:
+        ft = out["finetune"]
+        parts.append(f"\n### Root classification from the MLM encoder vs scratch ({ft['steps']}"
+                     " steps each; k = 0 test accuracy)\n\n| P | scratch | frozen | unfrozen |"
+                     "\n|---|---|---|---|\n")
+        acc = {(r["P"], r["mode"]): r["acc"] for r in ft["rows"]}
+        for P in sorted({r["P"] for r in ft["rows"]}):
+            parts.append(f"| {P} | " + " | ".join(f"{acc[P, m]:.4f}" if (P, m) in acc else "-"
+                                                  for m in ("scratch", "frozen", "unfrozen"))
+                         + " |\n")
     return "".join(parts)
 
 
@@ -486,3 +554,102 @@ def _bp_set_accuracy(grammar, run: dict, k_test: int, k_train: int, sample_trees
             pred = res.cavity[np.arange(n), pos].argmax(1)
             accs.append(float((pred == t.leaves[np.arange(n), pos]).mean()))
     return tuple(accs)
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanism: probes of frozen layers, pretraining then fine-tuning
+# --------------------------------------------------------------------------------------------
+
+def _probe_class():
+    """A per-token 2-layer ReLU probe ``d -> hidden -> q`` (a Module, built lazily)."""
+    from tpcore.nn import functional as F
+    from tpcore.nn.layers import Linear
+    from tpcore.nn.module import Module
+
+    class AncestorProbe(Module):
+        def __init__(self, d: int, hidden: int, q: int, rng, dtype):
+            self.fc1 = Linear(d, hidden, rng, dtype)
+            self.fc2 = Linear(hidden, q, rng, dtype)
+
+        def forward(self, h, pad=None):
+            z, self._relu = F.relu_forward(self.fc1.forward(h))
+            return self.fc2.forward(z)
+
+        def backward(self, dlogits):
+            self.fc1.backward(F.relu_backward(self.fc2.backward(dlogits), self._relu))
+
+    return AncestorProbe
+
+
+def probe_ancestors(model, run: TreeRun, grammar, n_train: int = 2**13, n_test: int = 2000,
+                    epochs: int = 10, hidden: int = 64, lr: float = 1e-3, batch: int = 128,
+                    positions: str = "all", seed: int = 0) -> list[list[float]]:
+    """Probe accuracy ``acc[layer][level]``: a per-token probe (weights shared across
+    positions) on the frozen stream after ``layer`` blocks (0 = embeddings) predicts each
+    token's ancestor at tree level ``level`` (0 = root .. l-1 = parent), on k = 0 data with
+    unmasked inputs. ``positions="ends"`` trains on the first and last token only (tests on all).
+    """
+    from tpcore.backend import asarray, to_host
+    from tpcore.backend import rng as make_rng
+    from tpcore.nn.optim import Adam
+    from tpcore.tasks.trees import sample_trees
+    from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
+
+    l, q = run.l, grammar.q
+    N = 2**l
+    data = {}
+    for name, n, s in (("train", n_train, 50_000 + seed), ("test", n_test, 60_000 + seed)):
+        t = sample_trees(grammar, n, l, 0, seed=s, keep_levels=True)
+        model.forward(asarray(t.leaves.astype(np.int64)))
+        resid = [to_host(h) for h in model.cache["resid"]]
+        labels = [t.levels[m][:, np.arange(N) >> (l - m)] for m in range(l)]
+        data[name] = (resid, labels)
+    Probe = _probe_class()
+    acc = []
+    for layer in range(l + 1):
+        row = []
+        for level in range(l):
+            h_tr, y_tr = data["train"][0][layer], data["train"][1][level].astype(np.int64)
+            keep = np.zeros(N, bool)
+            keep[[0, N - 1] if positions == "ends" else slice(None)] = True
+            probe = Probe(run.d_model, hidden, q, make_rng(seed), h_tr.dtype)
+            batches = shuffled_batches(dict(tokens=h_tr, targets=y_tr,
+                                            mask=np.broadcast_to(keep, y_tr.shape)), batch,
+                                       seed=seed)
+            fit(probe, Adam(probe.parameters(), lr=lr), batches, supervised_step,
+                TrainConfig(steps=epochs * n_train // batch, seed=seed, quiet=True))
+            h_te, y_te = data["test"][0][layer], data["test"][1][level]
+            pred = to_host(probe.forward(asarray(h_te))).argmax(-1)
+            row.append(float((pred == y_te).mean()))
+        acc.append(row)
+    return acc
+
+
+def finetune_root(run: TreeRun, grammar, encoder_path: str | Path | None, mode: str,
+                  P: int, steps: int, seed: int = 0) -> float:
+    """Root classification (flatten readout) trained on P k = 0 samples, from scratch
+    (``encoder_path=None``) or from a saved MLM encoder, ``mode`` ``"frozen"`` (only the
+    readout trains) or ``"unfrozen"``; returns the accuracy on the k = 0 test set."""
+    import dataclasses
+
+    from tpcore.nn.module import load
+    from tpcore.nn.optim import Adam
+    from tpcore.tasks.trees import sample_trees
+    from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
+
+    root_run = dataclasses.replace(run, task="root", P=P, steps=steps)
+    model = make_model(dataclasses.replace(root_run, task="mlm"), grammar.q, readout="flatten")
+    if encoder_path is not None:
+        state = load(encoder_path).state_dict()
+        own = model.state_dict()
+        model.load_state_dict({k: (v if not k.startswith("unembed") else own[k])
+                               for k, v in state.items()})
+    params = model.unembed.parameters() if mode == "frozen" else model.parameters()
+    t = sample_trees(grammar, P, run.l, 0, seed=70_000 + P + seed)
+    batches = shuffled_batches(dict(tokens=t.leaves.astype(np.int64),
+                                    targets=t.root.astype(np.int64)), min(run.batch, P), seed)
+    fit(model, Adam(params, lr=run.lr), batches, supervised_step,
+        TrainConfig(steps=steps, seed=seed, quiet=True))
+    te = sample_trees(grammar, run.n_eval, run.l, 0, seed=10_000)
+    p = model_probs(model, root_run, te.leaves, None, grammar.q)
+    return float((p.argmax(1) == te.root).mean())
