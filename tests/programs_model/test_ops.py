@@ -33,7 +33,7 @@ def test_read_gradients(rng):
 
 def test_cat_attention_gradients(rng, heads):
     q, k, v, p, mask = heads
-    bias = ops.closest_bias(5, "float64")
+    bias = ops.masked_bias(ops.closest_bias(5, "float64"), mask)
     noise = gumbel_noise((2, 3, 5, 5), rng, "float64")
 
     def f(q, k, v, p):
@@ -78,8 +78,8 @@ def test_discrete_attention_picks_closest_match_then_bos():
     p = np.array([[[0.0, 1.0], [1.0, 0.0]]])
     v = np.eye(n)[None, None]  # value = position one-hot, so the output names the key
     mask = np.ones((1, n, n), bool)
-    out, _ = ops.cat_attention_forward(q, k, v, p, mask, ops.closest_bias(n, "float64"), None,
-                                       None)
+    bias = ops.masked_bias(ops.closest_bias(n, "float64"), mask)
+    out, _ = ops.cat_attention_forward(q, k, v, p, mask, bias, None, None)
     picked = out[0, 0].argmax(-1)
     # keys with value 1 sit at 1 and 3: position 2 is equidistant -> the earlier (1);
     # position 1 sees itself only as a last resort -> 3; position 3 -> 1 (distance 2 both sides
@@ -88,8 +88,7 @@ def test_discrete_attention_picks_closest_match_then_bos():
     p_none = np.zeros((1, d, d))
     p_none[0, :, 1] = 1.0
     k_none = np.eye(d)[np.zeros(n, int)][None, None]
-    out, _ = ops.cat_attention_forward(q, k_none, v, p_none, mask,
-                                       ops.closest_bias(n, "float64"), None, None)
+    out, _ = ops.cat_attention_forward(q, k_none, v, p_none, mask, bias, None, None)
     assert out[0, 0].argmax(-1).tolist() == [0] * n
 
 

@@ -370,7 +370,7 @@ class ProgramModel(Module):
         mask = keys[:, None, :]
         if cfg.causal:
             mask = mask & xp.tril(xp.ones((n, n), dtype=bool))[None]
-        bias = self.bias[:n, :n]
+        bias = ops.masked_bias(self.bias[:n, :n], mask)
         caches = [self._layer_forward(layer, x, xn, layer.m, layer.p, mask, bias, noise, tau)
                   for layer in self.layers]
         feats = xp.concatenate([x.transpose(1, 2, 0, 3).reshape(b, n, -1),

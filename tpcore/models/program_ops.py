@@ -99,6 +99,13 @@ def scores_backward(ds: Array, cache: tuple) -> tuple[Array, Array, Array]:
     return dq, dk, dp
 
 
+def masked_bias(bias: Array, mask: Array) -> Array:
+    """``bias`` with ``-1e30`` added where ``mask`` is False: ``(1 or B, N, N)``."""
+    xp = xp_of(bias)
+    return bias + xp.where(mask, xp.asarray(0.0, dtype=bias.dtype),
+                           xp.asarray(MASKED, dtype=bias.dtype))
+
+
 def cat_attention_forward(
     q: Array, k: Array, v: Array, p: Array, mask: Array, bias: Array, noise: Array | None,
     tau: float | None,
@@ -106,11 +113,12 @@ def cat_attention_forward(
     """Categorical attention of ``H`` heads: one relaxed hard attention per query.
 
     ``q, k, v: (H, B, N, d)``; ``p: (H, d, d)``; ``mask: (1 or B, N, N)`` bool, True where query
-    ``i`` may attend key ``j``; ``bias: (N, N)`` from :func:`closest_bias`; ``noise: (H, B, N, N)``.
+    ``i`` may attend key ``j``; ``bias: (1 or B, N, N)`` = :func:`closest_bias` through
+    :func:`masked_bias`; ``noise: (H, B, N, N)``.
 
     1. ``S = (Q P) K^T``; ``s_i = sum_j mask_ij S_ij``;
     2. default to BOS: ``S'[:, 0] = S[:, 0] + relu(1 - s / (s + 1e-10))``;
-    3. ``L = log(S' + 1e-20) + bias``, ``L = -1e30`` where masked;
+    3. ``L = log(S' + 1e-20) + bias`` (so ``L = -1e30`` where masked);
     4. ``A = GumbelSoftmax(L / sqrt(d); tau)`` (``argmax_onehot(L)`` when ``tau`` is None);
     5. ``out = A V: (H, B, N, d)``.
 
@@ -123,32 +131,33 @@ def cat_attention_forward(
     s = (s_full * maskf).sum(axis=-1)
     u = 1.0 - s / (s + BOS_EPS)
     dflt, dflt_mask = relu_forward(u)
-    s_prime = s_full.copy()
+    s_prime = s_full
     s_prime[..., 0] += dflt
-    logits = xp.log(s_prime + LOG_EPS) + bias
-    logits = xp.where(mask, logits, xp.asarray(MASKED, dtype=q.dtype))
+    logits = s_prime + LOG_EPS
+    xp.log(logits, out=logits)
+    logits += bias
     scale = 1.0 / math.sqrt(q.shape[-1])
-    a, a_cache = sample(logits * scale, noise, tau)
-    return a @ v, (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, mask, scale)
+    logits *= scale
+    a, a_cache = sample(logits, noise, tau)
+    return a @ v, (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale)
 
 
 def cat_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array, Array]:
     """Gradients ``(dq, dk, dv, dp)``, reversing the steps of :func:`cat_attention_forward`:
-    ``dV = A^T dout``; ``dA = dout V^T``; ``dL = GumbelSoftmax'(dA) / sqrt(d)`` (0 where masked);
-    ``dS' = dL / (S' + 1e-20)``;
+    ``dV = A^T dout``; ``dA = dout V^T``; ``dL = GumbelSoftmax'(dA) / sqrt(d)`` (0 where masked,
+    as ``A`` is); ``dS' = dL / (S' + 1e-20)``;
     ``dS = dS' + mask * (dS'[:, 0] * relu'(u) * -1e-10 / (s + 1e-10)^2)`` (the BOS default depends
     on every unmasked score of the row); then the score backward."""
-    xp = xp_of(dout)
-    a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, mask, scale = cache
+    a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale = cache
     dv = a.swapaxes(-1, -2) @ dout
     da = dout @ v.swapaxes(-1, -2)
-    dlogits = sample_backward(da, a_cache) * scale
-    dlogits = xp.where(mask, dlogits, xp.asarray(0.0, dtype=dlogits.dtype))
-    ds_prime = dlogits / (s_prime + LOG_EPS)
+    ds_prime = sample_backward(da, a_cache)
+    ds_prime *= scale
+    ds_prime /= s_prime + LOG_EPS
     du = relu_backward(ds_prime[..., 0], dflt_mask)
     dsum = du * (-BOS_EPS / (s + BOS_EPS) ** 2)
-    ds_full = ds_prime + dsum[..., None] * maskf
-    dq, dk, dp = scores_backward(ds_full, s_cache)
+    ds_prime += dsum[..., None] * maskf
+    dq, dk, dp = scores_backward(ds_prime, s_cache)
     return dq, dk, dv, dp
 
 
@@ -195,7 +204,8 @@ def mlp_forward(
 
 def mlp_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array, Array, Array]:
     """``dz = GumbelSoftmax'(dy)``; ``dW2 = h^T dz``; ``dh = dz W2^T``; through the ReLU;
-    ``dW1 = x^T dh``; ``dx = dh W1^T``; bias gradients sum over tokens. Returns ``(dx, dw1, db1, dw2, db2)``."""
+    ``dW1 = x^T dh``; ``dx = dh W1^T``; bias gradients sum over tokens. Returns
+    ``(dx, dw1, db1, dw2, db2)``."""
     x, w1, w2, h, hmask, y_cache = cache
     dz = sample_backward(dy, y_cache)
     ones = xp_of(dz).ones((1, dz.shape[1]), dtype=dz.dtype)
