@@ -59,6 +59,7 @@ def test_classification_both_models():
     for key in ("naive_bayes", "transformer", "program"):
         assert 0 <= res[key]["test"]["accuracy"] <= 100
     assert "Transformer Program" in ex.classification_table(res)
+    assert res["program"]["written"]["fidelity"] == {"numpy": 1.0}
 
 
 def test_cli_conll_and_classify(tmp_path, capsys):
