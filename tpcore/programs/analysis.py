@@ -18,7 +18,10 @@ def reachable(program: Program) -> dict[str, np.ndarray]:
 
     Conservative (never drops a value that can occur): tokens other than ``pad``, every position,
     a categorical head's output takes its value variable's reachable values, an MLP's output the
-    table entries over reachable inputs, a numerical variable all its values.
+    table entries over reachable inputs. A numerical head sums its value over the matching keys,
+    and at most one key matches when the key variable is ``positions`` (else at most ``max_len``),
+    so its output is at most that count times the value's largest reachable value (at least that
+    count times the smallest, when negative).
     """
     v = program.variables
     out: dict[str, np.ndarray] = {}
@@ -30,6 +33,12 @@ def reachable(program: Program) -> dict[str, np.ndarray]:
         if isinstance(m, Head):
             if m.kind == "categorical":
                 out[m.output] = out[m.value].copy()
+            else:
+                count = 1 if m.key == "positions" else program.max_len
+                vals = np.asarray(v[m.value].values, dtype=float)[out[m.value]]
+                lo, hi = min(0.0, count * vals.min()), max(0.0, count * vals.max())
+                x = np.asarray(v[m.output].values, dtype=float)
+                out[m.output] = (x >= lo) & (x <= hi)
         else:
             mask = np.zeros(v[m.output].size, dtype=bool)
             mask[m.table[np.ix_(*(out[x] for x in m.inputs))]] = True
