@@ -1,0 +1,73 @@
+"""Reachable values, the dependency graph, Figure 7 contributions and statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tpcore.programs import analysis
+from tpcore.programs import interpret as it
+from tpcore.programs.examples import (
+    base_variables,
+    random_inputs,
+    random_program,
+    reverse_program,
+)
+from tpcore.programs.ir import Classifier, Head, Program, Variable, numerical_range
+
+
+def _counting(key: str) -> Program:
+    v = base_variables(4, 8)
+    out = "num_attn_0_0_outputs"
+    v[out] = Variable(out, "numerical", numerical_range(v["ones"], 8))
+    head = Head("num_attn_0_0", "numerical", key, key, "ones", out,
+                np.arange(v[key].size, dtype=np.int64))
+    clf = Classifier(("x", "y"), (out,), {out: np.zeros((1, 2))}, np.zeros(2))
+    return Program("count", v, [head], clf)
+
+
+def test_reachable_counts():
+    by_position = analysis.reachable(_counting("positions"))["num_attn_0_0_outputs"]
+    assert np.flatnonzero(by_position).tolist() == [0, 1]
+    by_token = analysis.reachable(_counting("tokens"))["num_attn_0_0_outputs"]
+    assert by_token.all()
+    r = analysis.reachable(reverse_program())
+    assert not r["tokens"][0] and r["tokens"][1:].all()  # <pad> never occurs
+
+
+def test_reachable_is_conservative_on_random_programs():
+    for seed in range(4):
+        p = random_program(seed)
+        reach = analysis.reachable(p)
+        ids, lengths = random_inputs(p, 500, seed)
+        env = it.evaluate(p, ids, lengths)
+        valid = np.arange(p.max_len)[None] < lengths[:, None]
+        for name, var in p.variables.items():
+            seen = env[name][valid]
+            if var.kind == "categorical":
+                assert reach[name][np.unique(seen)].all(), name
+            else:
+                index = np.searchsorted(np.asarray(var.values, float), np.unique(seen))
+                assert reach[name][index].all(), name
+
+
+def test_dependency_text_and_unused():
+    text = analysis.dependency_text(reverse_program())
+    assert "attn_1_0_outputs" in text and "unused (no effect on predictions): ones" in text
+    assert analysis.used_variables(reverse_program()) >= {"mlp_0_0_outputs", "tokens"}
+
+
+def test_contributions_add_up_to_the_prediction():
+    p = random_program(1)
+    tokens = ["<s>", "3", "1", "4", "</s>"]
+    rows = analysis.contributions(p, tokens, 2)
+    total = p.classifier.bias + sum(np.asarray(list(r["scores"].values())) for r in rows)
+    ids, lengths = it.encode(p, [tokens])
+    logits = it.feature_logits(p, it.evaluate(p, ids, lengths))[0, 2]
+    np.testing.assert_allclose(total, logits)
+    best = p.classifier.classes[int(np.argmax(logits))]
+    assert rows[0]["scores"][best] == max(r["scores"][best] for r in rows)
+
+
+def test_stats_counts_modules():
+    s = analysis.stats(random_program(2, layers=2, cat_heads=3, num_heads=1))
+    assert (s["categorical_heads"], s["numerical_heads"]) == (6, 2)
