@@ -30,6 +30,14 @@ def test_run_prints_predictions(paths, kind, capsys):
     assert capsys.readouterr().out.split() == ["<s>", "b", "d", "a", "c", "</s>"]
 
 
+def test_run_explain_lists_feature_scores(paths, capsys):
+    assert main(["program", "run", str(paths["json"]), "c", "a", "--explain", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["<s>", "a", "c", "</s>"]
+    assert out[1].startswith("# position 1 ('c' -> 'a')")
+    assert out[2].split()[1:4] == ["attn_1_0_outputs", "=", "a"]
+
+
 def test_show_prints_source_stats_and_graph(paths, capsys):
     assert main(["program", "show", str(paths["json"])]) == 0
     out = capsys.readouterr().out

@@ -37,7 +37,17 @@ def _run(args: argparse.Namespace) -> int:
 
     p = load_program(args.path)
     tokens = p.frame(args.tokens)
-    print(" ".join(predict(p, [tokens], engine=args.engine)[0]))
+    pred = predict(p, [tokens], engine=args.engine)[0]
+    print(" ".join(pred))
+    if args.explain is not None:
+        from tpcore.programs.analysis import contributions
+
+        i = args.explain
+        rows = contributions(p, tokens, i)
+        cls = pred[i] if pred[i] in p.classifier.classes else p.classifier.classes[0]
+        print(f"# position {i} ({tokens[i]!r} -> {pred[i]!r}): features by score for {cls!r}")
+        for r in rows[: args.top]:
+            print(f"#   {r['feature']:<24} = {r['value']!s:<8} {r['scores'][cls]:+.3f}")
     return 0
 
 
@@ -65,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("path")
     run.add_argument("tokens", nargs="+", help="input tokens (BOS/EOS are added if missing)")
     run.add_argument("--engine", choices=("numba", "numpy"), default="numpy")
+    run.add_argument("--explain", type=int, metavar="I",
+                     help="also list the classifier contributions at position I (Figure 7)")
+    run.add_argument("--top", type=int, default=10, help="features listed by --explain")
     run.set_defaults(func=_run)
     ev = verbs.add_parser("eval", help="accuracy on a generated task split")
     ev.add_argument("path")

@@ -102,7 +102,8 @@ def contributions(program: Program, tokens: list[str], position: int) -> list[di
         if var.kind == "categorical":
             value, score = var.values[int(x)], c.weights[f][int(x)]
         else:
-            value, score = float(x), float(x) * c.weights[f][0]
+            value = int(x) if float(x).is_integer() else float(x)
+            score = float(x) * c.weights[f][0]
         total = total + score
         rows.append({"feature": f, "value": value, "scores": score})
     total[list(c.masked)] = -np.inf
