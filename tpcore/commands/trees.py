@@ -150,7 +150,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     h.add_argument("--parts", default="root,mlm",
                    help="comma-separated: root, mlm, probe, finetune (default root,mlm; probe "
                         "and finetune use the encoder saved by mlm)")
-    h.add_argument("--mlm-steps", type=int, help="MLM steps (default 4x the root steps)")
+    h.add_argument("--mlm-steps", type=int, help="MLM steps (default 2x the root steps)")
     h.add_argument("--seed", type=int, default=0, help="seed of data, init and batches")
     h.add_argument("--out", default="results/hierarchy", help="output folder")
     h.set_defaults(func=_reproduce_hierarchy)

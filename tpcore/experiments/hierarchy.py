@@ -195,7 +195,8 @@ class TreeRun:
     """One transformer run. ``task``: ``"root"`` (flatten readout, q classes) or ``"mlm"`` (one
     masked leaf per sequence, redrawn every batch, loss at that position; vocabulary q + 1).
     Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers = l``; Adam with a
-    fixed learning rate. Checkpoints at ``checkpoints`` log-spaced steps."""
+    fixed learning rate (``schedule="constant"``, the paper's) or a cosine decay to 0 over
+    ``steps``. Checkpoints at ``checkpoints`` log-spaced steps."""
 
     task: str = "root"
     l: int = 3
@@ -208,6 +209,7 @@ class TreeRun:
     steps: int = 4000
     checkpoints: int = 8
     n_eval: int = 4000
+    schedule: str = "constant"
     seed: int = 0
 
 
@@ -215,7 +217,7 @@ BUDGETS = {
     "tiny": dict(l=2, P=2**10, d_model=16, d_mlp=32, batch=32, lr=3e-3, steps=60, checkpoints=3,
                  n_eval=300),
     "small": dict(l=3, P=2**16, d_model=64, d_mlp=256, batch=64, lr=1e-3, steps=8000,
-                  checkpoints=10, n_eval=4000),
+                  checkpoints=10, n_eval=4000, schedule="cosine"),
     "paper": dict(l=4, P=2**17, d_model=128, d_mlp=2048, batch=32, lr=1e-4, steps=41_000,
                   checkpoints=12, n_eval=10_000),
 }
@@ -349,7 +351,7 @@ def train_against_bp(run: TreeRun, grammar=None, log=print, save_to: str | Path 
                      ) -> dict:
     """Train one transformer and compare it with exact BP at log-spaced checkpoints; the
     final model is saved to ``save_to`` (``.npz`` + ``.json``) when given."""
-    from tpcore.nn.optim import Adam
+    from tpcore.nn.optim import Adam, constant, cosine
     from tpcore.tasks.trees import sample_trees
     from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
 
@@ -367,12 +369,14 @@ def train_against_bp(run: TreeRun, grammar=None, log=print, save_to: str | Path 
     sets = eval_sets(g, run)
     model = make_model(run, q)
     opt = Adam(model.parameters(), lr=run.lr)
+    schedule = cosine(run.lr, run.steps) if run.schedule == "cosine" else constant(run.lr)
     marks = np.unique(np.geomspace(max(1, run.steps // 100), run.steps, run.checkpoints)
                       .round().astype(int))
     history, done, seconds = [], 0, 0.0
     for mark in marks:
         res = fit(model, opt, batches, supervised_step,
-                  TrainConfig(steps=int(mark - done), seed=run.seed + done, quiet=True))
+                  TrainConfig(steps=int(mark - done), seed=run.seed + done, quiet=True,
+                              lr_schedule=_offset(schedule, done)))
         done, seconds = int(mark), seconds + res.seconds
         metrics = checkpoint_metrics(model, run, sets, q)
         history.append(dict(step=done, epoch=done * run.batch / run.P, train_seconds=seconds,
@@ -389,6 +393,11 @@ def train_against_bp(run: TreeRun, grammar=None, log=print, save_to: str | Path 
                 seconds_per_step=seconds / run.steps, n_parameters=model.n_parameters(),
                 attention=attention_summary(model, run, sets[str(run.k_train)]["leaves"][:2000],
                                             q))
+
+
+def _offset(schedule, start: int):
+    """``schedule`` seen from step ``start`` on (``fit`` counts steps from 0 in each call)."""
+    return lambda step: schedule(start + step)
 
 
 def _closest_bp(m: dict) -> int:
@@ -423,7 +432,7 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
                            f"{','.join(parts)} --seed {seed}"
                            + (f" --mlm-steps {mlm_steps}" if mlm_steps else ""))
     mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
-                      **dict(cfg, steps=mlm_steps or 4 * cfg["steps"]))
+                      **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
     encoder = Path("runs/hierarchy") / f"{budget}_mlm_seed{seed}"
 
     def store(key: str | None = None, value=None, run: dict | None = None) -> None:
@@ -439,7 +448,8 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     if "root" in parts:
         for k in range(cfg["l"] + 1):
             store(run=train_against_bp(TreeRun(task="root", k_train=k, seed=seed, **cfg), g,
-                                       log=log))
+                                       log=log, save_to=encoder.parent /
+                                       f"{budget}_root_k{k}_seed{seed}"))
     if "mlm" in parts:
         store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
     if "probe" in parts or "finetune" in parts:
