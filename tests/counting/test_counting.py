@@ -145,3 +145,26 @@ def test_bad_settings():
         _model("experts", expert_after=2)
     with pytest.raises(TpcoreError, match="variant"):
         variant_flags("all")
+
+
+def test_fixed_choice_matches_enumeration():
+    """The vertex rule agrees with the gate's argmax over every histogram of L content tokens."""
+    import itertools
+
+    content, framing = [2, 3, 4], {1: 1}
+    found = set()
+    for seed in range(12):
+        net = SparseExpertCountingNetwork(5, 0, np.random.default_rng(seed), 3.0, "float64")
+        net.w.data[:, content] *= 8.0  # make input-dependent gates common
+        for length in range(1, 5):
+            choices = set()
+            for c in itertools.product(range(length + 1), repeat=len(content)):
+                if sum(c) != length:
+                    continue
+                h = np.zeros(5)
+                h[1], h[content] = 1, c
+                choices.add(int(net.gate_logits(h[None]).argmax()))
+            want = choices.pop() if len(choices) == 1 else None
+            assert net.fixed_choice(framing, content, length) == want
+            found.add(want is None)
+    assert found == {True, False}  # both kinds of gate were exercised

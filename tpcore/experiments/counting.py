@@ -126,9 +126,12 @@ def gate_usage(model: CountingProgramModel, split: dict[str, np.ndarray]) -> dic
 
 
 def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
-              epochs: int | None = None, test_regime: str | None = None) -> dict[str, Any]:
+              epochs: int | None = None, test_regime: str | None = None,
+              out: Path | None = None) -> dict[str, Any]:
     """Train one model in ``regime`` and test it there and, if given, on ``test_regime``'s test
-    split (the model's context is sized for the longer of the two)."""
+    split (the model's context is sized for the longer of the two); ``out``: where to save the
+    model (``.npz`` + ``.json``). ``gate_rule[L]`` names the expert the discrete gate picks for
+    every input of ``L`` content tokens (None: it depends on the input)."""
     from tpcore.models.program_train import blas_threads, make_data, train
     from tpcore.train import evaluate_supervised
 
@@ -158,6 +161,16 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
            "test": metrics["test"], "val": metrics["val"],
            "gate_usage": gate_usage(model, data.splits["test"]),
            "config": dataclasses.asdict(cfg)}
+    net = model.expert_network
+    if net is not None:
+        content = [i for i, t in enumerate(ref.vocab) if not t.startswith("<")]
+        framing = {i: 1 for i, t in enumerate(ref.vocab) if t in ("<s>", "</s>")}
+        rule = {n_: net.fixed_choice(framing, content, n_) for n_ in range(1, ref.max_len)}
+        row["gate_rule"] = {str(k): None if c is None else EXPERTS[c] for k, c in rule.items()}
+    if out is not None:
+        from tpcore.nn.module import save
+
+        save(model, out, {"task": task, "vocab": list(data.vocab), "classes": list(ref.classes)})
     if shifted is not None:
         row["test_regime"] = test_regime
         row["shifted_test"] = evaluate_supervised(model, shifted.splits["test"])
@@ -263,13 +276,16 @@ def run(budget: str = "target", out: str | Path = "results/counting",
     for seed in b.seeds:
         for task, regime in cells:
             for v in variants:
-                rows.append(_cached(out / "runs" / f"{task}-{regime}-{v}-s{seed}.json",
-                                    partial(train_run, task, regime, v, b, seed, epochs)))
+                name = out / "runs" / f"{task}-{regime}-{v}-s{seed}"
+                rows.append(_cached(name.with_suffix(".json"),
+                                    partial(train_run, task, regime, v, b, seed, epochs,
+                                            out=name.with_name(name.name + "-model.npz"))))
                 write()
         for task in lengthgen:
             for v in variants:
-                lengths.append(_cached(
-                    out / "runs" / f"length-{task}-{v}-s{seed}.json",
-                    partial(train_run, task, "base", v, b, seed, epochs, test_regime="longer")))
+                name = out / "runs" / f"length-{task}-{v}-s{seed}"
+                lengths.append(_cached(name.with_suffix(".json"), partial(
+                    train_run, task, "base", v, b, seed, epochs, test_regime="longer",
+                    out=name.with_name(name.name + "-model.npz"))))
                 write()
     return write()

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import get_xp, xp_of
+from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
 from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
@@ -111,6 +111,29 @@ class SparseExpertCountingNetwork(StreamExtension):
         """The discrete gate: index of the chosen expert per sequence, ``(B,)``."""
         h, _ = expert_features(tokens, self.vocab_size, pad, self.dtype)
         return self.gate_logits(h).argmax(axis=1)
+
+    def fixed_choice(self, framing: dict[int, int], content: list[int], length: int
+                     ) -> int | None:
+        """The expert the discrete gate picks for *every* input with ``length`` content tokens
+        (ids ``content``) and the fixed ``framing`` counts (e.g. ``{BOS: 1}``), or None when
+        the choice depends on the input.
+
+        Expert ``i`` wins for all histograms ``h = f + c`` (``c >= 0``, ``sum c = L``) iff for
+        each ``j != i``: ``(w_i - w_j) f + b_i - b_j + L min_{k in content} (w_ik - w_jk) > 0``
+        (a linear function on the scaled simplex is smallest at a vertex ``L e_k``, and every
+        vertex is reachable: ``L`` copies of token ``k``).
+        """
+        w = np.asarray(to_host(self.w.data), dtype=np.float64)
+        b = np.asarray(to_host(self.b.data), dtype=np.float64)
+        f = np.zeros(self.vocab_size)
+        for tok, c in framing.items():
+            f[tok] = c
+        for i in range(len(EXPERTS)):
+            dw, db = w[i] - w, b[i] - b
+            low = dw @ f + db + length * dw[:, content].min(axis=1)
+            if all(low[j] > 0 for j in range(len(EXPERTS)) if j != i):
+                return i
+        return None
 
     def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
                 ) -> tuple[Array, tuple]:

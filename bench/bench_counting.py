@@ -1,0 +1,73 @@
+"""Training-step cost of the counting modules over the base Transformer Program.
+
+One training step (forward + backward + Adam, float32, batch 512, single-threaded OpenBLAS as in
+training) of the reproduction's architecture (3 layers, 2 categorical + 2 numerical heads, 1 + 1
+MLPs, d_mlp 64) in the regime |V| = N = 16 (tokens of width 17 with BOS), for each variant: none,
+prefix (PrefixSumCounts), experts (the expert network), both. Each test benchmarks the variant's
+step and records, in ``extra_info``, the ratio of its median step time to the base model's,
+measured interleaved (base, variant, base, variant, ...) in the same process so that the shared
+cores' load affects both alike. Target (issue 5): ratio <= 1.20. Absolute timings are noisy (the
+2 cores are shared with other agents); the ratio is the figure to read.
+
+Run: ``pytest bench/bench_counting.py --benchmark-enable``
+"""
+
+import time
+
+import numpy as np
+import pytest
+
+from tpcore.models.counting import VARIANTS, CountingConfig, CountingProgramModel, variant_flags
+from tpcore.models.program_train import blas_threads, program_step
+from tpcore.nn.optim import Adam
+from tpcore.train import StepContext
+
+V, T, B = 19, 17, 512  # 16 symbols + <pad>, <s>; 16 content positions + <s>
+
+
+def make_step(variant: str):
+    blas_threads(1)
+    cfg = CountingConfig(vocab_size=V, max_len=T, n_classes=16, n_layers=3, n_cat_heads=2,
+                         n_num_heads=2, n_cat_mlps=1, n_num_mlps=1, d_mlp=64,
+                         **variant_flags(variant))
+    model = CountingProgramModel(cfg)
+    opt = Adam(model.parameters(), lr=0.02)
+    gen = np.random.default_rng(0)
+    tokens = gen.integers(2, V, (B, T))
+    tokens[:, 0] = 1
+    batch = {"tokens": tokens, "targets": gen.integers(0, 16, (B, T)),
+             "mask": np.ones((B, T), bool), "pad": np.zeros((B, T), bool)}
+    ctx = StepContext(0, 1.0, gen)
+
+    def step():
+        opt.zero_grad()
+        loss = program_step(model, batch, ctx)
+        opt.step()
+        return loss
+
+    return step
+
+
+def interleaved_ratio(base, other, rounds: int = 7) -> float:
+    """Median step time of ``other`` over that of ``base``, timed alternately."""
+    tb, to = [], []
+    for _ in range(rounds):
+        for f, out in ((base, tb), (other, to)):
+            t0 = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t0)
+    return float(np.median(to) / np.median(tb))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_counting_train_step(benchmark, variant):
+    step = make_step(variant)
+    step()
+    if variant != "none":
+        base = make_step("none")
+        base()
+        ratio = interleaved_ratio(base, step)
+        benchmark.extra_info["ratio_vs_none"] = round(ratio, 3)
+        print(f"\n{variant}: step time / base step time = {ratio:.3f}")
+    loss = benchmark(step)
+    assert np.isfinite(loss)
