@@ -197,21 +197,20 @@ def sensitivity(seed: int, lam: float = 10.0) -> dict[str, Any]:
 
 def _pairs(machine_exact: Machine, layout_prog: Program, count: int,
            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Single-instruction pairs ``(X_t, X_{t+1})`` from random programs of ``layout_prog``'s
-    layout, ``t`` uniform in 0..7, computed by the exact (hardmax) machine."""
+    """Single-instruction pairs ``(X_t, X_{t+1})`` from ``count`` random programs of
+    ``layout_prog``'s layout, ``t`` uniform in 0..7, computed by the exact (hardmax) machine."""
     lo = layout_prog.layout
-    X_in, X_out = [], []
-    for _ in range(count):
-        p = _random_program(rng, lo.m, lo.k, lo.N)
-        X = punchcard(p)
-        for _ in range(int(rng.integers(0, 8))):
-            X = machine_exact.forward(X)
-        X_in.append(X)
-        X_out.append(machine_exact.forward(X))
-    return np.stack(X_in), np.stack(X_out)
+    X = np.stack([punchcard(_random_program(rng, lo.m, lo.k, lo.N)) for _ in range(count)])
+    t_pick = rng.integers(0, 8, count)
+    X_in = X.copy()
+    for t in range(1, 8):
+        X = machine_exact.forward(X)
+        X_in[t_pick == t] = X[t_pick == t]
+    return X_in, machine_exact.forward(X_in)
 
 
-def repair(seed: int, steps: int, lam: float = 10.0, lr_factor: float = 0.2) -> dict[str, Any]:
+def repair(seed: int, steps: int, lam: float = 10.0, lr_factor: float = 0.2,
+           pairs: int = 2048) -> dict[str, Any]:
     """Break the compute layers with noise, then restore them by Adam on instruction pairs.
 
     Adam moves every weight by about ``lr`` per step, so ``lr = lr_factor * sigma_break``: a
@@ -232,8 +231,8 @@ def repair(seed: int, steps: int, lam: float = 10.0, lr_factor: float = 0.2) -> 
         return {"sigma_break": None}
     layers = _noisy(machine.layers, compute, sigma, np.random.default_rng(seed))
     exact = build(lo)
-    X_in, X_out = _pairs(exact, prog, 192, rng)
-    X_val, Y_val = _pairs(exact, prog, 64, rng)
+    X_in, X_out = _pairs(exact, prog, pairs, rng)
+    X_val, Y_val = _pairs(exact, prog, 256, rng)
     params = [{k: Parameter(v.copy()) for k, v in weight_arrays(layers[i]).items()}
               for i in compute]
     lr = lr_factor * sigma
