@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-VERBS: tuple[str, ...] = ("trees", "looped", "sorting", "learn", "nlp", "program", "counting")
+VERBS: tuple[str, ...] = ("trees", "looped", "sorting", "learn", "nlp", "program", "counting",
+                          "fleq")
 """Modules of ``tpcore.commands`` that add a ``reproduce`` verb."""
 
 

@@ -1,0 +1,312 @@
+"""Error study of the FLEQ constructions (Giannou et al. 2023, §5.2-9): the measurement the
+paper promised ("evaluating the errors involved as a function of the constants used in the proof
+of Lemma 7 and the temperature in Lemma 2").
+
+* blocks: matmul error vs ``c`` and ``C`` (paper's one head, and the symmetric two-head variant),
+  pointer-head error vs ``lambda`` (add, transpose), sigmoid-sum error vs ``m`` for ``1/x`` and
+  ``sqrt x`` (least squares and the Lemma 10/11 constructions), float64 and float32;
+* applications: calculator vs ``m``, Newton inverse vs ``c`` and ``lambda``, power iteration,
+  linear SGD and MLP SGD at the best constants, each against NumPy, float64 and float32;
+* the machines' layers, heads and widths next to Theorem 2.
+
+``reproduce(budget, out, seed)`` writes ``fleq.json``, ``fleq.md`` and plots under ``out``.
+Host-side orchestration (NumPy data); the constructions run on the backend.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.backend import to_host
+from tpcore.io import write_json, write_text
+from tpcore.looped import applications as AP
+from tpcore.looped import functions as F
+
+C_GRID = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
+BIG_C_GRID = [2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0]
+LAM_GRID = [1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0]
+M_GRID = [4, 8, 16, 32, 64, 128]
+DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def _relerr(out: Any, ref: np.ndarray) -> float:
+    out = np.asarray(to_host(out), dtype=np.float64)
+    return float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-300))
+
+
+def matmul_study(seed: int, d: int = 8) -> dict[str, Any]:
+    """Relative max error of ``A^T B`` (``A, B ~ U[-1, 1]^{d x d}``) vs ``c`` (``C = 30``) and vs
+    ``C`` (at the best ``c``), one head and symmetric, per dtype."""
+    rng = np.random.default_rng(seed)
+    A, B = rng.uniform(-1, 1, (d, d)), rng.uniform(-1, 1, (d, d))
+    ref = A.T @ B
+    out: dict[str, Any] = {"d": d, "vs_c": [], "vs_C": []}
+    for sym in (False, True):
+        for name, dt in DTYPES.items():
+            for c in C_GRID:
+                blk = F.matmul_block(d, 3 * d, c=c, C=30.0, symmetric=sym)
+                err = _relerr(F.run_block(blk, A, B, dtype=dt), ref)
+                out["vs_c"].append({"symmetric": sym, "dtype": name, "c": c, "C": 30.0,
+                                    "error": err})
+            best = min((r for r in out["vs_c"] if r["symmetric"] == sym and r["dtype"] == name),
+                       key=lambda r: r["error"])
+            for C in BIG_C_GRID:
+                blk = F.matmul_block(d, 3 * d, c=best["c"], C=C, symmetric=sym)
+                err = _relerr(F.run_block(blk, A, B, dtype=dt), ref)
+                out["vs_C"].append({"symmetric": sym, "dtype": name, "c": best["c"], "C": C,
+                                    "error": err})
+    return out
+
+
+def lambda_study(seed: int, d: int = 4) -> list[dict[str, Any]]:
+    """Error of the pointer heads vs ``lambda``: add (a tie of two columns) and transpose."""
+    rng = np.random.default_rng(seed)
+    A, B = rng.uniform(-1, 1, (d, d)), rng.uniform(-1, 1, (d, d))
+    s = 3 * d + d * d
+    rows = []
+    for name, dt in DTYPES.items():
+        for lam in LAM_GRID:
+            add = F.run_block(F.combine_block(d, s, 1.0, 1.0, lam), A, B, dtype=dt)
+            tr = F.run_block(F.transpose_block(d, s, lam), A, dtype=dt)
+            rows.append({"dtype": name, "lam": lam, "add": _relerr(add, A + B),
+                         "transpose": _relerr(tr, A.T)})
+    return rows
+
+
+def sigmoid_study(grid: list[int]) -> list[dict[str, Any]]:
+    """``1/x`` on [0.5, 4] and ``sqrt x`` on [0.25, 2] by ``m`` sigmoids: the fit alone (dense
+    grid) and through the attention block (float64, float32) on 16 points."""
+    targets = {"inv": (lambda x: 1 / x, 0.5, 4.0), "sqrt": (np.sqrt, 0.25, 2.0)}
+    rows = []
+    for fn, (f, lo, hi) in targets.items():
+        xs = np.linspace(lo, hi, 4001)
+        pts = np.linspace(lo, hi, 16)[None, :]
+        for kind in ("lstsq", "lemma"):
+            for m in grid:
+                if kind == "lstsq":
+                    fit = F.fit_sigmoids(f, lo, hi, m)
+                else:
+                    key = "inv" if fn == "inv" else "sqrt"
+                    fit = AP.calculator_fits(m, lo=0.5, hi=4.0, kind="lemma")[key][0]
+                row = {"function": fn, "kind": kind, "m": m, "terms": fit.m,
+                       "fit_error": float(np.abs(fit(xs) - f(xs)).max() / np.abs(f(xs)).min())}
+                d = 16
+                blk = F.sigmoid_block(d, 3 * d, [fit])
+                for name, dt in DTYPES.items():
+                    y = F.run_block(blk, pts, np.ones((1, 1)), dtype=dt)[0]
+                    row[f"block_{name}"] = _relerr(y, f(pts[0]))
+                rows.append(row)
+    return rows
+
+
+def application_study(budget: str, seed: int) -> dict[str, Any]:
+    """Each application against NumPy at several constants (float64) and in float32."""
+    rng = np.random.default_rng(seed)
+    small = budget == "small"
+    best = AP.Constants(lam=30.0, c=1e-5, C=30.0, symmetric=True, m=120)
+    paper = AP.Constants(lam=30.0, c=1e-7, C=30.0, symmetric=False, m=120)
+    res: dict[str, Any] = {"best_constants": best.__dict__, "paper_constants": paper.__dict__}
+
+    a, b, c = rng.uniform(0.5, 1, 8), rng.uniform(0.5, 1, 8), rng.uniform(0, 0.5, 8)
+    dd = rng.uniform(0.6, 3.8, 8) / ((a + b) - c)
+    calc = []
+    for kind in ("lstsq", "lemma"):
+        for m in ([8, 32, 120] if small else [8, 16, 32, 64, 120, 200]):
+            r = AP.calculator(a, b, c, dd, AP.Constants(m=m), kind=kind)
+            calc.append({"kind": kind, "m": m, "error": r["max_rel_error"]})
+    r32 = AP.calculator(a, b, c, dd, AP.Constants(m=120, c=1e-2), dtype=np.float32)
+    res["calculator"] = {"vs_m": calc, "float32_m120_c1e-2": r32["max_rel_error"],
+                         "stats": r["stats"], "steps": r["steps"]}
+
+    d = 4 if small else 8
+    A = rng.normal(size=(d, d)) + 2 * np.eye(d)
+    T = 14 if small else 20
+    newton = []
+    for sym, cs in ((False, [1e-5, 1e-6, 1e-7, 1e-8, 1e-9]), (True, [1e-3, 1e-4, 1e-5, 1e-6])):
+        for cc in cs:
+            r = AP.newton_inverse(A, T, AP.Constants(c=cc, symmetric=sym))
+            newton.append({"symmetric": sym, "c": cc, "lam": 30.0,
+                           "error_vs_numpy_newton": r["rel_error_vs_numpy_newton"],
+                           "error_vs_inv": r["rel_error_vs_inv"]})
+    for lam in [3.0, 5.0, 10.0, 20.0]:
+        r = AP.newton_inverse(A, T, AP.Constants(lam=lam))
+        newton.append({"symmetric": True, "c": 1e-5, "lam": lam,
+                       "error_vs_numpy_newton": r["rel_error_vs_numpy_newton"],
+                       "error_vs_inv": r["rel_error_vs_inv"]})
+    r32 = AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32)
+    res["newton_inverse"] = {"d": d, "T": T, "runs": newton, "stats": r["stats"],
+                             "numpy_newton_vs_inv": r["numpy_newton_vs_inv"],
+                             "float32_c1e-2": r32["rel_error_vs_numpy_newton"]}
+
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    S = Q @ np.diag(np.linspace(2.0, 0.5, d)) @ Q.T
+    Tp = 20 if small else 40
+    runs = []
+    for name, k in (("best", best), ("paper", paper)):
+        r = AP.power_iteration(S, Tp, 3, k)
+        runs.append({"constants": name, "error_vs_numpy_steps": r["rel_error_vs_numpy_steps"],
+                     "error_vs_eigvec": r["rel_error_vs_eigvec"],
+                     "numpy_steps_vs_eigvec": r["numpy_steps_vs_eigvec"]})
+    res["power_iteration"] = {"d": d, "T": Tp, "T2": 3, "runs": runs, "stats": r["stats"]}
+
+    D, dx = (6, 3) if small else (12, 4)
+    Xd = rng.normal(size=(D, dx))
+    y = Xd @ rng.normal(size=dx)
+    runs = []
+    for name, k in (("best", best), ("paper", paper)):
+        r = AP.linear_sgd(Xd, y, 0.1, 3, k)
+        runs.append({"constants": name, "error": r["rel_error_vs_numpy"]})
+    res["linear_sgd"] = {"D": D, "dx": dx, "T": 3, "eta": 0.1, "runs": runs,
+                         "stats": r["stats"], "steps": r["steps"]}
+
+    D, dx, h = (4, 2, 3) if small else (8, 3, 4)
+    Xd, y = rng.normal(size=(D, dx)), rng.normal(size=D)
+    W1, b1, W2 = rng.normal(size=(h, dx)) * 0.5, rng.normal(size=h) * 0.1, rng.normal(size=h)
+    runs = []
+    for name, k in (("best", best), ("paper", paper)):
+        r = AP.mlp_sgd(Xd, y, W1, b1, W2, 0.1, 0.2, 2, k)
+        runs.append({"constants": name, "error": r["rel_error_vs_numpy"]})
+    res["mlp_sgd"] = {"D": D, "dx": dx, "h": h, "T": 2, "eta": 0.2, "runs": runs,
+                      "stats": r["stats"], "steps": r["steps"]}
+    return res
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2g}"
+
+
+def _markdown(res: dict[str, Any]) -> str:
+    L = [f"# FLEQ error study\n\nCommand: `{res['command']}` ({res['seconds']:.0f} s). "
+         "Errors are relative (max-abs error / max-abs reference; vector norms for the "
+         "applications).", "", "## Matrix product A^T B (Lemma 7), d = 8, C = 30", "",
+         "| c | 1 head f64 | 1 head f32 | symmetric f64 | symmetric f32 |", "|---|---|---|---|---|"]
+    vc = res["matmul"]["vs_c"]
+    for c in C_GRID:
+        e = {(r["symmetric"], r["dtype"]): r["error"] for r in vc if r["c"] == c}
+        L.append(f"| {c:.0e} | {_fmt(e[(False, 'float64')])} | {_fmt(e[(False, 'float32')])} | "
+                 f"{_fmt(e[(True, 'float64')])} | {_fmt(e[(True, 'float32')])} |")
+    L += ["", "Error vs the anchor constant C at each variant's best c:", "",
+          "| C | 1 head f64 | 1 head f32 | symmetric f64 | symmetric f32 |",
+          "|---|---|---|---|---|"]
+    for C in BIG_C_GRID:
+        e = {(r["symmetric"], r["dtype"]): r["error"] for r in res["matmul"]["vs_C"]
+             if r["C"] == C}
+        L.append(f"| {C:g} | {_fmt(e[(False, 'float64')])} | {_fmt(e[(False, 'float32')])} | "
+                 f"{_fmt(e[(True, 'float64')])} | {_fmt(e[(True, 'float32')])} |")
+    L += ["", "## Pointer heads vs lambda (d = 4)", "",
+          "| lambda | add f64 | transpose f64 | add f32 | transpose f32 |", "|---|---|---|---|---|"]
+    for lam in LAM_GRID:
+        e = {r["dtype"]: r for r in res["lambda"] if r["lam"] == lam}
+        L.append(f"| {lam:g} | {_fmt(e['float64']['add'])} | {_fmt(e['float64']['transpose'])} | "
+                 f"{_fmt(e['float32']['add'])} | {_fmt(e['float32']['transpose'])} |")
+    L += ["", "## Sums of m sigmoids (Lemma 5 block): 1/x on [0.5, 4], sqrt on [0.25, 2]", "",
+          "| function | fit | m (terms) | fit error | block f64 | block f32 |",
+          "|---|---|---|---|---|---|"]
+    for r in res["sigmoids"]:
+        L.append(f"| {r['function']} | {r['kind']} | {r['m']} ({r['terms']}) | "
+                 f"{_fmt(r['fit_error'])} | {_fmt(r['block_float64'])} | "
+                 f"{_fmt(r['block_float32'])} |")
+    ap = res["applications"]
+    L += ["", "## Applications against NumPy", "",
+          f"Best constants: lambda = {ap['best_constants']['lam']}, symmetric matmul c = "
+          f"{ap['best_constants']['c']}, C = {ap['best_constants']['C']}, m = "
+          f"{ap['best_constants']['m']} least-squares sigmoids. Paper's one-head matmul: c = "
+          f"{ap['paper_constants']['c']}.", "",
+          "| application | setting | relative error |", "|---|---|---|"]
+    for r in ap["calculator"]["vs_m"]:
+        L.append(f"| calculator (8 inputs) | {r['kind']} fits, m = {r['m']} | {_fmt(r['error'])} |")
+    L.append(f"| calculator | float32, m = 120, c = 1e-2 | "
+             f"{_fmt(ap['calculator']['float32_m120_c1e-2'])} |")
+    nw = ap["newton_inverse"]
+    for r in nw["runs"]:
+        L.append(f"| Newton inverse d = {nw['d']}, T = {nw['T']} | "
+                 f"{'symmetric' if r['symmetric'] else '1 head'} c = {r['c']:.0e}, lambda = "
+                 f"{r['lam']:g} | {_fmt(r['error_vs_numpy_newton'])} (vs inv: "
+                 f"{_fmt(r['error_vs_inv'])}) |")
+    L.append(f"| Newton inverse | float32, c = 1e-2 | {_fmt(nw['float32_c1e-2'])} |")
+    pw = ap["power_iteration"]
+    for r in pw["runs"]:
+        L.append(f"| power iteration d = {pw['d']}, T = {pw['T']}, T2 = 3 | {r['constants']} | "
+                 f"{_fmt(r['error_vs_numpy_steps'])} (vs eigenvector: "
+                 f"{_fmt(r['error_vs_eigvec'])}; NumPy itself {_fmt(r['numpy_steps_vs_eigvec'])})"
+                 " |")
+    for key, label in (("linear_sgd", "linear SGD"), ("mlp_sgd", "2-layer sigmoid MLP SGD")):
+        a = ap[key]
+        for r in a["runs"]:
+            L.append(f"| {label} D = {a['D']}, T = {a['T']} ({a['steps']} instructions) | "
+                     f"{r['constants']} | {_fmt(r['error'])} |")
+    L += ["", "## Machine size against Theorem 2", "",
+          "| machine | M | layers (Thm 2: 9 + max l_i) | heads total (Thm 2: sum h_i) | "
+          "max heads/layer | width D | FF width | n |", "|---|---|---|---|---|---|---|---|"]
+    for key in ("calculator", "newton_inverse", "power_iteration", "linear_sgd", "mlp_sgd"):
+        s = ap[key]["stats"]
+        L.append(f"| {key} | {s['M']} | {s['layers']} ({s['theorem2_layers']}) | "
+                 f"{s['heads_total']} ({s['theorem2_heads']}) | {s['max_heads_per_layer']} | "
+                 f"{s['width']} | {s['ff_width']} | {s['n']} |")
+    return "\n".join(L) + "\n"
+
+
+def _plots(res: dict[str, Any], out: Path) -> list[str]:
+    """Error vs c, vs lambda and vs m as PNG files (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    from tpcore.io import atomic_path
+
+    files = []
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    for sym in (False, True):
+        for dt in DTYPES:
+            pts = [(r["c"], r["error"]) for r in res["matmul"]["vs_c"]
+                   if r["symmetric"] == sym and r["dtype"] == dt]
+            ax[0].loglog(*zip(*pts), marker="o",
+                         label=f"{'symmetric' if sym else '1 head'} {dt}")
+    ax[0].set(xlabel="c", ylabel="relative error", title="A^T B (Lemma 7), C = 30")
+    ax[0].legend()
+    for dt in DTYPES:
+        for blk in ("add", "transpose"):
+            pts = [(r["lam"], max(r[blk], 1e-17)) for r in res["lambda"] if r["dtype"] == dt]
+            ax[1].semilogy(*zip(*pts), marker="o", label=f"{blk} {dt}")
+    ax[1].set(xlabel="lambda", ylabel="relative error", title="pointer heads")
+    ax[1].legend()
+    for fn in ("inv", "sqrt"):
+        for kind in ("lstsq", "lemma"):
+            pts = [(r["terms"], r["block_float64"]) for r in res["sigmoids"]
+                   if r["function"] == fn and r["kind"] == kind]
+            ax[2].loglog(*zip(*pts), marker="o", label=f"{fn} {kind}")
+    ax[2].set(xlabel="sigmoid terms m", ylabel="relative error", title="Lemma 5 block")
+    ax[2].legend()
+    fig.tight_layout()
+    with atomic_path(out / "fleq_errors.png") as p:
+        fig.savefig(p, format="png", dpi=110)
+    plt.close(fig)
+    files.append("fleq_errors.png")
+    return files
+
+
+def reproduce(budget: str = "small", out: str | Path = "results/fleq", seed: int = 0) -> str:
+    """Run the error study and write ``fleq.json``, ``fleq.md`` (and a plot); returns the text."""
+    if budget not in ("small", "full"):
+        raise ValueError(f"budget {budget!r}; expected 'small' or 'full'")
+    t0 = time.perf_counter()
+    res: dict[str, Any] = {"command": f"tpcore reproduce fleq --budget {budget} --seed {seed}",
+                           "budget": budget, "seed": seed}
+    res["matmul"] = matmul_study(seed)
+    res["lambda"] = lambda_study(seed)
+    res["sigmoids"] = sigmoid_study(M_GRID if budget == "full" else M_GRID[:-1])
+    res["applications"] = application_study(budget, seed)
+    res["seconds"] = time.perf_counter() - t0
+    out = Path(out)
+    res["plots"] = _plots(res, out)
+    write_json(out / "fleq.json", res)
+    text = _markdown(res)
+    write_text(out / "fleq.md", text)
+    return text
