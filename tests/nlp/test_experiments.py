@@ -25,7 +25,7 @@ def ner_data():
 def test_program_ner_fidelity_and_embedding_table(ner_data):
     model, info = ex.train_ner(ner_data, "program", TINY_PROGRAM)
     assert info["steps"] == 5 and 0 <= info["test"]["f1"] <= 100
-    program = ex.extract_program(model, ner_data.vocab, ner_data.tags.names, "ner")
+    program = ex.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner")
     fid = ex.ner_fidelity(model, program, ner_data.splits["test"])
     assert fid == {"numpy": 1.0, "numba": 1.0}
     rows = ex.embedding_table(program, max_words=10**6).splitlines()[2:]
@@ -38,7 +38,7 @@ def test_program_ner_fidelity_and_embedding_table(ner_data):
 
 def test_predict_batches_agree(ner_data):
     model = ex.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
-                             len(ner_data.tags))
+                             len(ner_data.labels))
     split = ner_data.splits["dev"]
     assert np.array_equal(ex.predict(model, split, batch_size=7), ex.predict(model, split))
 
@@ -49,7 +49,7 @@ def test_glove_initialises_program_embedding(tmp_path, ner_data):
              for i, w in enumerate(words[4:40])]
     (tmp_path / "g.txt").write_text("\n".join(lines) + "\n")
     emb = ex.glove_init(tmp_path / "g.txt", ner_data.vocab, 16, seed=0)
-    model = ex.build_program(TINY_PROGRAM, len(words), ner_data.max_len, len(ner_data.tags), emb)
+    model = ex.build_program(TINY_PROGRAM, len(words), ner_data.max_len, len(ner_data.labels), emb)
     assert np.allclose(model.embedding.data.reshape(len(words), 16), emb)
 
 

@@ -85,7 +85,7 @@ def test_prepare_ner_arrays_filter_and_unknown_tags(tmp_path):
     data = nlp.prepare_ner({"train": train, "dev": dev}, max_words=4)
     assert data.dropped == {"train": 1, "dev": 0}
     assert data.max_len == 6
-    assert data.tags.names == ["O", "B-PER"]
+    assert data.labels.names == ["O", "B-PER"]
     a = data.splits["dev"]
     v = data.vocab.index
     assert a["tokens"].tolist() == [[v[nlp.BOS], v["Smith"], v["#"], v[nlp.EOS]]]

@@ -39,9 +39,10 @@ def test_unigram_baseline_is_far_from_perfect():
 
     data = prepare_ner(ner_corpus(1000, 10, 300, seed=0))
     tr, te = data.splits["train"], data.splits["test"]
-    t = UnigramTagger.fit(tr["tokens"], tr["targets"], tr["mask"], len(data.vocab), len(data.tags))
-    s = conll_scores(tag_sequences(te["targets"], te["mask"], data.tags),
-                     tag_sequences(t.predict(te["tokens"]), te["mask"], data.tags))
+    t = UnigramTagger.fit(tr["tokens"], tr["targets"], tr["mask"], len(data.vocab),
+                          len(data.labels))
+    s = conll_scores(tag_sequences(te["targets"], te["mask"], data.labels),
+                     tag_sequences(t.predict(te["tokens"]), te["mask"], data.labels))
     assert 40 < s.f1 < 75
 
 

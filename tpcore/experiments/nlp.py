@@ -165,8 +165,8 @@ def predict(model: Any, split: dict[str, np.ndarray], batch_size: int = 512) -> 
 def ner_scores(data: NerData, split: str, pred: np.ndarray) -> dict[str, Any]:
     """conlleval scores of tag ids ``pred (S, L)`` on ``split``."""
     a = data.splits[split]
-    gold = tag_sequences(a["targets"], a["mask"], data.tags)
-    return conll_scores(gold, tag_sequences(pred, a["mask"], data.tags)).as_dict()
+    gold = tag_sequences(a["targets"], a["mask"], data.labels)
+    return conll_scores(gold, tag_sequences(pred, a["mask"], data.labels)).as_dict()
 
 
 def _train(model: Any, splits: dict[str, dict[str, np.ndarray]], s: Any, evaluate: Any,
@@ -206,7 +206,7 @@ def train_ner(data: NerData, kind: str, settings: Any, glove: str | Path | None 
               quiet: bool = True) -> tuple[Any, dict[str, Any]]:
     """Train a ``"program"`` or ``"transformer"`` tagger on ``data``; returns the selected model
     and ``{settings, steps, ..., history, dev, test}`` (conlleval scores per split)."""
-    v, c = len(data.vocab), len(data.tags)
+    v, c = len(data.vocab), len(data.labels)
     if kind == "program":
         emb = glove_init(glove, data.vocab, settings.n_embed_vars * settings.k, settings.seed)
         model = build_program(settings, v, data.max_len, c, emb)
@@ -232,7 +232,7 @@ def unigram_ner(data: NerData) -> dict[str, Any]:
 
     tr = data.splits["train"]
     tagger = UnigramTagger.fit(tr["tokens"], tr["targets"], tr["mask"], len(data.vocab),
-                               len(data.tags))
+                               len(data.labels))
     return {split: ner_scores(data, split, tagger.predict(a["tokens"]))
             for split, a in data.splits.items() if split != "train"}
 
@@ -287,12 +287,12 @@ def write_ner_run(out: Path, model: Any, data: NerData, kind: str,
     from tpcore.nn.module import save
 
     out.mkdir(parents=True, exist_ok=True)
-    save(model, out / f"{kind}.npz", {"vocab": data.vocab.words, "classes": data.tags.names})
+    save(model, out / f"{kind}.npz", {"vocab": data.vocab.words, "classes": data.labels.names})
     written: dict[str, Any] = {"model": str(out / f"{kind}.npz")}
     if kind == "program":
         from tpcore.programs import codegen, ir
 
-        program = extract_program(model, data.vocab, data.tags.names, "ner")
+        program = extract_program(model, data.vocab, data.labels.names, "ner")
         ir.save(program, out / "program.json")
         py, _ = codegen.write(program, out / "program" / "ner.py")
         write_text(out / "embeddings.md", embedding_table(program))
@@ -320,7 +320,7 @@ def compare_ner(data: NerData, program: ProgramSettings | None,
         if out is not None:
             info["written"] = write_ner_run(Path(out) / kind, model, data, kind, info)
         elif kind == "program":
-            prog = extract_program(model, data.vocab, data.tags.names, "ner")
+            prog = extract_program(model, data.vocab, data.labels.names, "ner")
             info["written"] = {"fidelity": ner_fidelity(model, prog, data.splits["test"])}
         results[kind] = info
     results["seconds"] = time.perf_counter() - start
@@ -329,9 +329,9 @@ def compare_ner(data: NerData, program: ProgramSettings | None,
     return results
 
 
-def data_summary(data: NerData | ClassificationData) -> dict[str, Any]:
+def data_summary(data: NerData) -> dict[str, Any]:
     """Sizes of a prepared corpus for the results file."""
-    labels = data.tags if isinstance(data, NerData) else data.labels
+    labels = data.labels if isinstance(data, NerData) else data.labels
     return {"vocab_size": len(data.vocab), "labels": labels.names, "max_len": data.max_len,
             "sizes": {k: int(len(v["tokens"])) for k, v in data.splits.items()},
             "dropped": data.dropped}
@@ -481,6 +481,24 @@ DEMO_PROGRAM = ProgramSettings(n_layers=2, n_heads=4, n_embed_vars=4, k=32, epoc
 DEMO_TRANSFORMER = TransformerSettings(d_model=64, n_layers=2, n_heads=4, epochs=10)
 
 
+def _demo(name: str, data: Any, compare: Any, table: Any, out_dir: str | Path, budget: float,
+          seed: int, quiet: bool) -> dict[str, Any]:
+    """Run ``compare`` with the demo settings (epochs scaled by ``budget``) and write the
+    results with the command that reproduces them."""
+    prog = dataclasses.replace(DEMO_PROGRAM, epochs=DEMO_PROGRAM.epochs * budget, seed=seed)
+    trans = dataclasses.replace(DEMO_TRANSFORMER, epochs=DEMO_TRANSFORMER.epochs * budget,
+                                seed=seed)
+    results = compare(data, prog, trans, out=out_dir, quiet=quiet)
+    results["command"] = f"tpcore reproduce {name} --budget {budget} --seed {seed}"
+    write_results(out_dir, results, table(results))
+    return results
+
+
+def _check_budget(budget: float) -> None:
+    if budget <= 0:
+        raise TpcoreError(f"budget must be > 0, got {budget}")
+
+
 def ner_demo(out_dir: str | Path = "results/ner-demo", budget: float = 1.0, seed: int = 0,
              quiet: bool = True) -> dict[str, Any]:
     """The synthetic NER comparison (``tpcore reproduce ner-demo``): corpus of
@@ -490,17 +508,9 @@ def ner_demo(out_dir: str | Path = "results/ner-demo", budget: float = 1.0, seed
     from tpcore.tasks.nlp import prepare_ner
     from tpcore.tasks.synthetic_text import ner_corpus
 
-    if budget <= 0:
-        raise TpcoreError(f"budget must be > 0, got {budget}")
-    data = prepare_ner(ner_corpus(DEMO_SIZES["train"], DEMO_SIZES["dev"], DEMO_SIZES["test"],
-                                  seed=seed))
-    prog = dataclasses.replace(DEMO_PROGRAM, epochs=DEMO_PROGRAM.epochs * budget, seed=seed)
-    trans = dataclasses.replace(DEMO_TRANSFORMER, epochs=DEMO_TRANSFORMER.epochs * budget,
-                                seed=seed)
-    results = compare_ner(data, prog, trans, out=out_dir, quiet=quiet)
-    results["command"] = f"tpcore reproduce ner-demo --budget {budget} --seed {seed}"
-    write_results(out_dir, results, ner_table(results))
-    return results
+    _check_budget(budget)
+    data = prepare_ner(ner_corpus(*DEMO_SIZES.values(), seed=seed))
+    return _demo("ner-demo", data, compare_ner, ner_table, out_dir, budget, seed, quiet)
 
 
 def classify_demo(out_dir: str | Path = "results/classify-demo", budget: float = 1.0,
@@ -511,14 +521,7 @@ def classify_demo(out_dir: str | Path = "results/classify-demo", budget: float =
     from tpcore.tasks.nlp import prepare_classification
     from tpcore.tasks.synthetic_text import classification_corpus
 
-    if budget <= 0:
-        raise TpcoreError(f"budget must be > 0, got {budget}")
-    data = prepare_classification(classification_corpus(
-        DEMO_SIZES["train"], DEMO_SIZES["dev"], DEMO_SIZES["test"], seed=seed))
-    prog = dataclasses.replace(DEMO_PROGRAM, epochs=DEMO_PROGRAM.epochs * budget, seed=seed)
-    trans = dataclasses.replace(DEMO_TRANSFORMER, epochs=DEMO_TRANSFORMER.epochs * budget,
-                                seed=seed)
-    results = compare_classification(data, prog, trans, out=out_dir, quiet=quiet)
-    results["command"] = f"tpcore reproduce classify-demo --budget {budget} --seed {seed}"
-    write_results(out_dir, results, classification_table(results))
-    return results
+    _check_budget(budget)
+    data = prepare_classification(classification_corpus(*DEMO_SIZES.values(), seed=seed))
+    return _demo("classify-demo", data, compare_classification, classification_table, out_dir,
+                 budget, seed, quiet)

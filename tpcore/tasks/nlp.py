@@ -33,11 +33,13 @@ adds ``targets (S,)``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -240,29 +242,22 @@ def _filter(items: list, max_words: int) -> list:
 
 
 @dataclass
-class NerData:
-    """A preprocessed NER corpus: the vocabulary and tag set (from the training split) and each
-    split's encoded arrays (see the module docstring); ``dropped[split]`` counts the sentences
-    over ``max_words``; ``sentences[split]`` the kept (preprocessed) ones."""
-
-    vocab: Vocab
-    tags: Labels
-    splits: dict[str, dict[str, np.ndarray]]
-    sentences: dict[str, list[TaggedSentence]]
-    dropped: dict[str, int]
-    max_len: int
-
-
-@dataclass
-class ClassificationData:
-    """A preprocessed classification corpus, shaped like :class:`NerData`."""
+class Corpus:
+    """A preprocessed corpus: the vocabulary and label set (NER tags or classes, from the
+    training split), each split's encoded arrays (see the module docstring), the kept
+    (preprocessed) sentences or examples per split, ``dropped[split]`` the number over
+    ``max_words``, and ``max_len`` (``max_words + 2``)."""
 
     vocab: Vocab
     labels: Labels
     splits: dict[str, dict[str, np.ndarray]]
-    examples: dict[str, list[Example]]
+    items: dict[str, list]
     dropped: dict[str, int]
     max_len: int
+
+
+NerData = Corpus
+ClassificationData = Corpus
 
 
 def _lengths(items: Sequence[TaggedSentence] | Sequence[Example]) -> np.ndarray:
@@ -305,27 +300,35 @@ def encode_classification(examples: Sequence[Example], vocab: Vocab, labels: Lab
             "targets": np.asarray(targets, dtype=np.int32)}
 
 
+def _prepare(splits: dict[str, list], max_words: int, vocab_size: int, lowercase: bool,
+             sources: dict[str, str] | None, labels_of: Any, encode: Any) -> tuple:
+    """Normalise and filter every split, build the vocabulary and label set from ``train``,
+    encode; returns ``(vocab, labels, arrays, kept, dropped)``."""
+    if "train" not in splits:
+        raise TpcoreError(f"splits need 'train'; got {sorted(splits)}")
+    kept, dropped = {}, {}
+    for name, items in splits.items():
+        norm = [dataclasses.replace(x, words=w)
+                for w, x in zip(normalise_all([x.words for x in items], lowercase), items)]
+        kept[name] = _filter(norm, max_words)
+        dropped[name] = len(norm) - len(kept[name])
+    if not kept["train"]:
+        raise TpcoreError(f"no training sentence has at most {max_words} words")
+    vocab = Vocab.build((x.words for x in kept["train"]), vocab_size)
+    labels = Labels.build(y for x in kept["train"] for y in labels_of(x))
+    sources = sources or {}
+    arrays = {name: encode(x, vocab, labels, sources.get(name, name))
+              for name, x in kept.items()}
+    return vocab, labels, arrays, kept, dropped
+
+
 def prepare_ner(splits: dict[str, list[TaggedSentence]], max_words: int = MAX_WORDS_NER,
                 vocab_size: int = VOCAB_SIZE, lowercase: bool = False,
                 sources: dict[str, str] | None = None) -> NerData:
     """Preprocess and encode NER splits; ``splits`` must contain ``train``, whose kept sentences
     define the vocabulary and the tag set. ``sources`` names each split's file for messages."""
-    if "train" not in splits:
-        raise TpcoreError(f"NER splits need 'train'; got {sorted(splits)}")
-    kept, dropped = {}, {}
-    for name, sents in splits.items():
-        norm = [TaggedSentence(w, s.tags, s.line)
-                for w, s in zip(normalise_all([s.words for s in sents], lowercase), sents)]
-        kept[name] = _filter(norm, max_words)
-        dropped[name] = len(norm) - len(kept[name])
-    if not kept["train"]:
-        raise TpcoreError(f"no training sentence has at most {max_words} words")
-    vocab = Vocab.build((s.words for s in kept["train"]), vocab_size)
-    tags = Labels.build(t for s in kept["train"] for t in s.tags)
-    sources = sources or {}
-    arrays = {name: encode_tagged(s, vocab, tags, sources.get(name, name))
-              for name, s in kept.items()}
-    return NerData(vocab, tags, arrays, kept, dropped, max_words + 2)
+    return Corpus(*_prepare(splits, max_words, vocab_size, lowercase, sources,
+                            lambda s: s.tags, encode_tagged), max_words + 2)
 
 
 def prepare_classification(splits: dict[str, list[Example]],
@@ -333,22 +336,8 @@ def prepare_classification(splits: dict[str, list[Example]],
                            lowercase: bool = False,
                            sources: dict[str, str] | None = None) -> ClassificationData:
     """Preprocess and encode classification splits (as :func:`prepare_ner`)."""
-    if "train" not in splits:
-        raise TpcoreError(f"classification splits need 'train'; got {sorted(splits)}")
-    kept, dropped = {}, {}
-    for name, exs in splits.items():
-        norm = [Example(w, e.label, e.line)
-                for w, e in zip(normalise_all([e.words for e in exs], lowercase), exs)]
-        kept[name] = _filter(norm, max_words)
-        dropped[name] = len(norm) - len(kept[name])
-    if not kept["train"]:
-        raise TpcoreError(f"no training example has at most {max_words} words")
-    vocab = Vocab.build((e.words for e in kept["train"]), vocab_size)
-    labels = Labels.build(e.label for e in kept["train"])
-    sources = sources or {}
-    arrays = {name: encode_classification(e, vocab, labels, sources.get(name, name))
-              for name, e in kept.items()}
-    return ClassificationData(vocab, labels, arrays, kept, dropped, max_words + 2)
+    return Corpus(*_prepare(splits, max_words, vocab_size, lowercase, sources,
+                            lambda e: (e.label,), encode_classification), max_words + 2)
 
 
 def hold_out(items: list, fraction: float, seed: int) -> tuple[list, list]:
