@@ -36,6 +36,19 @@ def test_program_ner_fidelity_and_embedding_table(ner_data):
         assert sorted(words) == sorted(ner_data.vocab.words[4:])
 
 
+def test_class_gap_table_sorted_by_magnitude(ner_data):
+    model = ex.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
+                             len(ner_data.labels))
+    program = ex.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner")
+    rows = ex.class_gap_table(program, "B-LOC", "B-ORG", top=6).splitlines()[2:]
+    gaps = [float(r.split(" | ")[2]) for r in rows]
+    assert len(gaps) == 6 and gaps == sorted(gaps, key=lambda g: -abs(g))
+    c = program.classifier
+    a, b = c.classes.index("B-LOC"), c.classes.index("B-ORG")
+    best = max(abs(w[i, a] - w[i, b]) for w in c.weights.values() for i in range(len(w)))
+    assert abs(gaps[0]) == pytest.approx(best, abs=0.01)
+
+
 def test_predict_batches_agree(ner_data):
     model = ex.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
                              len(ner_data.labels))

@@ -279,6 +279,37 @@ def embedding_table(program: Any, max_words: int = 12) -> str:
     return "\n".join(rows) + "\n"
 
 
+def class_gap_table(program: Any, first: str = "B-LOC", second: str = "B-ORG", top: int = 15,
+                    ) -> str:
+    """The paper's Figure 7 (a): the classifier features (variable = value) whose weight for
+    ``first`` minus its weight for ``second`` is largest in magnitude, as Markdown; for an
+    embedding variable or a head copying one, the words taking that value are listed (7 c)."""
+    c = program.classifier
+    a, b = c.classes.index(first), c.classes.index(second)
+    words = program.variables["tokens"].values
+    lookups = {m.output: np.asarray(m.table) for m in program.modules
+               if getattr(m, "inputs", None) == ("tokens",)}
+    source = {m.output: m.value for m in program.modules if hasattr(m, "value")}
+    rows = []
+    for f in c.features:
+        w = c.weights[f]
+        for i in range(w.shape[0]):
+            rows.append((float(w[i, a] - w[i, b]), f, i))
+    rows.sort(key=lambda r: -abs(r[0]))
+    out = [f"| feature | value | weight({first}) - weight({second}) | words with that value |",
+           "|---|---|---|---|"]
+    for gap, f, i in rows[:top]:
+        var = program.variables[f]
+        label = var.values[i] if var.kind == "categorical" else "(numerical)"
+        table = lookups.get(source.get(f, f))
+        shown = ""
+        if table is not None and var.kind == "categorical":
+            ids = np.flatnonzero(table == var.values[i])
+            shown = ", ".join(str(words[j]) for j in ids[:8]) + (" ..." if len(ids) > 8 else "")
+        out.append(f"| {f} | {label} | {gap:+.2f} | {shown} |")
+    return "\n".join(out) + "\n"
+
+
 def write_ner_run(out: Path, model: Any, data: NerData, kind: str,
                   info: dict[str, Any]) -> dict[str, Any]:
     """Save a trained NER model (and for a program its IR, Python source, Figure 7 table and
@@ -296,6 +327,8 @@ def write_ner_run(out: Path, model: Any, data: NerData, kind: str,
         ir.save(program, out / "program.json")
         py, _ = codegen.write(program, out / "program" / "ner.py")
         write_text(out / "embeddings.md", embedding_table(program))
+        if {"B-LOC", "B-ORG"} <= set(data.labels.names):
+            write_text(out / "figure7.md", class_gap_table(program))
         written.update(program=str(py), ir=str(out / "program.json"),
                        lines=codegen.line_counts(program),
                        fidelity=ner_fidelity(model, program, data.splits["test"]))
