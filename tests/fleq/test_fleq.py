@@ -43,6 +43,19 @@ def test_machine_matches_interpreter(tk):
                                    atol=1e-9)
 
 
+def test_lockstep_every_step(tk):
+    comp = FL.assemble(_loop_program(), tk)
+    m = comp.machine
+    X = comp.X0
+    layers = m.layer_objects()
+    mem = slice(m.s, m.s + m.m)
+    for pc, data in FL.interpret_steps(comp, EXACT):
+        for lay in layers:
+            X, _ = FL.layer_forward(X, lay)
+        assert FL.decode_pc(m, X) == pc
+        np.testing.assert_allclose(X[m.rows["data"]][:, mem], data[:, mem], atol=1e-8)
+
+
 def test_halt_is_a_fixed_point(tk):
     comp = FL.assemble(_loop_program(), tk)
     run = FL.execute(comp, max_steps=50)
