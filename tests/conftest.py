@@ -1,6 +1,11 @@
-"""Shared fixtures: a seeded generator and float64 helpers for gradchecks."""
+"""Shared fixtures; BLAS pinned to one thread (the models here are small: threads only contend)."""
 
-import numpy as np
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402 (after the thread settings, which BLAS reads at load)
 import pytest
 
 
