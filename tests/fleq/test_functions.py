@@ -110,3 +110,17 @@ def test_bad_block_arguments():
         F.matmul_block(4, 12, c=-1.0)
     with pytest.raises(TpcoreError, match="exceeds"):
         F.run_block(F.combine_block(2, 6, 1, 1), np.ones((3, 1)))
+
+
+def test_corollary6_one_head_sigmoid_sum():
+    fit = F.fit_sigmoids(np.sin, -2, 2, 12)
+    x = np.array([[0.7]])
+    errs = []
+    for C in (5.0, 30.0):
+        blk = F.sigmoid_width_block(2, 3 * 2 + 12 + 3, fit, C=C)
+        out = F.run_block(blk, x, n_extra=2)
+        errs.append(abs(out[0, 0] - fit(0.7)))
+        assert blk.n_heads == 1 and blk.n_layers == 3
+    assert errs[1] < 1e-8 < errs[0]                # off-diagonal leakage ~ e^-C
+    with pytest.raises(TpcoreError, match="s >= 3d \\+ m"):
+        F.sigmoid_width_block(2, 10, fit)

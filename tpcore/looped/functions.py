@@ -31,7 +31,8 @@ Blocks (``f_mul(A, B) = A^T B`` as in the paper):
 * ``sigmoid_block``  ``f_j(x) = sum_i c_ji sigma(a_ji^T x + b_ji)`` on every column ``x`` of A,
   ``j`` selected by the one-hot B (Lemma 5): head ``i`` sees score ``a_ji^T x + b_ji + log(s-1)`` on
   the selector column and 0 on the ``s-1`` others, so its weight is exactly the sigmoid.
-  3 layers, m heads.
+  3 layers, m heads. ``sigmoid_width_block`` is Corollary 6 / Lemma 18: the same sum with one
+  head per layer, the terms spread over ``m`` scratchpad columns.
 
 Fits: ``fit_sigmoids`` (least squares for any scalar function), ``inverse_fit`` (Lemma 10 / 21) and
 ``sqrt_fit`` (Lemma 11 / 22).
@@ -550,6 +551,50 @@ def sigmoid_block(d: int, s: int, fits: list[SigmoidFit], lam: float = 30.0,
     l3 = Spec(D)
     _shift_head(l3, rows, kp, qp, rows["y"], rows["out"][:1], lam)
     return Block(name, d, s, rows, [l1, l2, l3], const, d, {"m": m, "N": N, "dx": dx, "lam": lam})
+
+
+def sigmoid_width_block(d: int, s: int, fit: SigmoidFit, C: float = 60.0, lam: float = 30.0,
+                        name: str = "sigmoids_w") -> Block:
+    """``f(x) = sum_i c_i sigma(a_i^T x + b_i)`` for the column ``x`` = column 0 of A with one
+    head per layer, the ``m`` terms spread over ``m`` scratchpad columns (Corollary 6 with
+    Lemma 18). Needs ``s >= 3d + m``; output row 0 of column ``2d``. 3 layers, 1 head each.
+
+    Layer 1: every sigmoid column ``3d + i`` copies ``x`` (a shift head).
+    Layer 2 (Lemma 18): keys = one-hot ``e_i`` of the sigmoid column, query row ``i`` =
+    ``a_i^T x + b_i + log(s - m) - C (1 - e_i)``: column ``3d+i`` scores ``a_i^T x + b_i +
+    log(s-m)`` on itself, ``-C`` on the other sigmoid columns and 0 on the ``s - m`` others, so its
+    weight is ``sigma(a_i^T x + b_i)`` up to ``e^-C``; values ``c_i e_i`` into ``y``.
+    Layer 3: output column ``2d`` averages the ``m`` tied sigmoid columns with value ``m y``.
+    """
+    m, dx = fit.m, fit.a.shape[1]
+    if s < 3 * d + m or dx > d:
+        raise TpcoreError(f"{name}: m = {m} terms and d_x = {dx} need s >= 3d + m = "
+                          f"{3 * d + m} and d_x <= d = {d}; got s = {s}")
+    rows = _frame(d, s)
+    sig = list(range(3 * d, 3 * d + m))
+    L, code = 4, 15                              # all-ones codes: score gap 4 lam vs 0
+    const = {"src": _codes(s, L, {0: code}), "dst": _codes(s, L, dict.fromkeys(sig, code)),
+             "e": np.zeros((m, s)), "sum_q": _codes(s, L, {2 * d: code})}
+    const["e"][np.arange(m), sig] = 1.0
+    for nm, h in (("src", L), ("dst", L), ("e", m), ("sum_q", L), ("x", dx), ("y", 1)):
+        rows.add(nm, h)
+    D = rows.size
+    l1 = Spec(D)
+    _shift_head(l1, rows, rows["src"], rows["dst"], rows["in"][:dx], rows["x"], lam)
+    l2 = Spec(D)
+    K = select(D, rows["e"])
+    Q = np.zeros((m, D))
+    Q[:, rows["x"]] = fit.a
+    Q[:, rows["one"][0]] = fit.b + np.log(s - m) - C
+    Q[np.arange(m), rows["e"]] = C
+    V = np.zeros((D, D))
+    V[rows["y"][0], rows["e"]] = fit.c
+    masked_head(l2, rows, K, Q, V, 1.0)
+    l3 = Spec(D)
+    _shift_head(l3, rows, rows["dst"], rows["sum_q"], rows["y"], rows["out"][:1], lam,
+                scale=float(m))
+    return Block(name, d, s, rows, [l1, l2, l3], const, d,
+                 {"m": m, "N": 1, "dx": dx, "lam": lam, "C": C, "width": True})
 
 
 def block_input(block: Block, A: Any, B: Any | None = None, n_extra: int = 0,
