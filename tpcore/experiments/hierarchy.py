@@ -412,6 +412,7 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     """The paper's transformer experiments at the scale of ``budget``, compared with exact BP.
 
     Parts: ``root`` (root classification for every k_train in 0..l: Figs. 1c, 3, 4),
+    ``root-long`` (k_train = 0 for 4x the steps),
     ``mlm`` (k_train = 0 MLM: Figs. 1d, 5, 6; the model is saved under ``runs/hierarchy``),
     ``probe`` (ancestor probes of the saved MLM encoder's frozen layers: Figs. 7, 14 left) and
     ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs scratch,
@@ -437,9 +438,10 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
 
     def store(key: str | None = None, value=None, run: dict | None = None) -> None:
         if run is not None:
-            same = (run["run"]["task"], run["run"]["k_train"], run["run"]["seed"])
-            out["runs"] = [r for r in out["runs"] if (r["run"]["task"], r["run"]["k_train"],
-                                                      r["run"]["seed"]) != same] + [run]
+            def ident(r: dict) -> tuple:
+                return tuple(r["run"][f] for f in ("task", "k_train", "seed", "steps"))
+
+            out["runs"] = [r for r in out["runs"] if ident(r) != ident(run)] + [run]
         if key is not None:
             out[key] = value
         write_json(path, out)
@@ -450,6 +452,9 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
             store(run=train_against_bp(TreeRun(task="root", k_train=k, seed=seed, **cfg), g,
                                        log=log, save_to=encoder.parent /
                                        f"{budget}_root_k{k}_seed{seed}"))
+    if "root-long" in parts:
+        store(run=train_against_bp(TreeRun(task="root", k_train=0, seed=seed,
+                                           **dict(cfg, steps=4 * cfg["steps"])), g, log=log))
     if "mlm" in parts:
         store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
     if "probe" in parts or "finetune" in parts:
@@ -468,10 +473,10 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
         for P in finetune_sizes:
             for mode in ("scratch", "frozen", "unfrozen"):
                 acc = finetune_root(mlm_run, g, None if mode == "scratch" else encoder, mode, P,
-                                    steps=cfg["steps"] // 4, seed=seed)
+                                    steps=cfg["steps"] // 8, seed=seed)
                 rows.append(dict(P=P, mode=mode, acc=acc))
                 log(f"finetune P={P} {mode}: {acc:.4f}")
-                store("finetune", dict(steps=cfg["steps"] // 4, rows=rows))
+                store("finetune", dict(steps=cfg["steps"] // 8, rows=rows))
     return out
 
 
