@@ -26,22 +26,22 @@ MAX_LEN = 64
 """Positions are bits of a uint64: the kernel runs sequences of at most 64 tokens."""
 
 
-@numba.njit(cache=True)
-def _ctz(x, table):
+@numba.njit(cache=True, inline="always")
+def _ctz(x):
     """Index of the lowest set bit of ``x != 0`` (de Bruijn multiplication)."""
     low = x & (~x + ONE)
-    return table[(low * DEBRUIJN) >> np.uint64(58)]
+    return CTZ_TABLE[(low * DEBRUIJN) >> np.uint64(58)]
 
 
-@numba.njit(cache=True)
-def _msb(x, table):
+@numba.njit(cache=True, inline="always")
+def _msb(x):
     """Index of the highest set bit of ``x != 0``."""
     for s in (1, 2, 4, 8, 16, 32):
         x |= x >> np.uint64(s)
-    return _ctz((x >> ONE) + ONE, table)
+    return _ctz((x >> ONE) + ONE)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _popcount(x):
     x = x - ((x >> ONE) & np.uint64(0x5555555555555555))
     m2 = np.uint64(0x3333333333333333)
@@ -50,8 +50,8 @@ def _popcount(x):
     return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
-@numba.njit(cache=True)
-def _attend(m, i, published, table):
+@numba.njit(cache=True, inline="always")
+def _attend(m, i, published):
     """Key attended by query ``i`` given the bitmask ``m`` of visible matching keys.
 
     closest: the nearest other match (the left one on equal distance), else ``i`` if it
@@ -65,14 +65,15 @@ def _attend(m, i, published, table):
     left = others & (bit - ONE)
     right = (others >> np.uint64(i)) >> ONE
     big = 1 << 20
-    dl = i - _msb(left, table) if left != 0 else big
-    dr = _ctz(right, table) + 1 if right != 0 else big
+    dl = i - _msb(left) if left != 0 else big
+    dr = _ctz(right) + 1 if right != 0 else big
     if published:
         best, rank = 0, big
         if dl < big:
             best, rank = i - dl, dl
-        if m & bit and _popcount(m) < rank:
-            best, rank = i, _popcount(m)
+        count = _popcount(m)
+        if ((m & bit) != 0) & (count < rank):
+            best, rank = i, count
         if dr < rank:
             best = i + dr
         return best
@@ -82,12 +83,27 @@ def _attend(m, i, published, table):
 
 
 @numba.njit(cache=True)
-def _num_index(num_vals, num_size, slot, x):
-    """Index of ``x`` among the sorted values of numerical slot ``slot``; -1 when absent."""
+def _num_search(num_vals, num_size, slot, x):
+    """Index of ``x`` among the sorted values of numerical slot ``slot`` (binary search)."""
     k = np.searchsorted(num_vals[slot, : num_size[slot]], x)
-    if k < num_size[slot] and num_vals[slot, k] == x:
-        return k
-    return -1
+    if k < num_size[slot]:
+        if num_vals[slot, k] == x:
+            return np.int64(k)
+    return np.int64(-1)
+
+
+@numba.njit(cache=True)
+def _num_index(num_vals, num_size, num_lo, slot, x):
+    """Index of ``x`` among the values of numerical slot ``slot``; -1 when absent.
+    ``num_lo[slot]``: the first value when the values are ``lo, lo + 1, ...`` (direct index),
+    else NaN (binary search). Written with ``&`` rather than ``and``, which numba compiles into
+    much slower code."""
+    lo = num_lo[slot]
+    if lo != lo:
+        return _num_search(num_vals, num_size, slot, x)
+    d = x - lo
+    k = np.int64(d)
+    return k if (k == d) & (k >= 0) & (k < num_size[slot]) else np.int64(-1)
 
 
 @numba.njit(cache=True)
@@ -99,13 +115,15 @@ def _index_masks(cat, masks, slot, length):
 
 
 @numba.njit(cache=True)
-def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, feat_ops,
-         w_off, weights, bias, allowed, framing, causal, inputs, table, out):
+def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, num_lo,
+         feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out):
     bsz, n = ids.shape
     n_cls = bias.shape[0]
     cat = np.zeros((n_cat, n), np.int64)
     masks = np.zeros((n_cat, cat_width), np.uint64)
     num = np.zeros((n_num, n), np.float64)
+    numi = np.full((n_num, n), -1, np.int64)  # index of each numerical value in its value set
+    ones_index = _num_index(num_vals, num_size, num_lo, inputs[2], 1.0)
     logits = np.empty(n_cls)
     for b in range(bsz):
         length = lengths[b]
@@ -113,6 +131,7 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
             cat[inputs[0], i] = ids[b, i]
             cat[inputs[1], i] = i
             num[inputs[2], i] = 1.0
+            numi[inputs[2], i] = ones_index
         _index_masks(cat, masks, inputs[0], length)
         _index_masks(cat, masks, inputs[1], length)
         visible_all = (ONE << np.uint64(length)) - ONE if length < 64 else ~np.uint64(0)
@@ -121,9 +140,9 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
             if kind == 2:
                 for i in range(length):
                     if flag:
-                        idx = _num_index(num_vals, num_size, a, num[a, i])
-                        if bb >= 0 and idx >= 0:
-                            k2 = _num_index(num_vals, num_size, bb, num[bb, i])
+                        idx = numi[a, i]
+                        if (bb >= 0) & (idx >= 0):
+                            k2 = numi[bb, i]
                             idx = -1 if k2 < 0 else idx * stride + k2
                     else:
                         idx = cat[a, i]
@@ -139,15 +158,23 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
                     visible = ((ONE << np.uint64(i)) << ONE) - ONE if causal else visible_all
                     m = masks[bb, target] & visible
                 if kind == 0:
-                    cat[dst, i] = cat[c, _attend(m, i, flag, table)]
-                elif c == inputs[2]:
-                    num[dst, i] = float(_popcount(m))
+                    cat[dst, i] = cat[c, _attend(m, i, flag)]
                 else:
-                    s = 0.0
-                    while m != 0:
-                        s += num[c, _ctz(m, table)]
-                        m &= m - ONE
+                    if c == inputs[2]:
+                        s = float(_popcount(m))
+                    else:
+                        s = 0.0
+                        while m != 0:
+                            s += num[c, _ctz(m)]
+                            m &= m - ONE
                     num[dst, i] = s
+                    lo = num_lo[dst]
+                    if lo != lo:
+                        numi[dst, i] = _num_search(num_vals, num_size, dst, s)
+                    else:  # consecutive values from lo: direct index (no call, no ``and``)
+                        k = np.int64(s - lo)
+                        ok = (k == s - lo) & (k >= 0) & (k < num_size[dst])
+                        numi[dst, i] = k if ok else np.int64(-1)
             if kind == 0:
                 _index_masks(cat, masks, dst, length)
         for i in range(length):
@@ -165,24 +192,29 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
                         logits[t] = logits[t] + x * weights[w_off[f], t]
             best = -1
             for t in range(n_cls):
-                if allowed[t] and (best < 0 or logits[t] > logits[best]):
-                    best = t
+                if allowed[t]:
+                    if best < 0:
+                        best = t
+                    elif logits[t] > logits[best]:
+                        best = t
             out[b, i] = best
-        if framing[0] >= 0 and length > 0 and ids[b, 0] == framing[0]:
-            out[b, 0] = framing[1]
-        if framing[2] >= 0 and length > 0 and ids[b, length - 1] == framing[2]:
-            out[b, length - 1] = framing[3]
+        if (framing[0] >= 0) & (length > 0):
+            if ids[b, 0] == framing[0]:
+                out[b, 0] = framing[1]
+        if (framing[2] >= 0) & (length > 0):
+            if ids[b, length - 1] == framing[2]:
+                out[b, length - 1] = framing[3]
 
 
 @numba.njit(cache=True, parallel=True)
-def _run_chunks(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, feat_ops,
-                w_off, weights, bias, allowed, framing, causal, inputs, table, out, chunks):
+def _run_chunks(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, num_lo,
+                feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out, chunks):
     """:func:`_run` on ``chunks`` contiguous slices of the batch, one numba thread each."""
     bsz = ids.shape[0]
     for c in numba.prange(chunks):
         lo, hi = c * bsz // chunks, (c + 1) * bsz // chunks
         _run(ids[lo:hi], lengths[lo:hi], ops, params, n_cat, n_num, cat_width, num_vals,
-             num_size, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, table,
+             num_size, num_lo, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs,
              out[lo:hi])
 
 
@@ -203,9 +235,9 @@ def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray, lengths: np.n
     out = np.full(ids.shape, -1, dtype=np.int64)
     c = compiled
     args = (ids, lengths, c["ops"], c["params"], int(c["n_cat"]), int(c["n_num"]),
-            int(c["cat_width"]), c["num_vals"], c["num_size"], c["feat_ops"], c["w_off"],
-            c["weights"], c["bias"], c["allowed"], c["framing"], bool(c["causal"]), c["inputs"],
-            CTZ_TABLE, out)
+            int(c["cat_width"]), c["num_vals"], c["num_size"], c["num_lo"], c["feat_ops"],
+            c["w_off"], c["weights"], c["bias"], c["allowed"], c["framing"], bool(c["causal"]),
+            c["inputs"], out)
     if threads > 1:
         threads = min(threads, numba.config.NUMBA_NUM_THREADS)
         numba.set_num_threads(threads)

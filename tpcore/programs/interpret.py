@@ -194,7 +194,8 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     head, 2 MLP; for heads ``a, b, c`` are query, key, value slots, ``param`` the predicate and
     ``flag`` the rule (1: published); for MLPs ``a, b`` are input slots (``b = -1`` for one input),
     ``c`` the default, ``param`` the flat table, ``stride`` the second input's size and ``flag``
-    1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values;
+    1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values (``num_lo``
+    the first one when they are consecutive integers, else NaN);
     ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
     can be predicted; ``cat_width`` the largest categorical cardinality.
     """
@@ -223,9 +224,12 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     width = max(v[n].size for n in num_names)
     num_vals = np.full((len(num_names), width), np.inf)
     num_size = np.zeros(len(num_names), dtype=np.int64)
+    num_lo = np.full(len(num_names), np.nan)
     for i, n in enumerate(num_names):
         num_vals[i, : v[n].size] = np.asarray(v[n].values, dtype=np.float64)
         num_size[i] = v[n].size
+        if list(v[n].values) == list(range(int(v[n].values[0]), int(v[n].values[0]) + v[n].size)):
+            num_lo[i] = v[n].values[0]
     c = program.classifier
     feat_ops = np.asarray([[int(v[f].kind == "numerical"), slot[f]] for f in c.features],
                           dtype=np.int64).reshape(-1, 2)
@@ -244,7 +248,7 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
         "params": np.concatenate(params) if params else np.zeros(0, dtype=np.int64),
         "n_cat": np.int64(len(cat)), "n_num": np.int64(len(num)),
         "cat_width": np.int64(max(v[x].size for x in cat)),
-        "num_vals": num_vals, "num_size": num_size,
+        "num_vals": num_vals, "num_size": num_size, "num_lo": num_lo,
         "feat_ops": feat_ops, "w_off": w_off, "weights": np.ascontiguousarray(weights),
         "bias": c.bias.astype(np.float64),
         "allowed": np.asarray([i not in c.masked for i in range(len(c.classes))]),
