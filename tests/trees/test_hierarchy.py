@@ -47,10 +47,14 @@ def test_tiny_root_run_learns_and_reports(tmp_path):
     assert len(out["attention"]["maps"]) == 2
 
 
-def test_reproduce_hierarchy_tiny_mlm(tmp_path):
-    assert main(["reproduce", "hierarchy", "--budget", "tiny", "--parts", "mlm",
+def test_reproduce_hierarchy_tiny_mlm(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the encoder is saved under runs/
+    assert main(["reproduce", "hierarchy", "--budget", "tiny", "--parts", "mlm,probe,finetune",
                  "--mlm-steps", "40", "--out", str(tmp_path)]) == 0
     out = json.loads((tmp_path / "hierarchy_tiny.json").read_text())
     assert [r["run"]["task"] for r in out["runs"]] == ["mlm"]
-    assert "KL BP_0" in (tmp_path / "hierarchy_tiny.md").read_text()
+    assert np.array(out["probes"]["all_positions"]).shape == (3, 2)  # layers 0..2 x levels 0..1
+    assert len(out["finetune"]["rows"]) == 9
+    text = (tmp_path / "hierarchy_tiny.md").read_text()
+    assert "KL BP_0" in text and "Ancestor probes" in text and "| 256 |" in text
     assert main(["reproduce", "hierarchy", "--parts", "bogus"]) == 2

@@ -464,9 +464,10 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
             raise ValueError(f"no MLM encoder at {encoder}.npz; run --parts mlm first")
     if "probe" in parts:
         model = load(encoder)
+        sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
         store("probes", dict(
-            all_positions=probe_ancestors(model, mlm_run, g, seed=seed),
-            ends_only=probe_ancestors(model, mlm_run, g, positions="ends", seed=seed)))
+            all_positions=probe_ancestors(model, mlm_run, g, **sizes),
+            ends_only=probe_ancestors(model, mlm_run, g, positions="ends", **sizes)))
         log(f"probes: {out['probes']}")
     if "finetune" in parts:
         rows = []
