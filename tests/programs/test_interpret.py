@@ -142,3 +142,22 @@ def test_threaded_kernel_matches_single_thread():
     compiled = it.compile_program(p)
     np.testing.assert_array_equal(run_compiled(compiled, ids, lengths, threads=2),
                                   run_compiled(compiled, ids, lengths))
+
+
+def test_numerical_values_that_are_not_consecutive():
+    # widen every numerical head's value set with a non-integer value: the kernel then looks
+    # values up by binary search instead of a direct index, and must still match the reference
+    from tpcore.programs import ir
+
+    d = ir.to_dict(random_program(5, num_mlps=2))
+    for name in d["numerical_values"]:
+        d["numerical_values"][name] = [*d["numerical_values"][name], 1000.5]
+    for m in d["modules"]:
+        if m["type"] == "mlp" and m["kind"] == "numerical":
+            rng = np.random.default_rng(0)
+            sizes = [len(d["numerical_values"].get(x, [1])) for x in m["inputs"]]
+            m["table"] = rng.choice(m["output_values"], size=int(np.prod(sizes))).tolist()
+    p = ir.from_dict(d)
+    ids, lengths = random_inputs(p, 300, 5)
+    np.testing.assert_array_equal(it.run_ids(p, ids, lengths, "numpy"),
+                                  it.run_ids(p, ids, lengths, "numba"))
