@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from tpcore.kernels.subleq import run_batch, run_batch_reference
 
-from tpcore.looped.compiled import compile_layer, forward_compiled
+from tpcore.looped.compiled import compile_layers, forward_compiled
 from tpcore.looped.machine import build, punchcard
 from tpcore.looped.program import Program
 
@@ -53,7 +53,7 @@ def test_batched_looped(benchmark, batch64, path):
     machine, X = batch64
     B = X.shape[0]
     if path == "kernel":
-        layers = [compile_layer(ly) for ly in machine.layers]
+        layers = compile_layers(machine.layers)
         forward_compiled(X[:2], layers, 1, True)                    # compile
         iters = 10
         out = benchmark.pedantic(forward_compiled, (X, layers, 1, True, iters), rounds=3)
@@ -85,7 +85,7 @@ def test_sparse_vs_dense(benchmark, n, path):
     machine = build(prog.layout, lam=10.0)
     X = punchcard(prog)[None]
     if path == "kernel":
-        layers = [compile_layer(ly) for ly in machine.layers]
+        layers = compile_layers(machine.layers)
         forward_compiled(X, layers, 1, False)
         out = benchmark.pedantic(forward_compiled, (X, layers, 1, False), rounds=3)
     else:

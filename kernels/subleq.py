@@ -69,49 +69,60 @@ def run_batch(commands: np.ndarray, memory: np.ndarray, s: int, N: int,
 
 
 @numba.njit(cache=True)
-def sparse_layer(XT, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
-                 v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx,
-                 W2_val, b2, units_g, units_l):
-    """One Eq. 1 layer on the sparse path, weights in CSR form, in place on ``XT: (B, n, d)``
-    (tokens as rows, so each column of X is contiguous).
+def run_sparse(XT, iterations, g, hard, tol, head_off, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr,
+               Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1,
+               W2_ptr, W2_idx, W2_val, b2, b2r_off, b2r, ug_off, units_g, ul_off, units_l):
+    """``iterations`` passes of a stack of Eq. 1 layers on the sparse path, in place on
+    ``XT: (B, n, d)`` (tokens as rows, so each column of X is contiguous).
 
-    Same semantics as ``tpcore.looped.layer.layer_forward_sparse`` (its NumPy reference): query
-    columns ``< g`` attend to every key, the others to keys ``0..g-1`` and themselves; FF units
-    ``units_g`` run on columns ``< g`` and ``units_l`` on the others. Head ``h`` has K/Q rows
-    ``kq_off[h]:kq_off[h+1]`` and V output rows ``v_rows[v_off[h]:v_off[h+1]]`` (CSR over those).
-    All heads read X before any head writes (buffers ``KX, QX, VX``), and each column's FF reads
-    its whole attention output before writing, so the in-place update is Eq. 1 exactly.
-    Serial: on the shared 2-core machine numba's thread pool costs more than it gains here.
+    Per layer the semantics are those of ``tpcore.looped.layer.layer_forward_sparse`` (its NumPy
+    reference): query columns ``< g`` attend to every key, the others to keys ``0..g-1`` and
+    themselves; FF units of ``units_g`` run on columns ``< g`` and of ``units_l`` on the others.
+    Weights of all layers are packed: layer ``l`` owns heads ``head_off[l]:head_off[l+1]``; head
+    ``h`` owns the K/Q CSR rows ``kq_off[h]:kq_off[h+1]`` and the V CSR rows (output rows
+    ``v_rows``) ``v_off[h]:v_off[h+1]``; FF units are CSR rows of ``W1`` (inputs) and ``W2``
+    (outputs); ``b2: (layers, d)`` with non-zero rows ``b2r[b2r_off[l]:b2r_off[l+1]]``.
+    Each program runs all its iterations while its ``(n, d)`` block is in cache. Serial: on the
+    shared 2-core machine numba's thread pool costs more than it gains here.
     """
     B, n, d = XT.shape
-    H = lam.shape[0]
-    kmax = 0
-    vtot = v_off[H]
-    for h in range(H):
+    L = head_off.shape[0] - 1
+    kmax, vmax, umax = 1, 1, 1
+    for h in range(lam.shape[0]):
         kmax = max(kmax, kq_off[h + 1] - kq_off[h])
-    b2_rows = np.nonzero(b2)[0]
+    for l in range(L):
+        vmax = max(vmax, v_off[head_off[l + 1]] - v_off[head_off[l]])
+        umax = max(umax, ug_off[l + 1] - ug_off[l], ul_off[l + 1] - ul_off[l])
     KX = np.empty((n, kmax))
     QX = np.empty((n, kmax))
-    VX = np.empty((n, max(vtot, 1)))
-    out = np.zeros((n, max(vtot, 1)))
+    VX = np.empty((n, vmax))
+    out = np.empty((n, vmax))
     w = np.empty(n)
-    pre = np.empty(b1.shape[0])
+    pre = np.empty(umax)
     for b in range(B):
-        _program_layer(XT[b], g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx,
-                       Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1,
-                       W2_ptr, W2_idx, W2_val, b2_rows, b2, units_g, units_l, KX, QX, VX, out,
-                       w, pre)
+        Xb = XT[b]
+        for _ in range(iterations):
+            for l in range(L):
+                _attention(Xb, g, hard, tol, head_off[l], head_off[l + 1], lam, kq_off, K_ptr,
+                           K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx,
+                           V_val, KX, QX, VX, out, w)
+                _feed_forward(Xb, g, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val,
+                              b2[l], b2r[b2r_off[l]:b2r_off[l + 1]],
+                              units_g[ug_off[l]:ug_off[l + 1]],
+                              units_l[ul_off[l]:ul_off[l + 1]], pre)
 
 
 @numba.njit(cache=True)
-def _program_layer(Xb, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
-                   v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx,
-                   W2_val, b2_rows, b2, units_g, units_l, KX, QX, VX, out, w, pre):
-    """:func:`sparse_layer` on one program ``Xb: (n, d)`` with caller-owned buffers."""
+def _attention(Xb, g, hard, tol, h0, h1, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
+               v_off, v_rows, V_ptr, V_idx, V_val, KX, QX, VX, out, w):
+    """``Xb += sum_h V_h X P_h`` for heads ``h0..h1-1`` of one program ``Xb: (n, d)``; every
+    head reads ``Xb`` before any writes."""
     n = Xb.shape[0]
-    H = lam.shape[0]
-    vtot = v_off[H]
-    for h in range(H):
+    vbase = v_off[h0]
+    vtot = v_off[h1] - vbase
+    if vtot == 0:
+        return
+    for h in range(h0, h1):
         k0, k1 = kq_off[h], kq_off[h + 1]
         v0, v1 = v_off[h], v_off[h + 1]
         for j in range(n):
@@ -128,7 +139,7 @@ def _program_layer(Xb, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_
                 acc_v = 0.0
                 for p in range(V_ptr[r], V_ptr[r + 1]):
                     acc_v += V_val[p] * Xb[j, V_idx[p]]
-                VX[j, r] = acc_v
+                VX[j, r - vbase] = acc_v
         for q in range(n):
             nk = n if q < g else g + 1
             top = -np.inf
@@ -147,16 +158,25 @@ def _program_layer(Xb, g, hard, tol, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_
                 else:
                     w[t] = np.exp(lam[h] * (w[t] - top))
                 total += w[t]
-            for r in range(v0, v1):
+            for r in range(v0 - vbase, v1 - vbase):
                 acc = 0.0
                 for t in range(nk):
                     key = t if (q < g or t < g) else q
                     acc += w[t] * VX[key, r]
                 out[q, r] = acc / total
     for q in range(n):
-        row = Xb[q]
         for r in range(vtot):
-            row[v_rows[r]] += out[q, r]
+            Xb[q, v_rows[vbase + r]] += out[q, r]
+
+
+@numba.njit(cache=True)
+def _feed_forward(Xb, g, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val, b2, b2_rows,
+                  units_g, units_l, pre):
+    """``Xb += W2 ReLU(W1 Xb + b1) + b2`` per column with the column's unit list; each column
+    reads all its pre-activations before writing."""
+    n = Xb.shape[0]
+    for q in range(n):
+        row = Xb[q]
         units = units_g if q < g else units_l
         for i in range(units.shape[0]):
             u = units[i]

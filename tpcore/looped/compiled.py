@@ -1,8 +1,9 @@
-"""Eq. 1 layers compiled to sparse (CSR) form for the numba sparse-path kernel.
+"""A stack of Eq. 1 layers compiled to packed sparse (CSR) arrays for the numba sparse-path
+kernel ``tpcore.kernels.subleq.run_sparse``.
 
 The looped computer's weights are almost all zeros (selections, copies, gated units with one to a
-dozen inputs), so the kernel ``tpcore.kernels.subleq.sparse_layer`` walks only the non-zeros, one
-program at a time, with the scratchpad-only attention of
+dozen inputs), so the kernel walks only the non-zeros, one program at a time through all layers
+and iterations, with the scratchpad-only attention of
 :func:`tpcore.looped.layer.layer_forward_sparse` (its NumPy reference; the tests compare them).
 Host-only code (NumPy arrays; the kernel runs on the host).
 """
@@ -26,51 +27,63 @@ def _csr(M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.cumsum(ptr), cols.astype(np.int64), M[rows, cols].astype(np.float64)
 
 
+def _offsets(sizes: list[int]) -> np.ndarray:
+    return np.cumsum([0] + sizes).astype(np.int64)
+
+
+def _ints(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts] + [np.zeros(0, np.int64)])
+
+
 @dataclass(frozen=True)
-class CompiledLayer:
-    """The CSR arrays of one layer, in the kernel's argument order."""
+class CompiledMachine:
+    """The packed CSR arrays of a layer stack, in the kernel's argument order."""
 
     args: tuple[Any, ...]
 
 
-def compile_layer(layer: Layer) -> CompiledLayer:
-    """CSR form of ``layer``: stacked K/Q rows per head, V restricted to its non-zero output rows,
-    W1 by unit, W2 by unit (transposed), and the unit lists of each column kind."""
-    heads = layer.heads
-    K = np.concatenate([to_host(h.K) for h in heads]) if heads else np.zeros((0, layer.width))
-    Q = np.concatenate([to_host(h.Q) for h in heads]) if heads else np.zeros((0, layer.width))
-    kq_off = np.cumsum([0] + [h.K.shape[0] for h in heads]).astype(np.int64)
+def compile_layers(layers: list[Layer]) -> CompiledMachine:
+    """Pack ``layers``: every head's K and Q rows and V's non-zero output rows stacked in
+    order, every FF unit stacked (W1 by unit, W2 transposed by unit), ``b2`` per layer, and each
+    layer's unit lists for scratchpad and other columns (global unit indices)."""
+    d = layers[0].width
+    heads = [h for ly in layers for h in ly.heads]
+    empty = np.zeros((0, d))
+    K = np.concatenate([to_host(h.K) for h in heads] + [empty])
+    Q = np.concatenate([to_host(h.Q) for h in heads] + [empty])
     v_rows, v_blocks = [], []
     for h in heads:
         V = to_host(h.V)
         out = np.nonzero(np.abs(V).sum(axis=1))[0]
         v_rows.append(out)
         v_blocks.append(V[out])
-    v_off = np.cumsum([0] + [len(r) for r in v_rows]).astype(np.int64)
-    Vc = np.concatenate(v_blocks) if heads else np.zeros((0, layer.width))
-    scope = (np.zeros(layer.hidden, dtype=np.int64) if layer.scope is None
-             else np.asarray(to_host(layer.scope)))
-    units_g = np.nonzero(scope != SCOPE_LOCAL)[0].astype(np.int64)
-    units_l = np.nonzero(scope != SCOPE_GLOBAL)[0].astype(np.int64)
-    lam = np.array([h.lam for h in heads], dtype=np.float64)
-    return CompiledLayer((lam, kq_off, *_csr(K), *_csr(Q), v_off,
-                          np.concatenate(v_rows).astype(np.int64) if heads
-                          else np.zeros(0, dtype=np.int64), *_csr(Vc),
-                          *_csr(to_host(layer.W1)), np.asarray(to_host(layer.b1), np.float64),
-                          *_csr(np.ascontiguousarray(to_host(layer.W2).T)),
-                          np.asarray(to_host(layer.b2), np.float64), units_g, units_l))
+    W1 = np.concatenate([to_host(ly.W1) for ly in layers])
+    W2T = np.concatenate([to_host(ly.W2).T for ly in layers])
+    b1 = np.concatenate([to_host(ly.b1) for ly in layers]).astype(np.float64)
+    b2 = np.stack([to_host(ly.b2) for ly in layers]).astype(np.float64)
+    ug, ul, start = [], [], 0
+    for ly in layers:
+        scope = (np.zeros(ly.hidden, dtype=np.int64) if ly.scope is None
+                 else np.asarray(to_host(ly.scope)))
+        ug.append(start + np.nonzero(scope != SCOPE_LOCAL)[0])
+        ul.append(start + np.nonzero(scope != SCOPE_GLOBAL)[0])
+        start += ly.hidden
+    b2r = [np.nonzero(row)[0] for row in b2]
+    return CompiledMachine((
+        _offsets([len(ly.heads) for ly in layers]), np.array([h.lam for h in heads], float),
+        _offsets([h.K.shape[0] for h in heads]), *_csr(K), *_csr(Q),
+        _offsets([len(r) for r in v_rows]), _ints(v_rows),
+        *_csr(np.concatenate(v_blocks + [empty])), *_csr(W1), b1, *_csr(W2T), b2,
+        _offsets([len(r) for r in b2r]), _ints(b2r), _offsets([len(u) for u in ug]), _ints(ug),
+        _offsets([len(u) for u in ul]), _ints(ul)))
 
 
-def forward_compiled(X: np.ndarray, layers: list[CompiledLayer], n_global: int, hard: bool,
+def forward_compiled(X: np.ndarray, machine: CompiledMachine, n_global: int, hard: bool,
                      iterations: int = 1, tol: float = 1e-9) -> np.ndarray:
-    """``iterations`` passes of all ``layers`` on ``X: (B, d, n)`` (host float64) with the numba
-    sparse kernel; returns a new array."""
-    from tpcore.kernels.subleq import sparse_layer
+    """``iterations`` passes of the compiled layers on ``X: (B, d, n)`` (host float64) with the
+    numba sparse kernel; returns a new array."""
+    from tpcore.kernels.subleq import run_sparse
 
-    XT = np.ascontiguousarray(np.swapaxes(X, -1, -2), dtype=np.float64)   # (B, n, d) copy
-    if XT is X:
-        XT = XT.copy()
-    for _ in range(iterations):
-        for cl in layers:
-            sparse_layer(XT, n_global, hard, tol, *cl.args)
+    XT = np.array(np.swapaxes(X, -1, -2), dtype=np.float64, order="C")   # (B, n, d) copy
+    run_sparse(XT, iterations, n_global, hard, tol, *machine.args)
     return np.ascontiguousarray(np.swapaxes(XT, -1, -2))

@@ -47,7 +47,7 @@ class Machine:
     schedule: str
     snap: bool
     names: list[str] = field(default_factory=list)
-    _compiled: list | None = field(default=None, repr=False)
+    _compiled: Any = field(default=None, repr=False)
 
     @property
     def hard(self) -> bool:
@@ -60,10 +60,10 @@ class Machine:
         (the same sparse path in the numba CSR kernel; host arrays only).
         """
         if sparse == "kernel":
-            from tpcore.looped.compiled import compile_layer, forward_compiled
+            from tpcore.looped.compiled import compile_layers, forward_compiled
 
             if self._compiled is None:
-                self._compiled = [compile_layer(ly) for ly in self.layers]
+                self._compiled = compile_layers(self.layers)
             Xb = X if X.ndim == 3 else X[None]
             out = forward_compiled(Xb, self._compiled, 1, self.hard)
             return out if X.ndim == 3 else out[0]
