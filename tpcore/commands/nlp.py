@@ -30,6 +30,7 @@ def _model_options(p: argparse.ArgumentParser, k: int, max_words: int, heads: in
     p.add_argument("--k", type=int, default=k, help=f"variable cardinality (default {k})")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=heads, help="categorical heads per layer")
+    p.add_argument("--mlps", type=int, default=1, help="categorical MLPs per layer")
     p.add_argument("--epochs", type=float, default=10.0)
     p.add_argument("--lr", type=float, default=0.05, help="program learning rate")
     p.add_argument("--batch-size", type=int, default=32)
@@ -92,9 +93,9 @@ def _settings(args: argparse.Namespace):
     kinds = {m.strip() for m in args.models.split(",") if m.strip()}
     if not kinds <= {"program", "transformer"}:
         raise TpcoreError(f"--models {args.models!r}: expected names from program,transformer")
-    prog = ProgramSettings(n_layers=args.layers, n_heads=args.heads, n_embed_vars=args.embed_vars,
-                           k=args.k, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                           seed=args.seed)
+    prog = ProgramSettings(n_layers=args.layers, n_heads=args.heads, n_mlps=args.mlps,
+                           n_embed_vars=args.embed_vars, k=args.k, epochs=args.epochs,
+                           batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     trans = TransformerSettings(d_model=args.d_model, n_layers=args.t_layers,
                                 n_heads=args.t_heads, epochs=args.epochs,
                                 batch_size=args.batch_size, lr=args.t_lr, seed=args.seed)

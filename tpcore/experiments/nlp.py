@@ -65,13 +65,15 @@ PAPER_TABLE6 = {
 
 @dataclass
 class ProgramSettings:
-    """A Transformer Program run: architecture (per layer: ``n_heads`` categorical heads, one
-    categorical MLP) and training (``epochs`` over the training split, validation every
-    ``eval_every`` epochs). The paper: k = 32 (NER) or 64 (classification), m in {2, 4, 8},
-    layers {1, 2, 3}, heads {4, 8}, batch 32, 30-100 epochs."""
+    """A Transformer Program run: architecture (per layer: ``n_heads`` categorical heads and
+    ``n_mlps`` categorical MLPs, one in the paper's NER setting) and training (``epochs`` over
+    the training split, validation every ``eval_every`` epochs). The paper: k = 32 (NER) or 64
+    (classification), m in {2, 4, 8}, layers {1, 2, 3}, heads {4, 8}, batch 32, 30-100
+    epochs."""
 
     n_layers: int = 2
     n_heads: int = 4
+    n_mlps: int = 1
     n_embed_vars: int = 4
     k: int = 32
     d_mlp: int = 64
@@ -102,13 +104,13 @@ class TransformerSettings:
 # ---------------------------------------------------------------------------- models
 def build_program(s: ProgramSettings, vocab_size: int, max_len: int, n_classes: int,
                   embedding: np.ndarray | None = None) -> Any:
-    """A ``ProgramModel`` with learned embeddings, categorical heads and one categorical MLP per
-    layer; ``embedding (V, m k)`` (e.g. projected GloVe) replaces the initial embedding logits."""
+    """A ``ProgramModel`` with learned embeddings, categorical heads and categorical MLPs;
+    ``embedding (V, m k)`` (e.g. projected GloVe) replaces the initial embedding logits."""
     from tpcore.models.program import ProgramConfig, ProgramModel
 
     model = ProgramModel(ProgramConfig(
         vocab_size=vocab_size, max_len=max_len, n_classes=n_classes, n_layers=s.n_layers,
-        n_cat_heads=s.n_heads, n_num_heads=0, n_cat_mlps=1, n_num_mlps=0, k=s.k,
+        n_cat_heads=s.n_heads, n_num_heads=0, n_cat_mlps=s.n_mlps, n_num_mlps=0, k=s.k,
         d_mlp=s.d_mlp, n_embed_vars=s.n_embed_vars, seed=s.seed))
     if embedding is not None:
         shape = model.embedding.shape
