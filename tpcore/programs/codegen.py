@@ -149,9 +149,9 @@ class _Writer:
         keys = [ix for ix in np.ndindex(*table.shape)
                 if all(mk[i] for mk, i in zip(masks, ix))]
         counts = _by_output(table, keys)
-        default = (max(counts, key=lambda o: (len(counts[o]), -o)) if counts else m.default)
-        if not self.compress:
-            default = -1
+        # compressed: the most common output is the default return; full: every output a branch
+        default = (max(counts, key=lambda o: (len(counts[o]), -o))
+                   if counts and self.compress else None)
         groups = []
         for o, members in counts.items():
             if o == default:
@@ -162,16 +162,16 @@ class _Writer:
         key = args[0] if len(args) == 1 else f"({', '.join(args)})"
         lines.append(f"        key = {key}")
         lines += _branches(8, "key", groups)
-        final = default if default >= 0 else m.default
+        final = m.default if default is None else default
         lines += [f"        return {literal(out.values[final])}", ""]
         if len(inputs) == 1:
-            comp = [f"{m.name}(k0) for k0 in {inputs[0]}"]
+            call, loop = f"{m.name}(k0)", f"k0 in {inputs[0]}"
         else:
-            comp = [f"{m.name}(k0, k1) for k0, k1 in zip({', '.join(inputs)})"]
-        call, loop = comp[0].split(" for ", 1)
-        lines += _wrap(4, f"{m.output} = [", comp, "]") if len(
-            f"        {comp[0]}") <= WIDTH else [f"    {m.output} = [", f"        {call}",
-                                                 f"        for {loop}", "    ]"]
+            call, loop = f"{m.name}(k0, k1)", f"k0, k1 in zip({', '.join(inputs)})"
+        if len(f"        {call} for {loop}") <= WIDTH:
+            lines += _wrap(4, f"{m.output} = [", [f"{call} for {loop}"], "]")
+        else:
+            lines += [f"    {m.output} = [", f"        {call}", f"        for {loop}", "    ]"]
         return lines + self.scores(m.output) + [""]
 
     def key_literal(self, inputs: list[str], ix: tuple[int, ...]) -> str:
