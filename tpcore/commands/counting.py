@@ -16,13 +16,26 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                         "20 epochs; paper: all cells, 16,000 inputs, 250 epochs")
     p.add_argument("--epochs", type=int, help="override the budget's epochs")
     p.add_argument("--variants", nargs="+", help="subset of none prefix experts both")
+    p.add_argument("--cells", nargs="+", metavar="TASK:REGIME",
+                   help="(task, regime) cells instead of the budget's, e.g. double_hist:bigvocab")
+    p.add_argument("--lengthgen", nargs="*", metavar="TASK",
+                   help="length-test tasks instead of the budget's (none given: skip it)")
     p.add_argument("--out", default="results/counting")
     p.set_defaults(func=run_counting)
 
 
 def run_counting(args: argparse.Namespace) -> int:
+    from tpcore.errors import TpcoreError
     from tpcore.experiments.counting import VARIANTS, run
 
-    result = run(args.budget, args.out, args.epochs, tuple(args.variants or VARIANTS))
+    cells = None
+    if args.cells:
+        bad = [c for c in args.cells if c.count(":") != 1]
+        if bad:
+            raise TpcoreError(f"cell {bad[0]!r} is not TASK:REGIME")
+        cells = tuple(tuple(c.split(":")) for c in args.cells)
+    lengthgen = None if args.lengthgen is None else tuple(args.lengthgen)
+    result = run(args.budget, args.out, args.epochs, tuple(args.variants or VARIANTS), cells,
+                 lengthgen)
     print(f"wrote {args.out}/counting.md and counting.json ({result['seconds']:.0f} s)")
     return 0

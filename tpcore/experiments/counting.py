@@ -257,8 +257,13 @@ def run(budget: str = "target", out: str | Path = "results/counting",
     if bad:
         raise TpcoreError(f"unknown task/regime {bad[0]}; tasks {TASKS}, regimes {tuple(REGIMES)}")
     out = Path(out)
-    command = f"tpcore reproduce counting --budget {budget}" + (f" --epochs {epochs}"
-                                                                 if epochs else "")
+    parts = [f"tpcore reproduce counting --budget {budget}",
+             f"--epochs {epochs}" if epochs else "",
+             f"--variants {' '.join(variants)}" if variants != VARIANTS else "",
+             f"--cells {' '.join(f'{t}:{r}' for t, r in cells)}" if cells != b.cells else "",
+             f"--lengthgen {' '.join(lengthgen)}" if lengthgen != b.lengthgen else "",
+             f"--out {out}"]
+    command = " ".join(x for x in parts if x)
     rows: list[dict[str, Any]] = []
     lengths: list[dict[str, Any]] = []
     start = time.perf_counter()
