@@ -168,3 +168,21 @@ def test_fixed_choice_matches_enumeration():
             assert net.fixed_choice(framing, content, length) == want
             found.add(want is None)
     assert found == {True, False}  # both kinds of gate were exercised
+
+
+def test_reproduction_run_and_tables():
+    """A tiny length-generalisation run: context sized for N = 16, trained at N = 8."""
+    from tpcore.experiments.counting import Budget, length_table, table, train_run
+
+    b = Budget((("hist", "base"),), ("hist",), n_train=64, epochs=1, batch_size=64,
+               eval_every=1)
+    row = train_run("hist", "base", "experts", b, seed=0, test_regime="longer")
+    assert row["n_train"] == 64 and row["steps"] == 1
+    assert abs(sum(row["gate_usage"].values()) - 1) < 1e-9
+    assert set(row["gate_rule"]) == {str(n) for n in range(1, 17)}
+    for split in ("test", "shifted_test"):
+        assert 0 <= row[split]["seq_acc"] <= row[split]["acc"] <= 1
+    assert "| hist | base (V=8, N=8) | - | - | " in table([row])
+    assert length_table([row]).count("| hist | experts |") == 1
+    with pytest.raises(TpcoreError, match="same vocabulary"):
+        train_run("hist", "base", "none", b, seed=0, test_regime="bigvocab")
