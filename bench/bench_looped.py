@@ -18,25 +18,14 @@ import pytest
 from tpcore.kernels.subleq import run_batch, run_batch_reference
 
 from tpcore.looped.compiled import compile_layers, forward_compiled
+from tpcore.looped.examples import random_program
 from tpcore.looped.machine import build, punchcard
-from tpcore.looped.program import Program
 
 
 def _random_programs(B, m, k, N=8, seed=0):
-    """Random programs that never halt: no jump targets EOF and the instruction before EOF
-    jumps back to the first one unconditionally (``subleq _zero, _zero``)."""
+    """``B`` random programs that never halt (values in [-20, 20])."""
     rng = np.random.default_rng(seed)
-    s = 1
-    cells = np.arange(s, s + m)
-    progs = []
-    for _ in range(B):
-        body = np.stack([rng.choice(cells, k - 1), rng.choice(cells[2:], k - 1),
-                         rng.integers(s + m, s + m + k - 1, k - 1)], axis=1)
-        body[-1] = [s, s, s + m]
-        cmds = np.concatenate([body, [[s, s + 1, s + m + k - 1]]]).astype(np.int64)
-        mem = np.concatenate([[0, -1], rng.integers(-20, 21, m - 2)]).astype(np.int64)
-        progs.append(Program(cmds, mem, s=s, N=N))
-    return progs
+    return [random_program(rng, m, k, N, vmax=20, halting=False) for _ in range(B)]
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ import numpy as np
 from tpcore.io import write_json, write_text
 from tpcore.looped.asm import assemble
 from tpcore.looped.diff import loop_backward, loop_forward, weight_arrays, with_weights
-from tpcore.looped.examples import multiply
+from tpcore.looped.examples import multiply, random_program
 from tpcore.looped.interpret import interpret, step
 from tpcore.looped.layer import Layer, layer_backward, layer_forward
 from tpcore.looped.machine import Machine, build, decode_memory, decode_pc, punchcard
@@ -37,17 +37,6 @@ from tpcore.looped.program import Program
 
 LAM_LO, LAM_HI = 0.25, 64.0
 EPS = 0.25
-
-
-def _random_program(rng: np.random.Generator, m: int, k: int, N: int) -> Program:
-    """Random program (cells 0, 1 are EOF's constants; jumps anywhere, may halt or not)."""
-    s = 1
-    cells = np.arange(s, s + m)
-    body = np.stack([rng.choice(cells, k - 1), rng.choice(cells[2:], k - 1),
-                     rng.integers(s + m, s + m + k, k - 1)], axis=1)
-    cmds = np.concatenate([body, [[s, s + 1, s + m + k - 1]]]).astype(np.int64)
-    mem = np.concatenate([[0, -1], rng.integers(-9, 10, m - 2)]).astype(np.int64)
-    return Program(cmds, mem, s=s, N=N)
 
 
 def _reference(progs: list[Program], T: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +100,7 @@ def lam_sweep(Ts: list[int], seed: int) -> list[dict[str, Any]]:
         y = max(1, T // 5)
         mult = assemble(multiply(1, y), N=10)
         steps = interpret(mult).steps
-        randoms = [_random_program(rng, 8, 16, 8) for _ in range(8)]
+        randoms = [random_program(rng, 8, 16, 8) for _ in range(8)]
         for family, progs, iters in (("multiply", [mult], steps + 2), ("random x8", randoms, T)):
             lo = progs[0].layout
             ref = _reference(progs, iters)
@@ -202,7 +191,7 @@ def _pairs(machine_exact: Machine, layout_prog: Program, count: int,
     """Single-instruction pairs ``(X_t, X_{t+1})`` from ``count`` random programs of
     ``layout_prog``'s layout, ``t`` uniform in 0..7, computed by the exact (hardmax) machine."""
     lo = layout_prog.layout
-    X = np.stack([punchcard(_random_program(rng, lo.m, lo.k, lo.N)) for _ in range(count)])
+    X = np.stack([punchcard(random_program(rng, lo.m, lo.k, lo.N)) for _ in range(count)])
     t_pick = rng.integers(0, 8, count)
     X_in = X.copy()
     for t in range(1, 8):
@@ -225,7 +214,7 @@ def repair(seed: int, steps: int, support: str = "all", lam: float = 10.0,
     prog = assemble(multiply(3, 2), N=8)
     lo = prog.layout
     rng = np.random.default_rng(seed)
-    held = [prog] + [_random_program(rng, lo.m, lo.k, lo.N) for _ in range(4)]
+    held = [prog] + [random_program(rng, lo.m, lo.k, lo.N) for _ in range(4)]
     T = interpret(prog).steps + 2
     ref = _reference(held, T)
     machine = build(lo, lam=lam, snap_static=True)

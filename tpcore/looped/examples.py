@@ -5,6 +5,7 @@
 * :func:`reverse` - reverse a list in place (unrolled swaps; SUBLEQ has no indirect addressing
   and this machine keeps code and memory apart).
 * :func:`search` - index of the first cell equal to a target, else -1 (unrolled comparisons).
+* :func:`random_program` - random (bounded) programs for tests, benches and experiments.
 * :func:`minsky` - a Minsky machine through the Appendix C translation, operands swapped to
   Algorithm 2's order (``subleq a, b`` means ``mem[b] -= mem[a]``; the paper's listing uses the
   opposite order, under which its ``j+2`` line would overwrite the constant +1).
@@ -13,6 +14,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.looped.asm import assemble
@@ -139,3 +142,23 @@ def example(name: str, N: int | None = None) -> Program:
     if name not in EXAMPLES:
         raise TpcoreError(f"unknown example {name!r}; expected one of {', '.join(EXAMPLES)}")
     return EXAMPLES[name]() if N is None else EXAMPLES[name](N)
+
+
+def random_program(rng: np.random.Generator, m: int, k: int, N: int, s: int = 1,
+                   vmax: int = 9, halting: bool = True) -> Program:
+    """A random program of ``m`` cells and ``k`` instructions (the last is EOF).
+
+    Cells 0 and 1 hold EOF's constants 0 and -1 and are never written; the others start uniform in
+    ``[-vmax, vmax]``. Instructions subtract any cell from a cell >= 2 and jump anywhere, so the
+    program may or may not halt; with ``halting=False`` no jump targets EOF and the instruction
+    before EOF jumps back to the first one, so it never halts.
+    """
+    cells = np.arange(s, s + m)
+    top = s + m + k if halting else s + m + k - 1
+    body = np.stack([rng.choice(cells, k - 1), rng.choice(cells[2:], k - 1),
+                     rng.integers(s + m, top, k - 1)], axis=1)
+    if not halting:
+        body[-1] = [s, s, s + m]
+    cmds = np.concatenate([body, [[s, s + 1, s + m + k - 1]]]).astype(np.int64)
+    mem = np.concatenate([[0, -1], rng.integers(-vmax, vmax + 1, m - 2)]).astype(np.int64)
+    return Program(cmds, mem, s=s, N=N)
