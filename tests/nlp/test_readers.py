@@ -93,7 +93,7 @@ def test_prepare_ner_arrays_filter_and_unknown_tags(tmp_path):
     assert a["targets"][0, 1:3].tolist() == [1, 0]
     tr = data.splits["train"]
     assert tr["tokens"].shape == (1, 6) and not tr["pad"].any()
-    bad = [nlp.TaggedSentence(["x"], ["B-LOC"], 9)]
+    bad = [nlp.TaggedSentence(["x", "y"], ["O", "O"], 4), nlp.TaggedSentence(["x"], ["B-LOC"], 9)]
     with pytest.raises(TpcoreError, match="dev.txt:9: label 'B-LOC'"):
         nlp.prepare_ner({"train": train, "dev": bad}, sources={"dev": "dev.txt"})
 

@@ -33,11 +33,11 @@ adds ``targets (S,)``.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class TaggedSentence:
     tags: list[str]
     line: int = 0
 
+    def with_words(self, words: list[str]) -> TaggedSentence:
+        return TaggedSentence(words, self.tags, self.line)
+
 
 @dataclass
 class Example:
@@ -73,6 +76,9 @@ class Example:
     words: list[str]
     label: str
     line: int = 0
+
+    def with_words(self, words: list[str]) -> Example:
+        return Example(words, self.label, self.line)
 
 
 def _where(path: str | Path, line: int) -> str:
@@ -171,9 +177,7 @@ class Vocab:
         """The ``size`` most common words (ties: first occurrence first) after the specials."""
         if size < 1:
             raise TpcoreError(f"vocabulary size must be >= 1, got {size}")
-        counts: Counter[str] = Counter()
-        for words in sentences:
-            counts.update(words)
+        counts = Counter(chain.from_iterable(sentences))
         for s in SPECIALS:
             counts.pop(s, None)
         # Counter.most_common keeps insertion (first occurrence) order among equal counts.
@@ -264,24 +268,26 @@ def _lengths(items: Sequence[TaggedSentence] | Sequence[Example]) -> np.ndarray:
     return np.fromiter((len(x.words) for x in items), dtype=np.int64, count=len(items))
 
 
-def _check_labels(items: Sequence[TaggedSentence], labels: Labels, source: str) -> None:
-    """Raise naming ``source:line`` of the first sentence with a label outside ``labels``."""
-    known = labels.index
-    for s in items:
-        if not all(t in known for t in s.tags):
-            labels.ids(s.tags, _where(source, s.line))
+def _tag_ids(sentences: Sequence[TaggedSentence], tags: Labels, lengths: np.ndarray,
+             source: str) -> list[int]:
+    """Tag ids of all sentences, concatenated; an unknown tag raises naming ``source:line`` of
+    its sentence."""
+    get = tags.index.get
+    ids = [get(t, -1) for t in chain.from_iterable(s.tags for s in sentences)]
+    if -1 in ids:
+        s = sentences[int(np.searchsorted(np.cumsum(lengths), ids.index(-1), side="right"))]
+        tags.ids(s.tags, _where(source, s.line))
+    return ids
 
 
 def encode_tagged(sentences: Sequence[TaggedSentence], vocab: Vocab, tags: Labels,
                   source: str = "<memory>") -> dict[str, np.ndarray]:
     """``tokens, pad, targets, mask`` arrays of preprocessed sentences (module docstring)."""
-    _check_labels(sentences, tags, source)
     lengths = _lengths(sentences)
-    words = [w for s in sentences for w in s.words]
-    labels = [t for s in sentences for t in s.tags]
+    words = list(chain.from_iterable(s.words for s in sentences))
     tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
                     vocab.index[PAD])
-    targets = _frame(tags.ids(labels, source), lengths, 0, 0, 0)
+    targets = _frame(_tag_ids(sentences, tags, lengths, source), lengths, 0, 0, 0)
     pos = np.arange(tokens.shape[1])[None, :]
     mask = (pos >= 1) & (pos <= lengths[:, None])
     return {"tokens": tokens, "pad": pos >= lengths[:, None] + 2, "targets": targets,
@@ -292,7 +298,7 @@ def encode_classification(examples: Sequence[Example], vocab: Vocab, labels: Lab
                           source: str = "<memory>") -> dict[str, np.ndarray]:
     """``tokens, pad, targets`` arrays of preprocessed examples (module docstring)."""
     lengths = _lengths(examples)
-    words = [w for e in examples for w in e.words]
+    words = list(chain.from_iterable(e.words for e in examples))
     tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
                     vocab.index[PAD])
     targets = [labels.ids([e.label], _where(source, e.line))[0] for e in examples]
@@ -308,14 +314,14 @@ def _prepare(splits: dict[str, list], max_words: int, vocab_size: int, lowercase
         raise TpcoreError(f"splits need 'train'; got {sorted(splits)}")
     kept, dropped = {}, {}
     for name, items in splits.items():
-        norm = [dataclasses.replace(x, words=w)
+        norm = [x.with_words(w)
                 for w, x in zip(normalise_all([x.words for x in items], lowercase), items)]
         kept[name] = _filter(norm, max_words)
         dropped[name] = len(norm) - len(kept[name])
     if not kept["train"]:
         raise TpcoreError(f"no training sentence has at most {max_words} words")
     vocab = Vocab.build((x.words for x in kept["train"]), vocab_size)
-    labels = Labels.build(y for x in kept["train"] for y in labels_of(x))
+    labels = Labels.build(chain.from_iterable(map(labels_of, kept["train"])))
     sources = sources or {}
     arrays = {name: encode(x, vocab, labels, sources.get(name, name))
               for name, x in kept.items()}
