@@ -4,7 +4,8 @@
 or in the published format, imported without running it), or a run directory written by
 ``tpcore learn`` (its ``program.json``, else its model ``model.npz`` extracted with the vocabulary
 and classes saved beside it, else the one program file in it or in its ``program/`` folder).
-Host-only code.
+``evaluate_on_task`` scores a program on a generated task; ``fidelity`` checks that a run's
+model, both interpreter engines and its generated program agree. Host-only code.
 """
 
 from __future__ import annotations
@@ -97,3 +98,51 @@ def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples
     return {"task": data.name, "split": split, "sequences": int(len(ids)),
             "tokens": int(mask.sum()), "token_accuracy": float(hit[mask].mean()),
             "sequence_accuracy": float(hit.all(axis=1).mean())}
+
+
+def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
+    """Agreement on the test split of a ``tpcore learn`` run between its discrete model, its
+    program run by the NumPy reference and by the numba kernel, and its generated Python program
+    (on the first ``n_program`` test sequences, all when None), at every target position.
+
+    Returns the fraction of target positions where each engine equals the model, and counts.
+    """
+    import importlib.util
+    import tempfile
+
+    import tpcore.models.program  # noqa: F401  (registers ProgramModel for load)
+    from tpcore.models.program_train import LearnConfig, make_data
+    from tpcore.nn.module import load
+    from tpcore.programs import codegen, ir
+    from tpcore.programs.interpret import run_ids
+
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    task = make_data(LearnConfig(**metrics["config"]))
+    test = task.splits["test"]
+    program = ir.load(run_dir / "program.json")
+    model = load(run_dir / "model.npz")
+    tokens, mask = test["tokens"], test["mask"]
+    lengths = (~test["pad"]).sum(axis=1)
+    want = np.asarray(model.forward(tokens, test["pad"]).argmax(-1))
+    out: dict[str, Any] = {"positions": int(mask.sum()), "sequences": int(len(tokens))}
+    for engine in ("numpy", "numba"):
+        got = np.asarray(run_ids(program, tokens, lengths, engine))
+        out[engine] = float((got[mask] == want[mask]).mean())
+    n = len(tokens) if n_program is None else min(n_program, len(tokens))
+    with tempfile.TemporaryDirectory() as tmp:
+        path, _ = codegen.write(program, Path(tmp) / f"{program.name}.py")
+        spec = importlib.util.spec_from_file_location(f"tpcore_generated_{program.name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # a program tpcore just wrote itself
+        labels = program.output_labels()
+        vocab = program.tokens.values
+        hits = total = 0
+        for b in range(n):
+            pred = module.run([vocab[i] for i in tokens[b, : lengths[b]]])
+            for i in np.flatnonzero(mask[b]):
+                hits += pred[i] == labels[want[b, i]]
+                total += 1
+    out["generated"] = hits / max(total, 1)
+    out["generated_sequences"] = n
+    return out
