@@ -102,8 +102,9 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("table1", help="Transformer Programs paper, Table 1 (RASP tasks + "
                                         "in-context task)")
     p.add_argument("--budget", default="small", choices=("smoke", "small", "medium", "paper"),
-                   help="smoke: pipeline check; small: paper's architecture per task, 1 seed "
-                        "(default); medium: 3 seeds, 250 epochs; paper: full grid, 5 seeds")
+                   help="smoke: pipeline check; small: 2 layers, 2+2 heads, 1+1 MLPs, 1 seed, "
+                        "60 epochs (default); medium: the paper's architecture per task, 3 seeds, "
+                        "250 epochs; paper: full grid, 5 seeds")
     p.add_argument("--epochs", type=int, help="override the budget's epochs")
     p.add_argument("--tasks", nargs="+", help="subset of tasks (default: all eight)")
     p.add_argument("--jobs", type=int, default=1, help="local worker processes")
