@@ -82,13 +82,16 @@ def test_cli_conll_and_classify(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["nlp", "conll", "--train", str(tmp_path / "train.txt"), "--dev",
             str(tmp_path / "dev.txt"), "--test", str(tmp_path / "test.txt"), "--out", str(out),
-            "--epochs", "0.5", "--layers", "1", "--heads", "1", "--embed-vars", "2", "--k", "8",
+            "--epochs", "0.5", "--layers", "1", "--heads", "1,2", "--embed-vars", "2", "--k", "8",
             "--models", "program", "--quiet"]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "Unigram baseline" in text and "paper F1" in text and "numba 100.00%" in text
     res = json.loads((out / "results.json").read_text())
     assert set(res) >= {"unigram", "program", "data"} and "transformer" not in res
+    grid = res["program"]["grid"]
+    assert [g["settings"]["n_heads"] for g in grid] == [1, 2]
+    assert res["program"]["dev"]["f1"] == max(g["dev"] for g in grid)
     for f in ("program/program.json", "program/program/ner.py", "program/embeddings.md",
               "table.md"):
         assert (out / f).is_file(), f
@@ -116,3 +119,6 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
                  str(tmp_path / "ok.tsv"), "--test", str(tmp_path / "ok.tsv"), "--models",
                  "lstm"]) == 2
     assert "--models 'lstm'" in capsys.readouterr().err
+    assert main(["nlp", "classify", "--train", str(tmp_path / "ok.tsv"), "--test",
+                 str(tmp_path / "ok.tsv"), "--layers", "1,two"]) == 2
+    assert "--layers '1,two'" in capsys.readouterr().err

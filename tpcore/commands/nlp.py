@@ -26,21 +26,25 @@ def _model_options(p: argparse.ArgumentParser, k: int, max_words: int, heads: in
                    help=f"drop longer sentences (default {max_words})")
     p.add_argument("--vocab-size", type=int, default=10_000,
                    help="most common training words kept (default 10000)")
-    p.add_argument("--embed-vars", type=int, default=4, help="embedding variables m")
-    p.add_argument("--k", type=int, default=k, help=f"variable cardinality (default {k})")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=heads, help="categorical heads per layer")
-    p.add_argument("--mlps", type=int, default=1, help="categorical MLPs per layer")
-    p.add_argument("--epochs", type=float, default=10.0)
-    p.add_argument("--lr", type=float, default=0.05, help="program learning rate")
+    g = p.add_argument_group("model settings (a comma-separated list runs the grid of all "
+                             "combinations, selected on the validation split)")
+    for flag, default, what in (
+            ("--embed-vars", "4", "program: embedding variables m"),
+            ("--k", str(k), "program: variable cardinality"),
+            ("--layers", "2", "program: layers"),
+            ("--heads", str(heads), "program: categorical heads per layer"),
+            ("--mlps", "1", "program: categorical MLPs per layer"),
+            ("--lr", "0.05", "program: learning rate"),
+            ("--epochs", "10", "training epochs (both models)"),
+            ("--d-model", "128", "transformer: width"),
+            ("--t-layers", "2", "transformer: layers"),
+            ("--t-heads", "4", "transformer: heads"),
+            ("--t-lr", "0.001", "transformer: learning rate"),
+            ("--seed", "0", "seeds (both models)")):
+        g.add_argument(flag, default=default, help=f"{what} (default {default})")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--d-model", type=int, default=128, help="standard transformer width")
-    p.add_argument("--t-layers", type=int, default=2, help="standard transformer layers")
-    p.add_argument("--t-heads", type=int, default=4, help="standard transformer heads")
-    p.add_argument("--t-lr", type=float, default=1e-3, help="standard transformer learning rate")
     p.add_argument("--models", default="program,transformer",
                    help="comma-separated subset of program,transformer (baseline always runs)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -86,6 +90,27 @@ def _demo_options(p: argparse.ArgumentParser, out: str) -> None:
     p.add_argument("--quiet", action="store_true")
 
 
+def _values(args: argparse.Namespace, name: str, kind: type) -> list:
+    from tpcore.errors import TpcoreError
+
+    text = getattr(args, name)
+    try:
+        return [kind(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise TpcoreError(f"--{name.replace('_', '-')} {text!r}: expected comma-separated "
+                          f"{kind.__name__} values") from None
+
+
+def _grid(args: argparse.Namespace, cls: type, options: dict[str, tuple[str, type]]) -> list:
+    """Settings for every combination of the listed option values."""
+    import itertools
+
+    names = list(options)
+    lists = [_values(args, opt, kind) for opt, kind in options.values()]
+    return [cls(**dict(zip(names, combo)), batch_size=args.batch_size)
+            for combo in itertools.product(*lists)]
+
+
 def _settings(args: argparse.Namespace):
     from tpcore.errors import TpcoreError
     from tpcore.experiments.nlp import ProgramSettings, TransformerSettings
@@ -93,12 +118,13 @@ def _settings(args: argparse.Namespace):
     kinds = {m.strip() for m in args.models.split(",") if m.strip()}
     if not kinds <= {"program", "transformer"}:
         raise TpcoreError(f"--models {args.models!r}: expected names from program,transformer")
-    prog = ProgramSettings(n_layers=args.layers, n_heads=args.heads, n_mlps=args.mlps,
-                           n_embed_vars=args.embed_vars, k=args.k, epochs=args.epochs,
-                           batch_size=args.batch_size, lr=args.lr, seed=args.seed)
-    trans = TransformerSettings(d_model=args.d_model, n_layers=args.t_layers,
-                                n_heads=args.t_heads, epochs=args.epochs,
-                                batch_size=args.batch_size, lr=args.t_lr, seed=args.seed)
+    prog = _grid(args, ProgramSettings, {
+        "n_layers": ("layers", int), "n_heads": ("heads", int), "n_mlps": ("mlps", int),
+        "n_embed_vars": ("embed_vars", int), "k": ("k", int), "epochs": ("epochs", float),
+        "lr": ("lr", float), "seed": ("seed", int)})
+    trans = _grid(args, TransformerSettings, {
+        "d_model": ("d_model", int), "n_layers": ("t_layers", int), "n_heads": ("t_heads", int),
+        "epochs": ("epochs", float), "lr": ("t_lr", float), "seed": ("seed", int)})
     return (prog if "program" in kinds else None), (trans if "transformer" in kinds else None)
 
 
@@ -136,7 +162,7 @@ def run_classify(args: argparse.Namespace) -> int:
         files["dev"] = args.dev
         splits["dev"] = read_classification(args.dev)
     else:
-        splits["train"], splits["dev"] = hold_out(splits["train"], 0.1, args.seed)
+        splits["train"], splits["dev"] = hold_out(splits["train"], 0.1, seed=0)
     data = prepare_classification(splits, args.max_words, args.vocab_size, args.lowercase,
                                   sources=files)
     prog, trans = _settings(args)
