@@ -64,6 +64,9 @@ def test_glove_initialises_program_embedding(tmp_path, ner_data):
     emb = ex.glove_init(tmp_path / "g.txt", ner_data.vocab, 16, seed=0)
     model = ex.build_program(TINY_PROGRAM, len(words), ner_data.max_len, len(ner_data.labels), emb)
     assert np.allclose(model.embedding.data.reshape(len(words), 16), emb)
+    t = ex.build_transformer(TINY_TRANSFORMER, len(words), ner_data.max_len,
+                             len(ner_data.labels), emb)
+    assert np.allclose(t.tok_emb.data, emb)
 
 
 def test_classification_both_models():
