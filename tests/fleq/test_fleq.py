@@ -127,3 +127,9 @@ def test_rejects_bad_programs(tk):
         FL.assemble(p, tk)
     with pytest.raises(TpcoreError, match="declared int"):
         FL.Program(2).cell("f", 0.5, kind="int")
+
+
+def test_step_limit_names_the_pc(tk):
+    comp = FL.assemble(_loop_program(), tk)
+    with pytest.raises(TpcoreError, match="step limit 3 at PC"):
+        FL.execute(comp, max_steps=3)

@@ -677,7 +677,8 @@ def read_cell(comp: Compiled, X: Any, name: str) -> np.ndarray:
 
 def execute(comp: Compiled, X: Any | None = None, max_steps: int = 10_000,
             dtype: Any = np.float64) -> FleqRun:
-    """Loop the machine until every program sits on its halting instruction."""
+    """Loop the machine until every program sits on its halting instruction; a PC outside the
+    instructions (a broken run, e.g. in float32) or the step limit raises ``TpcoreError``."""
     xp = get_xp()
     machine = comp.machine
     X = xp.asarray(comp.X0 if X is None else X, dtype=dtype)
@@ -690,6 +691,10 @@ def execute(comp: Compiled, X: Any | None = None, max_steps: int = 10_000,
         pcs.append(pc)
         if np.all(pc == comp.halt):
             return FleqRun(X, step, pcs, True)
+        if np.any((pc < machine.s + machine.m) | (pc >= machine.n)):
+            raise TpcoreError(f"FLEQ run lost its program counter at step {step}: PC "
+                              f"{pc.tolist()} is outside the instructions "
+                              f"[{machine.s + machine.m}, {machine.n})")
     raise TpcoreError(f"FLEQ run reached the step limit {max_steps} at PC {pcs[-1].tolist()}")
 
 
