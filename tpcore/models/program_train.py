@@ -27,6 +27,9 @@ from tpcore.train import Batch, StepContext
 if TYPE_CHECKING:
     from tpcore.tasks.rasp import TaskData
 
+EVAL_BATCH = 1024
+"""Sequences per evaluation forward (bounds peak memory)."""
+
 
 @dataclass
 class LearnConfig:
@@ -153,7 +156,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     result = fit(model, Adam(model.parameters(), lr=cfg.lr),
                  shuffled_batches(task.splits["train"], cfg.batch_size, cfg.seed),
                  lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
-                 lambda m: evaluate_supervised(m, task.splits["val"]))
+                 lambda m: evaluate_supervised(m, task.splits["val"], EVAL_BATCH))
     metrics: dict[str, Any] = {
         "task": task.name, "config": dataclasses.asdict(cfg), "seed": cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
@@ -161,7 +164,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
         "selected_at_step": result.best.get("step"), "history": result.history,
     }
     for name, split in task.splits.items():
-        metrics[name] = evaluate_supervised(model, split)
+        metrics[name] = evaluate_supervised(model, split, EVAL_BATCH)
     metrics["peak_rss_mb"] = peak_rss_mb()
     return model, metrics
 
