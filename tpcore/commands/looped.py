@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     trace = interpret(program, max_steps=args.max_steps)
     machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap)
     t0 = time.perf_counter()
+    path = "kernel" if args.kernel else args.sparse
     result = execute(machine, punchcard(program), max_steps=args.max_steps, trace=True,
-                     sparse=args.sparse, tol=args.tol)
+                     sparse=path, tol=args.tol)
     seconds = time.perf_counter() - t0
     size = machine.size()
     print(f"layout: s={lo.s} m={lo.m} instructions={lo.k} n={lo.n} N={lo.N} L={lo.L}; "
@@ -105,6 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="5 fused layers or 8 one-block layers")
     r.add_argument("--no-snap", action="store_true", help="drop the error-correction layer")
     r.add_argument("--sparse", action="store_true", help="scratchpad-only global attention")
+    r.add_argument("--kernel", action="store_true", help="the sparse path in the numba kernel")
     r.add_argument("--max-steps", type=int, default=10_000, help="step limit (default 10000)")
     r.add_argument("--tol", type=float, default=1e-9, help="fixed-point tolerance on X")
     r.add_argument("--trace", action="store_true", help="print every executed instruction")
