@@ -111,6 +111,13 @@ def test_rejects_bad_programs(tk):
     with pytest.raises(TpcoreError, match=r"instruction 6 \(div.*not one of the machine's M = 6"):
         FL.assemble(p, tk)
     p = _loop_program()
+    p.instrs[1].f = 7
+    with pytest.raises(TpcoreError, match=r"instruction 1 .*function index 7 is beyond .*M = 6"):
+        FL.assemble(p, tk)
+    p = _loop_program()
+    p.instrs[1].f = 3                               # index of "transp": accepted
+    FL.assemble(p, tk)
+    p = _loop_program()
     p.instrs[0].flag = "s"
     with pytest.raises(TpcoreError, match="instruction 0 .*flag cell 's' is not an integer"):
         FL.assemble(p, tk)

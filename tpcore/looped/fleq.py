@@ -104,9 +104,10 @@ class Cell:
 
 @dataclass
 class Instr:
-    """``mem[c] = f(mem[a], mem[b]); if mem[flag] <= 0 goto p``; names of cells or labels."""
+    """``mem[c] = f(mem[a], mem[b]); if mem[flag] <= 0 goto p``; names of cells or labels;
+    ``f`` is a function name or its index ``m`` in the toolkit."""
 
-    f: str
+    f: str | int
     c: str
     a: str
     b: str
@@ -153,7 +154,7 @@ class Program:
         self.cells[name] = Cell(name, np.zeros((1, 1)), "code", dict(fields))
         return name
 
-    def op(self, f: str, c: str, a: str, b: str = "_zero", flag: str = "_one",
+    def op(self, f: str | int, c: str, a: str, b: str = "_zero", flag: str = "_one",
            goto: str | None = None, label: str | None = None) -> None:
         self.instrs.append(Instr(f, c, a, b, flag, goto, label))
 
@@ -558,6 +559,11 @@ def assemble(program: Program, tk: Toolkit, lam: float = 30.0) -> Compiled:
     words = []
     for i, ins in enumerate(program.instrs):
         where = f"instruction {i} ({ins.f} -> {ins.c})"
+        if isinstance(ins.f, int | np.integer):
+            if not 0 <= ins.f < len(tk.blocks):
+                raise TpcoreError(f"{where}: function index {ins.f} is beyond the machine's "
+                                  f"M = {len(tk.blocks)} functions {tk.names}")
+            ins = Instr(tk.names[ins.f], ins.c, ins.a, ins.b, ins.flag, ins.goto, ins.label)
         if ins.f not in fits:
             raise TpcoreError(f"{where}: function {ins.f!r} is not one of the machine's M = "
                               f"{len(tk.blocks)} functions {tk.names}")
