@@ -62,11 +62,15 @@ from tpcore.looped.functions import (
     SigmoidFit,
     Spec,
     clear,
+    codes,
     combine_block,
     diag_block,
+    frame,
     gated_copy,
     gated_linear,
+    indicator,
     linear_map,
+    masked_head,
     matmul_block,
     row_vec,
     select,
@@ -283,17 +287,15 @@ def pointer_block(d: int, s: int, L: int, Lm: int, lam: float = 30.0,
     output column 2d (values doubled), its FF adds the fields with Lemma 16 and copies the rest
     (bits snapped to +-1, so rewritten instructions stay exact).
     """
-    from tpcore.looped.functions import _codes, _frame, _indicator, masked_head
-
     hs = field_heights(L, Lm)
     H = sum(hs.values())
-    rows = _frame(d, s, h_in=H, h_out=H)
-    const = {"isA": _indicator(s, [0]), "isB": _indicator(s, [d]), "isC": _indicator(s, [2 * d])}
+    rows = frame(d, s, h_in=H, h_out=H)
+    const = {"isA": indicator(s, [0]), "isB": indicator(s, [d]), "isC": indicator(s, [2 * d])}
     for nm, h in (("isA", 1), ("isB", 1), ("isC", 1), ("ra", H), ("rb", H), ("ga", H),
                   ("gb", H), ("kp", 1), ("qp", 1)):
         rows.add(nm, h)
-    const["kp"] = _codes(s, 1, {0: 1, d: 1})
-    const["qp"] = _codes(s, 1, {2 * d: 1})
+    const["kp"] = codes(s, 1, {0: 1, d: 1})
+    const["qp"] = codes(s, 1, {2 * d: 1})
     D = rows.size
     l1 = Spec(D)
     gated_copy(l1, rows["in"], rows["ra"], row_vec(D, {rows["isA"][0]: 1.0}))

@@ -237,7 +237,7 @@ class Block:
         return X
 
 
-def _frame(d: int, s: int, h_in: int | None = None, h_out: int | None = None) -> Rows:
+def frame(d: int, s: int, h_in: int | None = None, h_out: int | None = None) -> Rows:
     if s < 3 * d:
         raise TpcoreError(f"scratchpad s = {s} columns; a block of size d = {d} needs s >= 3d")
     rows = Rows()
@@ -248,13 +248,13 @@ def _frame(d: int, s: int, h_in: int | None = None, h_out: int | None = None) ->
     return rows
 
 
-def _indicator(s: int, cols: range | list[int]) -> np.ndarray:
+def indicator(s: int, cols: range | list[int]) -> np.ndarray:
     v = np.zeros((1, s))
     v[0, list(cols)] = 1.0
     return v
 
 
-def _codes(s: int, L: int, where: dict[int, int]) -> np.ndarray:
+def codes(s: int, L: int, where: dict[int, int]) -> np.ndarray:
     """``(L, s)`` rows holding the code ``p_code`` in column ``col`` for ``where = {col: code}``."""
     E = np.zeros((L, s))
     cols = list(where)
@@ -268,8 +268,8 @@ def _shift_rows(rows: Rows, const: dict[str, np.ndarray], d: int, s: int, src0: 
     L = address_bits(d)
     rows.add("kp" + tag, L)
     rows.add("qp" + tag, L)
-    const["kp" + tag] = _codes(s, L, {src0 + j: j for j in range(d)})
-    const["qp" + tag] = _codes(s, L, {dst0 + j: j for j in range(d)})
+    const["kp" + tag] = codes(s, L, {src0 + j: j for j in range(d)})
+    const["qp" + tag] = codes(s, L, {dst0 + j: j for j in range(d)})
     return rows["kp" + tag], rows["qp" + tag]
 
 
@@ -291,16 +291,16 @@ def combine_block(d: int, s: int, alpha: float, beta: float, lam: float = 30.0,
     Layer 2: output column ``2d+j`` ties columns ``j`` and ``d+j`` (same code), weight 1/2 each,
     value ``2 g``: ``alpha a_j + beta b_j``.
     """
-    rows = _frame(d, s)
-    const = {"isA": _indicator(s, range(d)), "isB": _indicator(s, range(d, 2 * d))}
+    rows = frame(d, s)
+    const = {"isA": indicator(s, range(d)), "isB": indicator(s, range(d, 2 * d))}
     rows.add("isA", 1)
     rows.add("isB", 1)
     rows.add("g", d)
     L = address_bits(d)
     rows.add("kp", L)
     rows.add("qp", L)
-    const["kp"] = _codes(s, L, {**{j: j for j in range(d)}, **{d + j: j for j in range(d)}})
-    const["qp"] = _codes(s, L, {2 * d + j: j for j in range(d)})
+    const["kp"] = codes(s, L, {**{j: j for j in range(d)}, **{d + j: j for j in range(d)}})
+    const["qp"] = codes(s, L, {2 * d + j: j for j in range(d)})
     D = rows.size
     l1 = Spec(D)
     gated_copy(l1, rows["in"], rows["g"], row_vec(D, {rows["isA"][0]: 1.0}), scale=alpha)
@@ -325,13 +325,13 @@ def matmul_block(d: int, s: int, c: float = 1e-8, C: float = 30.0, lam: float = 
     """
     if not (0 < c and 0 < C < 700):
         raise TpcoreError(f"matmul constants c = {c}, C = {C}; expected c > 0 and 0 < C < 700")
-    rows = _frame(d, s)
+    rows = frame(d, s)
     const: dict[str, np.ndarray] = {}
     rows.add("id", d)
     const["id"] = np.hstack([np.eye(d), np.zeros((d, s - d))])
     rows.add("anc", 1)
     n_a = s - 2 * d
-    const["anc"] = _indicator(s, range(2 * d, s))
+    const["anc"] = indicator(s, range(2 * d, s))
     rows.add("P", d)
     if symmetric:
         rows.add("P2", d)
@@ -367,17 +367,17 @@ def transpose_block(d: int, s: int, lam: float = 30.0, name: str = "transp") -> 
     """
     if s < 3 * d + d * d:
         raise TpcoreError(f"transpose needs s >= 3d + d^2 = {3 * d + d * d}; got s = {s}")
-    rows = _frame(d, s)
+    rows = frame(d, s)
     const: dict[str, np.ndarray] = {}
     Ls = address_bits(d)
     vec = {3 * d + i * d + j: (i, j) for i in range(d) for j in range(d)}
     for nm, h in (("le", Ls), ("src", Ls), ("bi", d), ("pj", d), ("gk", Ls), ("gq", Ls),
                   ("cp", d), ("tv", d)):
         rows.add(nm, h)
-    const["le"] = _codes(s, Ls, {j: j for j in range(d)})
-    const["src"] = _codes(s, Ls, {col: j for col, (_, j) in vec.items()})
-    const["gk"] = _codes(s, Ls, {col: i for col, (i, _) in vec.items()})
-    const["gq"] = _codes(s, Ls, {2 * d + i: i for i in range(d)})
+    const["le"] = codes(s, Ls, {j: j for j in range(d)})
+    const["src"] = codes(s, Ls, {col: j for col, (_, j) in vec.items()})
+    const["gk"] = codes(s, Ls, {col: i for col, (i, _) in vec.items()})
+    const["gq"] = codes(s, Ls, {2 * d + i: i for i in range(d)})
     bi, pj = np.zeros((d, s)), np.zeros((d, s))
     for col, (i, j) in vec.items():
         bi[i, col] = pj[j, col] = 1.0
@@ -399,7 +399,7 @@ def diag_block(d: int, s: int, lam: float = 30.0, name: str = "diag") -> Block:
     element-wise product ``u * v = mul(diag(u), v)`` (not in the paper). 1 layer, 1 head:
     the head moves ``a_i`` from column ``i`` to output column ``2d+i``, the FF keeps it in row
     ``i`` only (gate: a one-hot row constant)."""
-    rows = _frame(d, s)
+    rows = frame(d, s)
     const: dict[str, np.ndarray] = {}
     kp, qp = _shift_rows(rows, const, d, s, 0, 2 * d)
     rows.add("pos", d)
@@ -526,8 +526,8 @@ def sigmoid_block(d: int, s: int, fits: list[SigmoidFit], lam: float = 30.0,
     if dx > d or any(f.a.shape[1] != dx for f in fits):
         raise TpcoreError(f"every fit must take the same d_x <= d = {d} inputs")
     m = max(f.m for f in fits)
-    rows = _frame(d, s)
-    const = {"isA": _indicator(s, range(d)), "isB": _indicator(s, [d])}
+    rows = frame(d, s)
+    const = {"isA": indicator(s, range(d)), "isB": indicator(s, [d])}
     for nm, h in (("isA", 1), ("isB", 1), ("xa", d), ("eb", N), ("y", 1)):
         rows.add(nm, h)
     kp, qp = _shift_rows(rows, const, d, s, 0, 2 * d)
@@ -570,11 +570,11 @@ def sigmoid_width_block(d: int, s: int, fit: SigmoidFit, C: float = 60.0, lam: f
     if s < 3 * d + m or dx > d:
         raise TpcoreError(f"{name}: m = {m} terms and d_x = {dx} need s >= 3d + m = "
                           f"{3 * d + m} and d_x <= d = {d}; got s = {s}")
-    rows = _frame(d, s)
+    rows = frame(d, s)
     sig = list(range(3 * d, 3 * d + m))
     L, code = 4, 15                              # all-ones codes: score gap 4 lam vs 0
-    const = {"src": _codes(s, L, {0: code}), "dst": _codes(s, L, dict.fromkeys(sig, code)),
-             "e": np.zeros((m, s)), "sum_q": _codes(s, L, {2 * d: code})}
+    const = {"src": codes(s, L, {0: code}), "dst": codes(s, L, dict.fromkeys(sig, code)),
+             "e": np.zeros((m, s)), "sum_q": codes(s, L, {2 * d: code})}
     const["e"][np.arange(m), sig] = 1.0
     for nm, h in (("src", L), ("dst", L), ("e", m), ("sum_q", L), ("x", dx), ("y", 1)):
         rows.add(nm, h)
