@@ -23,6 +23,7 @@ Host-only code (NumPy): weights are built here and moved to the array module by 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class Part:
     b1: list[float] = field(default_factory=list)
     w2: list[np.ndarray] = field(default_factory=list)
     scope: list[int] = field(default_factory=list)
-    b2: np.ndarray = None
+    b2: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.b2 is None:
@@ -309,7 +310,7 @@ def snap(layout: Layout, C: float, eps: float = 0.25, static: bool = False) -> P
     return p
 
 
-def merge(parts: list[Part], xp=np) -> Layer:
+def merge(parts: list[Part], xp: Any = np) -> Layer:
     """Stack parts into one layer over array module ``xp`` (an FF-only layer has no heads)."""
     d = parts[0].d
     heads = tuple(Head(xp.asarray(h.K), xp.asarray(h.Q), xp.asarray(h.V), h.lam)
