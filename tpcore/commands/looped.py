@@ -45,16 +45,20 @@ def _fmt_mem(program, mem) -> str:
 def run(args: argparse.Namespace) -> int:
     import time
 
+    import numpy as np_module
+
+    from tpcore.backend import get_xp
     from tpcore.looped.interpret import interpret
     from tpcore.looped.machine import build, decode_memory, execute, punchcard
 
     program = _load(args)
     lo = program.layout
     trace = interpret(program, max_steps=args.max_steps)
-    machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap)
+    xp = np_module if args.kernel else get_xp()       # the numba kernel runs on the host
+    machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap, xp=xp)
     t0 = time.perf_counter()
     path = "kernel" if args.kernel else args.sparse
-    result = execute(machine, punchcard(program), max_steps=args.max_steps, trace=True,
+    result = execute(machine, punchcard(program, xp), max_steps=args.max_steps, trace=True,
                      sparse=path, tol=args.tol)
     seconds = time.perf_counter() - t0
     size = machine.size()
