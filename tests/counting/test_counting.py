@@ -180,7 +180,8 @@ def test_reproduction_run_and_tables():
     assert row["n_train"] == 64 and row["steps"] == 1
     assert abs(sum(row["gate_usage"].values()) - 1) < 1e-9
     assert set(row["gate_rule"]) == {str(n) for n in range(1, 17)}
-    for split in ("test", "shifted_test"):
+    assert 0 < row["longer_only"]["n"] < 2000
+    for split in ("test", "shifted_test", "longer_only"):
         assert 0 <= row[split]["seq_acc"] <= row[split]["acc"] <= 1
     assert "| hist | base (V=8, N=8) | - | - | " in table([row])
     assert length_table([row]).count("| hist | experts |") == 1
