@@ -143,6 +143,19 @@ def glove_init(path: str | Path | None, vocab: Vocab, width: int, seed: int) -> 
     return project(vectors, found, width, seed)
 
 
+def build_model(data: NerData, kind: str, settings: Any, glove: str | Path | None) -> Any:
+    """A per-token ``"program"`` or ``"transformer"`` for ``data`` (GloVe-initialised when a
+    file is given)."""
+    v, c = len(data.vocab), len(data.labels)
+    if kind == "program":
+        emb = glove_init(glove, data.vocab, settings.n_embed_vars * settings.k, settings.seed)
+        return build_program(settings, v, data.max_len, c, emb)
+    if kind == "transformer":
+        emb = glove_init(glove, data.vocab, settings.d_model, settings.seed)
+        return build_transformer(settings, v, data.max_len, c, emb)
+    raise TpcoreError(f"model kind {kind!r} unknown; expected 'program' or 'transformer'")
+
+
 def _is_program(model: Any) -> bool:
     inner = getattr(model, "inner", model)
     return hasattr(inner, "discrete")
@@ -208,15 +221,7 @@ def train_ner(data: NerData, kind: str, settings: Any, glove: str | Path | None 
               quiet: bool = True) -> tuple[Any, dict[str, Any]]:
     """Train a ``"program"`` or ``"transformer"`` tagger on ``data``; returns the selected model
     and ``{settings, steps, ..., history, dev, test}`` (conlleval scores per split)."""
-    v, c = len(data.vocab), len(data.labels)
-    if kind == "program":
-        emb = glove_init(glove, data.vocab, settings.n_embed_vars * settings.k, settings.seed)
-        model = build_program(settings, v, data.max_len, c, emb)
-    elif kind == "transformer":
-        emb = glove_init(glove, data.vocab, settings.d_model, settings.seed)
-        model = build_transformer(settings, v, data.max_len, c, emb)
-    else:
-        raise TpcoreError(f"model kind {kind!r} unknown; expected 'program' or 'transformer'")
+    model = build_model(data, kind, settings, glove)
 
     def evaluate(m: Any) -> dict[str, float]:
         return {"score": ner_scores(data, "dev", predict(m, data.splits["dev"]))["f1"]}
@@ -435,15 +440,7 @@ def train_classifier(data: ClassificationData, kind: str, settings: Any,
     selected model and ``{settings, ..., dev, test}`` (accuracy in percent per split)."""
     from tpcore.models.pooled import MeanPooled
 
-    v, c = len(data.vocab), len(data.labels)
-    if kind == "program":
-        emb = glove_init(glove, data.vocab, settings.n_embed_vars * settings.k, settings.seed)
-        model = MeanPooled(build_program(settings, v, data.max_len, c, emb))
-    elif kind == "transformer":
-        emb = glove_init(glove, data.vocab, settings.d_model, settings.seed)
-        model = MeanPooled(build_transformer(settings, v, data.max_len, c, emb))
-    else:
-        raise TpcoreError(f"model kind {kind!r} unknown; expected 'program' or 'transformer'")
+    model = MeanPooled(build_model(data, kind, settings, glove))
 
     def score(split: str) -> float:
         a = data.splits[split]
