@@ -18,10 +18,9 @@ def reachable(program: Program) -> dict[str, np.ndarray]:
 
     Conservative (never drops a value that can occur): tokens other than ``pad``, every position,
     a categorical head's output takes its value variable's reachable values, an MLP's output the
-    table entries over reachable inputs. A numerical head sums its value over the matching keys,
-    and at most one key matches when the key variable is ``positions`` (else at most ``max_len``),
-    so its output is at most that count times the value's largest reachable value (at least that
-    count times the smallest, when negative).
+    table entries over reachable inputs. A numerical head sums its value over the keys matching
+    its queries' targets, and a target matches at most :func:`max_matches` keys, so its output
+    lies between 0 and that count times the value's extreme reachable values.
     """
     v = program.variables
     out: dict[str, np.ndarray] = {}
@@ -34,7 +33,9 @@ def reachable(program: Program) -> dict[str, np.ndarray]:
             if m.kind == "categorical":
                 out[m.output] = out[m.value].copy()
             else:
-                count = 1 if m.key == "positions" else program.max_len
+                targets = {int(m.predicate[q]) for q in np.flatnonzero(out[m.query])}
+                count = max([max_matches(program, m.key, t) for t in targets
+                             if t >= 0 and out[m.key][t]], default=0)
                 vals = np.asarray(v[m.value].values, dtype=float)[out[m.value]]
                 lo, hi = min(0.0, count * vals.min()), max(0.0, count * vals.max())
                 x = np.asarray(v[m.output].values, dtype=float)
@@ -46,6 +47,22 @@ def reachable(program: Program) -> dict[str, np.ndarray]:
                 mask[m.default] = True
             out[m.output] = mask
     return out
+
+
+def max_matches(program: Program, key: str, value: int) -> int:
+    """How many positions of one framed input can hold value index ``value`` of ``key``: one for
+    a position or the BOS/EOS token, none for padding, the content length for other tokens, the
+    maximum length for any other variable."""
+    if key == "positions":
+        return 1
+    if key != "tokens":
+        return program.max_len
+    label = program.tokens.values[value]
+    if label == program.pad:
+        return 0
+    if label in (program.bos, program.eos):
+        return 1
+    return program.max_len - (program.bos is not None) - (program.eos is not None)
 
 
 def dependencies(program: Program) -> list[tuple[str, str, tuple[str, ...]]]:
