@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tpcore.backend import to_host
+from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.looped import applications as AP
 from tpcore.looped import functions as F
@@ -103,6 +104,22 @@ def sigmoid_study(grid: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def _try(fn: Any) -> dict[str, Any]:
+    """``fn()``, or ``{"broken": reason}`` when the run loses its program counter."""
+    try:
+        return fn()
+    except TpcoreError as exc:
+        return {"broken": str(exc).split(":")[0]}
+
+
+def _val(r: dict[str, Any], key: str) -> float | str:
+    return f"broken ({r['broken']})" if "broken" in r else r[key]
+
+
+def _stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(r for r in runs if "broken" not in r)["stats"]
+
+
 def application_study(budget: str, seed: int) -> dict[str, Any]:
     """Each application against NumPy at several constants (float64) and in float32."""
     rng = np.random.default_rng(seed)
@@ -113,67 +130,69 @@ def application_study(budget: str, seed: int) -> dict[str, Any]:
 
     a, b, c = rng.uniform(0.5, 1, 8), rng.uniform(0.5, 1, 8), rng.uniform(0, 0.5, 8)
     dd = rng.uniform(0.6, 3.8, 8) / ((a + b) - c)
-    calc = []
+    calc, raw = [], []
     for kind in ("lstsq", "lemma"):
         for m in ([8, 32, 120] if small else [8, 16, 32, 64, 120, 200]):
-            r = AP.calculator(a, b, c, dd, AP.Constants(m=m), kind=kind)
-            calc.append({"kind": kind, "m": m, "error": r["max_rel_error"]})
-    r32 = _attempt(lambda: AP.calculator(a, b, c, dd, AP.Constants(m=16, c=1e-2),
-                                         dtype=np.float32), "max_rel_error")
-    res["calculator"] = {"vs_m": calc, "float32_m16_c1e-2": r32,
-                         "stats": r["stats"], "steps": r["steps"]}
+            r = _try(lambda m=m, kind=kind: AP.calculator(a, b, c, dd, AP.Constants(m=m),
+                                                          kind=kind))
+            raw.append(r)
+            calc.append({"kind": kind, "m": m, "error": _val(r, "max_rel_error")})
+    r32 = _try(lambda: AP.calculator(a, b, c, dd, AP.Constants(m=16, c=1e-2), dtype=np.float32))
+    res["calculator"] = {"vs_m": calc, "float32_m16_c1e-2": _val(r32, "max_rel_error"),
+                         "stats": _stats(raw), "steps": raw[0].get("steps")}
 
     d = 4 if small else 8
     A = rng.normal(size=(d, d)) + 2 * np.eye(d)
     T = 14 if small else 20
-    newton = []
-    for sym, cs in ((False, [1e-5, 1e-6, 1e-7, 1e-8, 1e-9]), (True, [1e-3, 1e-4, 1e-5, 1e-6])):
-        for cc in cs:
-            r = AP.newton_inverse(A, T, AP.Constants(c=cc, symmetric=sym))
-            newton.append({"symmetric": sym, "c": cc, "lam": 30.0,
-                           "error_vs_numpy_newton": r["rel_error_vs_numpy_newton"],
-                           "error_vs_inv": r["rel_error_vs_inv"]})
-    for lam in [3.0, 5.0, 10.0, 20.0]:
-        r = AP.newton_inverse(A, T, AP.Constants(lam=lam))
-        newton.append({"symmetric": True, "c": 1e-5, "lam": lam,
-                       "error_vs_numpy_newton": r["rel_error_vs_numpy_newton"],
-                       "error_vs_inv": r["rel_error_vs_inv"]})
-    r32 = _attempt(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32),
-                   "rel_error_vs_numpy_newton")
-    res["newton_inverse"] = {"d": d, "T": T, "runs": newton, "stats": r["stats"],
-                             "numpy_newton_vs_inv": r["numpy_newton_vs_inv"],
-                             "float32_c1e-2": r32}
+    settings = [(sym, cc, 30.0) for sym, cs in ((False, [1e-5, 1e-6, 1e-7, 1e-8, 1e-9]),
+                                                (True, [1e-3, 1e-4, 1e-5, 1e-6])) for cc in cs]
+    settings += [(True, 1e-5, lam) for lam in (3.0, 5.0, 10.0, 20.0)]
+    newton, raw = [], []
+    for sym, cc, lam in settings:
+        k = AP.Constants(lam=lam, c=cc, symmetric=sym)
+        r = _try(lambda k=k: AP.newton_inverse(A, T, k))
+        raw.append(r)
+        newton.append({"symmetric": sym, "c": cc, "lam": lam,
+                       "rel_error_vs_numpy_newton": _val(r, "rel_error_vs_numpy_newton"),
+                       "rel_error_vs_inv": _val(r, "rel_error_vs_inv")})
+    r32 = _try(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32))
+    ok = next(r for r in raw if "broken" not in r)
+    res["newton_inverse"] = {"d": d, "T": T, "runs": newton, "stats": ok["stats"],
+                             "numpy_newton_vs_inv": ok["numpy_newton_vs_inv"],
+                             "float32_c1e-2": _val(r32, "rel_error_vs_numpy_newton")}
 
     Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
     S = Q @ np.diag(np.linspace(2.0, 0.5, d)) @ Q.T
     Tp = 20 if small else 40
-    runs = []
+    runs, raw = [], []
     for name, k in (("best", best), ("paper", paper)):
-        r = AP.power_iteration(S, Tp, 3, k)
-        runs.append({"constants": name, "error_vs_numpy_steps": r["rel_error_vs_numpy_steps"],
-                     "error_vs_eigvec": r["rel_error_vs_eigvec"],
-                     "numpy_steps_vs_eigvec": r["numpy_steps_vs_eigvec"]})
-    res["power_iteration"] = {"d": d, "T": Tp, "T2": 3, "runs": runs, "stats": r["stats"]}
+        r = _try(lambda k=k: AP.power_iteration(S, Tp, 3, k))
+        raw.append(r)
+        runs.append({"constants": name, **{key: _val(r, key) for key in (
+            "rel_error_vs_numpy_steps", "rel_error_vs_eigvec", "numpy_steps_vs_eigvec")}})
+    res["power_iteration"] = {"d": d, "T": Tp, "T2": 3, "runs": runs, "stats": _stats(raw)}
 
     D, dx = (6, 3) if small else (12, 4)
     Xd = rng.normal(size=(D, dx))
     y = Xd @ rng.normal(size=dx)
-    runs = []
+    runs, raw = [], []
     for name, k in (("best", best), ("paper", paper)):
-        r = AP.linear_sgd(Xd, y, 0.1, 3, k)
-        runs.append({"constants": name, "error": r["rel_error_vs_numpy"]})
+        r = _try(lambda k=k: AP.linear_sgd(Xd, y, 0.1, 3, k))
+        raw.append(r)
+        runs.append({"constants": name, "error": _val(r, "rel_error_vs_numpy")})
     res["linear_sgd"] = {"D": D, "dx": dx, "T": 3, "eta": 0.1, "runs": runs,
-                         "stats": r["stats"], "steps": r["steps"]}
+                         "stats": _stats(raw), "steps": raw[0].get("steps")}
 
     D, dx, h = (4, 2, 3) if small else (8, 3, 4)
     Xd, y = rng.normal(size=(D, dx)), rng.normal(size=D)
     W1, b1, W2 = rng.normal(size=(h, dx)) * 0.5, rng.normal(size=h) * 0.1, rng.normal(size=h)
-    runs = []
+    runs, raw = [], []
     for name, k in (("best", best), ("paper", paper)):
-        r = AP.mlp_sgd(Xd, y, W1, b1, W2, 0.1, 0.2, 2, k)
-        runs.append({"constants": name, "error": r["rel_error_vs_numpy"]})
+        r = _try(lambda k=k: AP.mlp_sgd(Xd, y, W1, b1, W2, 0.1, 0.2, 2, k))
+        raw.append(r)
+        runs.append({"constants": name, "error": _val(r, "rel_error_vs_numpy")})
     res["mlp_sgd"] = {"D": D, "dx": dx, "h": h, "T": 2, "eta": 0.2, "runs": runs,
-                      "stats": r["stats"], "steps": r["steps"]}
+                      "stats": _stats(raw), "steps": raw[0].get("steps")}
     return res
 
 
@@ -181,16 +200,6 @@ def _fmt(x: float | str | None) -> str:
     if isinstance(x, str):
         return x
     return "-" if x is None else f"{x:.2g}"
-
-
-def _attempt(fn: Any, key: str) -> float | str:
-    """``fn()[key]``, or ``"broken (...)"`` when the run loses its program counter."""
-    from tpcore.errors import TpcoreError
-
-    try:
-        return fn()[key]
-    except TpcoreError as exc:
-        return f"broken ({str(exc).split(':')[0]})"
 
 
 def _markdown(res: dict[str, Any]) -> str:
@@ -239,15 +248,16 @@ def _markdown(res: dict[str, Any]) -> str:
     for r in nw["runs"]:
         L.append(f"| Newton inverse d = {nw['d']}, T = {nw['T']} | "
                  f"{'symmetric' if r['symmetric'] else '1 head'} c = {r['c']:.0e}, lambda = "
-                 f"{r['lam']:g} | {_fmt(r['error_vs_numpy_newton'])} (vs inv: "
-                 f"{_fmt(r['error_vs_inv'])}) |")
+                 f"{r['lam']:g} | {_fmt(r['rel_error_vs_numpy_newton'])}"
+                 + ("" if isinstance(r["rel_error_vs_inv"], str)
+                    else f" (vs inv: {_fmt(r['rel_error_vs_inv'])})") + " |")
     L.append(f"| Newton inverse | float32, c = 1e-2 | {_fmt(nw['float32_c1e-2'])} |")
     pw = ap["power_iteration"]
     for r in pw["runs"]:
         L.append(f"| power iteration d = {pw['d']}, T = {pw['T']}, T2 = 3 | {r['constants']} | "
-                 f"{_fmt(r['error_vs_numpy_steps'])} (vs eigenvector: "
-                 f"{_fmt(r['error_vs_eigvec'])}; NumPy itself {_fmt(r['numpy_steps_vs_eigvec'])})"
-                 " |")
+                 f"{_fmt(r['rel_error_vs_numpy_steps'])} (vs eigenvector: "
+                 f"{_fmt(r['rel_error_vs_eigvec'])}; NumPy itself "
+                 f"{_fmt(r['numpy_steps_vs_eigvec'])}) |")
     for key, label in (("linear_sgd", "linear SGD"), ("mlp_sgd", "2-layer sigmoid MLP SGD")):
         a = ap[key]
         for r in a["runs"]:
