@@ -174,22 +174,29 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     if shifted is not None:
         row["test_regime"] = test_regime
         row["shifted_test"] = evaluate_supervised(model, shifted.splits["test"])
-        row["longer_only"] = longer_only(model, shifted.splits["test"], n)
+        row["longer_only"] = longer_only(model, shifted.splits["test"], n, len(data.classes))
         row["shifted_gate_usage"] = gate_usage(model, shifted.splits["test"])
     return row
 
 
-def longer_only(model: CountingProgramModel, split: dict[str, np.ndarray], n_train: int
-                ) -> dict[str, float]:
+def longer_only(model: CountingProgramModel, split: dict[str, np.ndarray], n_train: int,
+                n_seen: int) -> dict[str, float]:
     """Accuracy on the inputs of ``split`` longer than any seen in training (``> n_train``
-    content tokens) and how many there are."""
+    content tokens), how many there are, and ``acc_seen_classes``: token accuracy over the
+    target positions whose class index is below ``n_seen`` (classes that occur in training;
+    e.g. hist counts above 8 never do)."""
+    from tpcore.backend import to_host
     from tpcore.train import evaluate_supervised
 
     keep = split["mask"].sum(axis=1) > n_train
     if not keep.any():
         return {"n": 0}
-    return {"n": int(keep.sum()),
-            **evaluate_supervised(model, {k: a[keep] for k, a in split.items()})}
+    part = {k: a[keep] for k, a in split.items()}
+    pred = np.asarray(to_host(model.forward(part["tokens"], part["pad"]).argmax(-1)))
+    seen = part["mask"] & (part["targets"] < n_seen)
+    return {"n": int(keep.sum()), **evaluate_supervised(model, part),
+            "acc_seen_classes": float((pred == part["targets"])[seen].mean()),
+            "share_seen_classes": float(seen.sum() / part["mask"].sum())}
 
 
 def add_longer_only(row: dict[str, Any], model_path: Path, row_path: Path) -> dict[str, Any]:
@@ -199,11 +206,13 @@ def add_longer_only(row: dict[str, Any], model_path: Path, row_path: Path) -> di
     from tpcore.models.program_train import make_data
     from tpcore.nn.module import load
 
-    if "longer_only" in row or not model_path.is_file():
+    if "acc_seen_classes" in row.get("longer_only", {}) or not model_path.is_file():
         return row
     cfg = LearnConfig(**row["config"])
+    n_seen = len(make_data(cfg).classes)
     shifted = make_data(dataclasses.replace(cfg, max_len=REGIMES[row["test_regime"]][1]))
-    row["longer_only"] = longer_only(load(model_path), shifted.splits["test"], row["max_len"])
+    row["longer_only"] = longer_only(load(model_path), shifted.splits["test"], row["max_len"],
+                                     n_seen)
     write_json(row_path, row)
     return row
 
@@ -257,14 +266,16 @@ def gate_table(rows: list[dict[str, Any]]) -> str:
 def length_table(rows: list[dict[str, Any]]) -> str:
     """Markdown: trained at N = 8, tested at N = 8 and N = 16 (token and sequence accuracy)."""
     lines = ["| task | variant | N=8 tok (seq) | N=16 tok (seq) | only inputs > 8 tok (seq) "
-             "| expert choice at N=16 |", "|---|---|---|---|---|---|"]
+             "| > 8, targets seen in training: tok (share) | expert choice at N=16 |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         t, s, lo = r["test"], r["shifted_test"], r.get("longer_only", {})
         usage = r["shifted_gate_usage"]
         gate = ", ".join(f"{k} {v:.2f}" for k, v in usage.items() if v > 0) if usage else "-"
         lines.append(f"| {r['task']} | {r['variant']} | {_pct(t['acc'])} ({_pct(t['seq_acc'])}) "
                      f"| {_pct(s['acc'])} ({_pct(s['seq_acc'])}) | {_pct(lo.get('acc'))} "
-                     f"({_pct(lo.get('seq_acc'))}) | {gate} |")
+                     f"({_pct(lo.get('seq_acc'))}) | {_pct(lo.get('acc_seen_classes'))} "
+                     f"({_pct(lo.get('share_seen_classes'))}) | {gate} |")
     return "\n".join(lines)
 
 
