@@ -69,125 +69,221 @@ def run_batch(commands: np.ndarray, memory: np.ndarray, s: int, N: int,
 
 
 @numba.njit(cache=True)
-def run_sparse(XT, iterations, g, hard, tol, head_off, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr,
-               Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx, W1_val, b1,
-               W2_ptr, W2_idx, W2_val, b2, b2r_off, b2r, ug_off, units_g, ul_off, units_l):
+def _project(x, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V_ptr, V_idx,
+             V_val, KT, QT, vx):
+    """Head ``h``'s key and query rows of column ``j`` (``x: (d,)``) into ``KT[:, j], QT[:, j]``
+    and its value rows into ``vx`` (all heads packed: head ``h`` owns rows
+    ``kq_off[h]:kq_off[h+1]`` and ``v_off[h]:v_off[h+1]``). Returns whether the key rows and
+    whether the value rows are bitwise unchanged."""
+    ksame = True
+    for r in range(kq_off[h], kq_off[h + 1]):
+        acc = 0.0
+        for p in range(K_ptr[r], K_ptr[r + 1]):
+            acc += K_val[p] * x[K_idx[p]]
+        ksame = ksame and acc == KT[r, j]
+        KT[r, j] = acc
+        acc = 0.0
+        for p in range(Q_ptr[r], Q_ptr[r + 1]):
+            acc += Q_val[p] * x[Q_idx[p]]
+        QT[r, j] = acc
+    vsame = True
+    for r in range(v_off[h], v_off[h + 1]):
+        acc = 0.0
+        for p in range(V_ptr[r], V_ptr[r + 1]):
+            acc += V_val[p] * x[V_idx[p]]
+        vsame = vsame and acc == vx[r]
+        vx[r] = acc
+    return ksame, vsame
+
+
+@numba.njit(cache=True, inline="always")
+def _normalise(w, nk, hard, tol, lam):
+    """Scores ``w[:nk]`` to unnormalised weights in place: hardmax ``1[s >= max s - tol]`` or
+    softmax ``exp(lam (s - max s))``; returns their sum."""
+    top = -np.inf
+    for t in range(nk):
+        top = max(top, w[t])
+    total = 0.0
+    for t in range(nk):
+        w[t] = (1.0 if w[t] >= top - tol else 0.0) if hard else np.exp(lam * (w[t] - top))
+        total += w[t]
+    return total
+
+
+@numba.njit(cache=True)
+def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K_ptr, K_idx,
+             K_val, Q_ptr, Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx,
+             W1_val, b1, W2_ptr, W2_idx, W2_val, b2, b2r_off, b2r, ug_off, units_g, ul_off,
+             units_l):
+    """``iterations`` passes of the layer stack on one program ``Xb: (n, d)`` (in place);
+    returns ``max |X_out - X_in|`` of the last pass.
+
+    Per layer, column ``q`` of ``A = X + sum_h V_h X P_h`` and ``f = A + W2 ReLU(W1 A + b1) + b2``
+    depends on ``x_q`` and, for ``q >= g``, on the scratchpad keys ``j < g`` only through the
+    weights ``P_h[j, q]`` (scores ``(K_h x_j) . (Q_h x_q)``) and the values ``V_h x_j``. So with
+    ``incremental`` the kernel keeps, per layer, last pass's input of every column (``Xs[l]``),
+    its projections ``K_h x, Q_h x, V_h x``, self score and weights, and recomputes a
+    non-scratchpad column only if its input changed, its weights changed (possible only if a
+    scratchpad key row changed), or a scratchpad key it attends to (weight != 0) changed its
+    value rows. Otherwise its output is bitwise last pass's, which ``Xs[l + 1]`` already holds
+    (like a KV cache). The arithmetic is that of a full pass in the same order, so the result is
+    bitwise identical; per pass only the scratchpad and a few columns (the fetched instruction,
+    the operands, the written cell) are recomputed.
+    """
+    n, d = Xb.shape
+    L = head_off.shape[0] - 1
+    H = lam.shape[0]
+    umax = 1
+    for l in range(L):
+        umax = max(umax, ug_off[l + 1] - ug_off[l], ul_off[l + 1] - ul_off[l])
+    Xs = np.empty((L, n, d))                   # Xs[l]: input of layer l (Xs[0] = loop state)
+    Xs[0] = Xb
+    KT = np.zeros((kq_off[H], n))              # K_h x_j, Q_h x_j for every column j
+    QT = np.zeros((kq_off[H], n))
+    VX = np.zeros((n, v_off[H]))               # V_h x_j (non-zero rows)
+    SG = np.empty((H, g, n))                   # scores of scratchpad keys for every query
+    SS = np.empty((H, n))                      # self scores of non-scratchpad columns
+    Wc = np.empty((H, n, g + 1))               # their weights over keys 0..g-1 and self
+    dirty = np.ones(n, dtype=np.bool_)         # input of the current layer changed
+    nxt = np.ones(n, dtype=np.bool_)
+    ksame = np.empty(H, dtype=np.bool_)        # scratchpad key / value rows unchanged
+    vsame = np.empty(H, dtype=np.bool_)
+    w = np.empty(n)
+    a = np.empty(d)
+    acc = np.empty(v_off[H])
+    pre = np.empty(umax)
+    delta = 0.0
+    for it in range(iterations):
+        delta = 0.0
+        for l in range(L):
+            Xin, Xout = Xs[l], Xs[(l + 1) % L]
+            h0, h1 = head_off[l], head_off[l + 1]
+            fresh = it == 0 and l < L - 1      # Xout holds no earlier pass yet
+            for h in range(h0, h1):
+                ksame[h], vsame[h] = True, True
+            for j in range(n):
+                if j < g or dirty[j] or not incremental:
+                    for h in range(h0, h1):
+                        ks, vs = _project(Xin[j], j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr,
+                                          Q_idx, Q_val, v_off, V_ptr, V_idx, V_val, KT, QT,
+                                          VX[j])
+                        if j < g:
+                            ksame[h], vsame[h] = ksame[h] and ks, vsame[h] and vs
+                        else:
+                            s = 0.0
+                            for r in range(kq_off[h], kq_off[h + 1]):
+                                s += KT[r, j] * QT[r, j]
+                            SS[h, j] = s
+            for h in range(h0, h1):
+                SG[h] = 0.0
+                for t in range(g):
+                    for r in range(kq_off[h], kq_off[h + 1]):
+                        for q in range(n):
+                            SG[h, t, q] += KT[r, t] * QT[r, q]
+            for q in range(n):
+                if incremental and q >= g and not dirty[q]:
+                    keep = True
+                    for h in range(h0, h1):
+                        if not ksame[h]:
+                            w[:g] = SG[h, :, q]
+                            w[g] = SS[h, q]
+                            _normalise(w, g + 1, hard, tol, lam[h])
+                            for t in range(g + 1):
+                                keep = keep and w[t] == Wc[h, q, t]
+                        if not vsame[h]:
+                            for t in range(g):
+                                keep = keep and Wc[h, q, t] == 0.0
+                    if keep:
+                        nxt[q] = False
+                        continue
+                a[:] = Xin[q]
+                for h in range(h0, h1):
+                    if q < g:
+                        nk = n
+                        w[:] = 0.0
+                        for r in range(kq_off[h], kq_off[h + 1]):
+                            for t in range(n):
+                                w[t] += KT[r, t] * QT[r, q]
+                    else:
+                        nk = g + 1
+                        w[:g] = SG[h, :, q]
+                        w[g] = SS[h, q]
+                    total = _normalise(w, nk, hard, tol, lam[h])
+                    if q >= g:
+                        Wc[h, q, :] = w[:nk]
+                    v0, v1 = v_off[h], v_off[h + 1]
+                    acc[v0:v1] = 0.0
+                    for t in range(nk):
+                        if w[t] != 0.0:
+                            key = t if (q < g or t < g) else q
+                            for r in range(v0, v1):
+                                acc[r] += w[t] * VX[key, r]
+                    for r in range(v0, v1):
+                        a[v_rows[r]] += acc[r] / total
+                units = (units_g[ug_off[l]:ug_off[l + 1]] if q < g
+                         else units_l[ul_off[l]:ul_off[l + 1]])
+                _feed_forward(a, units, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val,
+                              b2[l], b2r[b2r_off[l]:b2r_off[l + 1]], pre)
+                changed = fresh
+                for r in range(d):
+                    if a[r] != Xout[q, r]:
+                        changed = True
+                        if l == L - 1:
+                            delta = max(delta, abs(a[r] - Xout[q, r]))
+                        Xout[q, r] = a[r]
+                nxt[q] = changed
+            dirty, nxt = nxt, dirty
+    Xb[:] = Xs[0]
+    return delta
+
+
+@numba.njit(cache=True)
+def _feed_forward(a, units, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val, b2, b2_rows,
+                  pre):
+    """``a += W2[:, units] ReLU(W1[units] a + b1[units]) + b2`` on one column ``a: (d,)``; all
+    pre-activations are read before any write."""
+    for i in range(units.shape[0]):
+        u = units[i]
+        z = b1[u]
+        for p in range(W1_ptr[u], W1_ptr[u + 1]):
+            z += W1_val[p] * a[W1_idx[p]]
+        pre[i] = z
+    for i in range(units.shape[0]):
+        if pre[i] > 0.0:
+            u = units[i]
+            for p in range(W2_ptr[u], W2_ptr[u + 1]):
+                a[W2_idx[p]] += W2_val[p] * pre[i]
+    for r in b2_rows:
+        a[r] += b2[r]
+
+
+@numba.njit(cache=True)
+def _run_serial(XT, delta, iterations, g, hard, tol, incremental, *machine):
+    for b in range(XT.shape[0]):
+        delta[b] = _program(XT[b], iterations, g, hard, tol, incremental, *machine)
+
+
+@numba.njit(cache=True, parallel=True)
+def _run_parallel(XT, delta, iterations, g, hard, tol, incremental, *machine):
+    for b in numba.prange(XT.shape[0]):
+        delta[b] = _program(XT[b], iterations, g, hard, tol, incremental, *machine)
+
+
+def run_sparse(XT: np.ndarray, iterations: int, g: int, hard: bool, tol: float,
+               machine: tuple, incremental: bool = True, parallel: bool = False) -> np.ndarray:
     """``iterations`` passes of a stack of Eq. 1 layers on the sparse path, in place on
-    ``XT: (B, n, d)`` (tokens as rows, so each column of X is contiguous).
+    ``XT: (B, n, d)`` float64 (tokens as rows, so each column of X is contiguous); returns
+    ``(B,)`` ``max |X_out - X_in|`` of each program's last pass (0 at a fixed point).
 
     Per layer the semantics are those of ``tpcore.looped.layer.layer_forward_sparse`` (its NumPy
     reference): query columns ``< g`` attend to every key, the others to keys ``0..g-1`` and
     themselves; FF units of ``units_g`` run on columns ``< g`` and of ``units_l`` on the others.
-    Weights of all layers are packed: layer ``l`` owns heads ``head_off[l]:head_off[l+1]``; head
-    ``h`` owns the K/Q CSR rows ``kq_off[h]:kq_off[h+1]`` and the V CSR rows (output rows
-    ``v_rows``) ``v_off[h]:v_off[h+1]``; FF units are CSR rows of ``W1`` (inputs) and ``W2``
-    (outputs); ``b2: (layers, d)`` with non-zero rows ``b2r[b2r_off[l]:b2r_off[l+1]]``.
-    Each program runs all its iterations while its ``(n, d)`` block is in cache. Serial: on the
-    shared 2-core machine numba's thread pool costs more than it gains here.
+    ``machine`` is ``CompiledMachine.args`` (``tpcore.looped.compiled``): all layers' weights
+    packed as CSR rows. Each program runs all its passes while its state is in cache.
+    ``incremental`` skips the columns whose output cannot have changed (see :func:`_program`;
+    bitwise the same result); ``parallel`` spreads programs over numba's threads.
     """
-    B, n, d = XT.shape
-    L = head_off.shape[0] - 1
-    kmax, vmax, umax = 1, 1, 1
-    for h in range(lam.shape[0]):
-        kmax = max(kmax, kq_off[h + 1] - kq_off[h])
-    for l in range(L):
-        vmax = max(vmax, v_off[head_off[l + 1]] - v_off[head_off[l]])
-        umax = max(umax, ug_off[l + 1] - ug_off[l], ul_off[l + 1] - ul_off[l])
-    KX = np.empty((n, kmax))
-    QX = np.empty((n, kmax))
-    VX = np.empty((n, vmax))
-    out = np.empty((n, vmax))
-    w = np.empty(n)
-    pre = np.empty(umax)
-    for b in range(B):
-        Xb = XT[b]
-        for _ in range(iterations):
-            for l in range(L):
-                _attention(Xb, g, hard, tol, head_off[l], head_off[l + 1], lam, kq_off, K_ptr,
-                           K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx,
-                           V_val, KX, QX, VX, out, w)
-                _feed_forward(Xb, g, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val,
-                              b2[l], b2r[b2r_off[l]:b2r_off[l + 1]],
-                              units_g[ug_off[l]:ug_off[l + 1]],
-                              units_l[ul_off[l]:ul_off[l + 1]], pre)
-
-
-@numba.njit(cache=True)
-def _attention(Xb, g, hard, tol, h0, h1, lam, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
-               v_off, v_rows, V_ptr, V_idx, V_val, KX, QX, VX, out, w):
-    """``Xb += sum_h V_h X P_h`` for heads ``h0..h1-1`` of one program ``Xb: (n, d)``; every
-    head reads ``Xb`` before any writes."""
-    n = Xb.shape[0]
-    vbase = v_off[h0]
-    vtot = v_off[h1] - vbase
-    if vtot == 0:
-        return
-    for h in range(h0, h1):
-        k0, k1 = kq_off[h], kq_off[h + 1]
-        v0, v1 = v_off[h], v_off[h + 1]
-        for j in range(n):
-            for r in range(k0, k1):
-                acc_k = 0.0
-                for p in range(K_ptr[r], K_ptr[r + 1]):
-                    acc_k += K_val[p] * Xb[j, K_idx[p]]
-                acc_q = 0.0
-                for p in range(Q_ptr[r], Q_ptr[r + 1]):
-                    acc_q += Q_val[p] * Xb[j, Q_idx[p]]
-                KX[j, r - k0] = acc_k
-                QX[j, r - k0] = acc_q
-            for r in range(v0, v1):
-                acc_v = 0.0
-                for p in range(V_ptr[r], V_ptr[r + 1]):
-                    acc_v += V_val[p] * Xb[j, V_idx[p]]
-                VX[j, r - vbase] = acc_v
-        for q in range(n):
-            nk = n if q < g else g + 1
-            top = -np.inf
-            for t in range(nk):
-                key = t if (q < g or t < g) else q
-                s = 0.0
-                for r in range(k1 - k0):
-                    s += KX[key, r] * QX[q, r]
-                w[t] = s
-                if s > top:
-                    top = s
-            total = 0.0
-            for t in range(nk):
-                if hard:
-                    w[t] = 1.0 if w[t] >= top - tol else 0.0
-                else:
-                    w[t] = np.exp(lam[h] * (w[t] - top))
-                total += w[t]
-            for r in range(v0 - vbase, v1 - vbase):
-                acc = 0.0
-                for t in range(nk):
-                    key = t if (q < g or t < g) else q
-                    acc += w[t] * VX[key, r]
-                out[q, r] = acc / total
-    for q in range(n):
-        for r in range(vtot):
-            Xb[q, v_rows[vbase + r]] += out[q, r]
-
-
-@numba.njit(cache=True)
-def _feed_forward(Xb, g, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val, b2, b2_rows,
-                  units_g, units_l, pre):
-    """``Xb += W2 ReLU(W1 Xb + b1) + b2`` per column with the column's unit list; each column
-    reads all its pre-activations before writing."""
-    n = Xb.shape[0]
-    for q in range(n):
-        row = Xb[q]
-        units = units_g if q < g else units_l
-        for i in range(units.shape[0]):
-            u = units[i]
-            z = b1[u]
-            for p in range(W1_ptr[u], W1_ptr[u + 1]):
-                z += W1_val[p] * row[W1_idx[p]]
-            pre[i] = z
-        for i in range(units.shape[0]):
-            if pre[i] > 0.0:
-                u = units[i]
-                for p in range(W2_ptr[u], W2_ptr[u + 1]):
-                    row[W2_idx[p]] += W2_val[p] * pre[i]
-        for r in b2_rows:
-            row[r] += b2[r]
+    delta = np.zeros(XT.shape[0])
+    run = _run_parallel if parallel else _run_serial
+    run(XT, delta, iterations, g, hard, tol, incremental, *machine)
+    return delta

@@ -79,11 +79,16 @@ def compile_layers(layers: list[Layer]) -> CompiledMachine:
 
 
 def forward_compiled(X: np.ndarray, machine: CompiledMachine, n_global: int, hard: bool,
-                     iterations: int = 1, tol: float = 1e-9) -> np.ndarray:
+                     iterations: int = 1, tol: float = 1e-9, incremental: bool = True,
+                     parallel: bool = False) -> np.ndarray:
     """``iterations`` passes of the compiled layers on ``X: (B, d, n)`` (host float64) with the
-    numba sparse kernel; returns a new array."""
+    numba sparse kernel; returns a new array.
+
+    ``incremental`` (bitwise the same X) recomputes, from the second pass of a call on, only the
+    columns whose layer output can have changed; ``parallel`` runs programs on numba's threads.
+    """
     from tpcore.kernels.subleq import run_sparse
 
     XT = np.array(np.swapaxes(X, -1, -2), dtype=np.float64, order="C")   # (B, n, d) copy
-    run_sparse(XT, iterations, n_global, hard, tol, *machine.args)
+    run_sparse(XT, iterations, n_global, hard, tol, machine.args, incremental, parallel)
     return np.ascontiguousarray(np.swapaxes(XT, -1, -2))
