@@ -187,3 +187,20 @@ def test_reproduction_run_and_tables():
     assert length_table([row]).count("| hist | experts |") == 1
     with pytest.raises(TpcoreError, match="same vocabulary"):
         train_run("hist", "base", "none", b, seed=0, test_regime="bigvocab")
+
+
+def test_describe_names_the_fixed_expert():
+    from tpcore.models.counting import describe, gate_rule
+
+    vocab = ["<pad>", "<s>", "a", "b", "c"]
+    model = _model("both")
+    net = model.expert_network
+    net.w.data[:] = 0.0
+    net.b.data[:] = [0.0, 2.0, 0.0, 0.0, 0.0]
+    assert set(gate_rule(net, vocab, 7).values()) == {"token_count"}
+    text = describe(model, vocab)
+    assert "prefix_count_2 = 'a'" in text and "1..6 content tokens: always token_count" in text
+    assert "expert_count = [hist[tokens[t]] for t in range(len(tokens))]" in text
+    net.w.data[1, 2] = -10.0  # many 'a' tokens now switch the gate away from token_count
+    assert gate_rule(net, vocab, 7)[6] is None
+    assert "depends on the input" in describe(model, vocab)

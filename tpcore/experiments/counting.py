@@ -42,6 +42,8 @@ from tpcore.models.counting import (
     VARIANTS,
     CountingConfig,
     CountingProgramModel,
+    describe,
+    gate_rule,
     variant_flags,
 )
 from tpcore.models.program_train import LearnConfig
@@ -161,12 +163,10 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
            "test": metrics["test"], "val": metrics["val"],
            "gate_usage": gate_usage(model, data.splits["test"]),
            "config": dataclasses.asdict(cfg)}
-    net = model.expert_network
-    if net is not None:
-        content = [i for i, t in enumerate(ref.vocab) if not t.startswith("<")]
-        framing = {i: 1 for i, t in enumerate(ref.vocab) if t in ("<s>", "</s>")}
-        rule = {n_: net.fixed_choice(framing, content, n_) for n_ in range(1, ref.max_len)}
-        row["gate_rule"] = {str(k): None if c is None else EXPERTS[c] for k, c in rule.items()}
+    if model.expert_network is not None:
+        rule = gate_rule(model.expert_network, ref.vocab, ref.max_len)
+        row["gate_rule"] = {str(k): c for k, c in rule.items()}
+        row["program_counting"] = describe(model, ref.vocab)
     if out is not None:
         from tpcore.nn.module import save
 

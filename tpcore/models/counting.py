@@ -215,3 +215,60 @@ class CountingProgramModel(ProgramModel):
     def expert_network(self) -> SparseExpertCountingNetwork | None:
         return next((e for e in self.extensions
                      if isinstance(e, SparseExpertCountingNetwork)), None)
+
+
+def framing_and_content(vocab: list[str] | tuple[str, ...]) -> tuple[dict[int, int], list[int]]:
+    """Framing counts (``<s>``, ``</s>``: once per input) and content ids of a task vocabulary
+    (``<...>`` names are specials; ``<pad>`` is never counted)."""
+    framing = {i: 1 for i, t in enumerate(vocab) if t in ("<s>", "</s>")}
+    return framing, [i for i, t in enumerate(vocab) if not t.startswith("<")]
+
+
+def gate_rule(net: SparseExpertCountingNetwork, vocab: list[str] | tuple[str, ...],
+              max_len: int) -> dict[int, str | None]:
+    """Content length ``L`` -> the expert the discrete gate picks for every input of that
+    length (None: it depends on the input), for every ``L`` that fits in ``max_len``."""
+    framing, content = framing_and_content(vocab)
+    rule = {}
+    for length in range(1, max_len - sum(framing.values()) + 1):
+        c = net.fixed_choice(framing, content, length)
+        rule[length] = None if c is None else EXPERTS[c]
+    return rule
+
+
+EXPERT_CODE = {"total_count": "len(tokens)", "token_count": "hist[tokens[t]]",
+               "most_frequent": "int(hist[tokens[t]] == max(hist.values()))",
+               "seen_once": "int(hist[tokens[t]] == 1)",
+               "relative_frequency": "hist[tokens[t]] / len(tokens)"}
+"""Each expert as a Python expression (``hist``: counts of the non-padding tokens)."""
+
+
+def describe(model: CountingProgramModel, vocab: list[str] | tuple[str, ...]) -> str:
+    """The counting modules of a trained model as readable Python-like lines: the prefix counts
+    with token names and the discrete gate as an expert choice per input length."""
+    lines = []
+    for e in model.extensions:
+        if isinstance(e, PrefixSumCounts):
+            names = ", ".join(f"prefix_count_{i} = {t!r}" for i, t in enumerate(vocab))
+            lines.append(f"# PrefixSumCounts (before layer 0), for each token v ({names}):")
+            lines.append("prefix_count_v = [tokens[:t].count(v) for t in range(len(tokens))]")
+        elif isinstance(e, SparseExpertCountingNetwork):
+            lines.append(f"# SparseExpertCountingNetwork (after layer {e.after}):")
+            lines.append("hist = Counter(tokens)")
+            groups: list[tuple[int, int, str | None]] = []
+            for length, choice in gate_rule(e, vocab, model.config.max_len).items():
+                if groups and groups[-1][2] == choice:
+                    groups[-1] = (groups[-1][0], length, choice)
+                else:
+                    groups.append((length, length, choice))
+            for lo, hi, choice in groups:
+                span = f"{lo}" if lo == hi else f"{lo}..{hi}"
+                if choice is None:
+                    lines.append(f"# {span} content tokens: expert = argmax(W @ hist + b), "
+                                 "depends on the input")
+                else:
+                    lines.append(f"# {span} content tokens: always {choice}")
+            if len(groups) == 1 and groups[0][2] is not None:
+                lines.append(f"expert_count = [{EXPERT_CODE[groups[0][2]]} "
+                             "for t in range(len(tokens))]")
+    return "\n".join(lines)
