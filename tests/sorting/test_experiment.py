@@ -58,9 +58,12 @@ def test_search_failures_agrees_with_evaluation(trained):
         assert sorted(f["input"]) != f["output"] and len(f["input"]) == len(f["output"])
 
 
-def test_circuit_report_text(trained):
+def test_circuit_report_text_and_plots(trained, tmp_path):
+    pytest.importorskip("matplotlib")
     out, _ = trained
-    text, numbers = circuit_report(load_model(out / "bidirectional.npz"))
+    text, numbers = circuit_report(load_model(out / "bidirectional.npz"), plots=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"bidirectional_{k}.png" for k in ("attention", "bos", "ov", "qk")]
     assert "## OV circuit" in text and len(numbers["bos_ratio"]) == 10
     assert -1 <= numbers["logit_fk_correlation"] <= 1
 
@@ -76,3 +79,6 @@ def test_cli(trained, capsys):
     assert "does not fit" in capsys.readouterr().err
     assert main(["sorting", "search-failures", path, "--n", "0"]) == 2
     assert main(["sorting", "circuits", str(out / "missing.npz")]) == 2
+    capsys.readouterr()
+    assert main(["sorting", "circuits", path, "--list", "5 5 1"]) == 0
+    assert "## Attention pattern on [5, 5, 1]" in capsys.readouterr().out

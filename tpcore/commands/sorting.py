@@ -24,7 +24,8 @@ def _search(args: argparse.Namespace) -> int:
 def _circuits(args: argparse.Namespace) -> int:
     from tpcore.experiments.sorting import circuit_report, load_model
 
-    text, _ = circuit_report(load_model(args.model), args.seed, args.plots)
+    given = None if args.list is None else _parse_list(args.list)
+    text, _ = circuit_report(load_model(args.model), args.seed, args.plots, given)
     print(text)
     return 0
 
@@ -38,22 +39,13 @@ def _parse_list(text: str) -> list[int]:
 
 
 def _sort(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from tpcore.experiments.sorting import evaluate_lists, load_model, task_of
+    from tpcore.experiments.sorting import evaluate_lists, load_model, one_list, task_of
 
     model = load_model(args.model)
     task = task_of(model)
-    values = _parse_list(args.list)
-    n = len(values)
-    ok_len = 1 <= n <= task.length if task.variable_length else n == task.length
-    if not ok_len or max(values) >= task.n_values:
-        raise ValueError(f"list {values} does not fit the {task.name} task: expected "
-                         f"{'1..' if task.variable_length else ''}{task.length} values in "
-                         f"0..{task.n_values - 1}")
-    lists = np.full((1, task.length), task.n_values, dtype=np.int64)
-    lists[0, :n] = values
-    res = evaluate_lists(model, task, lists, np.array([n]))
+    lists, lengths = one_list(task, _parse_list(args.list))
+    res = evaluate_lists(model, task, lists, lengths)
+    n = int(lengths[0])
     print(f"output {res['pred'][0, :n].tolist()}  {'correct' if res['correct'][0] else 'WRONG'}")
     return 0
 
@@ -73,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("model", help="checkpoint .npz")
     c.add_argument("--seed", type=int, default=0, help="seed of the shuffled list (default 0)")
     c.add_argument("--plots", help="also write PNG figures into this folder (needs matplotlib)")
+    c.add_argument("--list", help="also show the attention pattern on this list, e.g. '3 1 2'")
     c.set_defaults(func=_circuits)
     o = verbs.add_parser("sort", help="sort one list with MODEL")
     o.add_argument("model", help="checkpoint .npz")

@@ -249,13 +249,26 @@ def logit_concave_correlation(model: Any, task: SortingTask, lists: np.ndarray,
     return float(corr[np.arange(task.length)[None, :] < lengths[:, None]].mean())
 
 
-def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None
-                   ) -> tuple[str, dict]:
+def one_list(task: SortingTask, values: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` as a batch of one list ``((1, L), (1,))``; raises if it does not fit ``task``."""
+    n = len(values)
+    ok_len = 1 <= n <= task.length if task.variable_length else n == task.length
+    if not ok_len or min(values) < 0 or max(values) >= task.n_values:
+        raise TpcoreError(f"list {values} does not fit the {task.name} task: expected "
+                          f"{'1..' if task.variable_length else ''}{task.length} values in "
+                          f"0..{task.n_values - 1}")
+    lists = np.full((1, task.length), task.n_values, dtype=np.int64)
+    lists[0, :n] = values
+    return lists, np.array([n])
+
+
+def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
+                   given: list[int] | None = None) -> tuple[str, dict]:
     """The post's circuit analysis of a trained sorting model as Markdown text and numbers: QK
     tables (standardised rows) at three output positions, their upper-triangularity, the OV
     table, attention on BOS relative to values per position, the attention pattern on
-    ``0 1 .. 9`` and on a shuffled list, and the correlation of the logits with ``f_k``.
-    ``plots``: also write PNG figures there (needs matplotlib)."""
+    ``0 1 .. 9``, on a shuffled list and on the ``given`` list, and the correlation of the logits
+    with ``f_k``. ``plots``: also write PNG figures there (needs matplotlib)."""
     from tpcore.analysis import circuits as C
     from tpcore.backend import to_host
 
@@ -270,12 +283,14 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None
     ov = C.ov_circuit(model, task.bos)[keys]
     bos = C.bos_attention(model, positions, values[:-1], task.bos, values)
     rng = np.random.default_rng(seed)
-    shown = np.arange(task.length)
-    shuffled = rng.permutation(shown)
+    shown = list(range(task.length))
     patterns = {}
-    for label, lst in (("sorted", shown), ("shuffled", shuffled)):
-        enc = encode(task, lst[None])
-        patterns[label] = (lst, enc["tokens"][0],
+    for label, lst in (("sorted", shown), ("shuffled", rng.permutation(shown).tolist()),
+                       ("given", given)):
+        if lst is None:
+            continue
+        enc = encode(task, *one_list(task, lst))
+        patterns[label] = (np.array(lst), enc["tokens"][0],
                            to_host(C.attention_pattern(model, enc["tokens"][0],
                                                        enc["pad"][0] if "pad" in enc else None)))
     hard = generate(task, "random" if task.distinct else "hard", 2000, rng)
