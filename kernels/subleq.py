@@ -97,15 +97,21 @@ def _project(x, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V
 
 
 @numba.njit(cache=True, inline="always")
+def _weight(s, top, hard, tol, lam):
+    """Unnormalised weight of score ``s`` when the best score is ``top``: hardmax
+    ``1[s >= top - tol]`` or softmax ``exp(lam (s - top))``."""
+    return (1.0 if s >= top - tol else 0.0) if hard else np.exp(lam * (s - top))
+
+
+@numba.njit(cache=True, inline="always")
 def _normalise(w, nk, hard, tol, lam):
-    """Scores ``w[:nk]`` to unnormalised weights in place: hardmax ``1[s >= max s - tol]`` or
-    softmax ``exp(lam (s - max s))``; returns their sum."""
+    """Scores ``w[:nk]`` to unnormalised weights (:func:`_weight`) in place; returns their sum."""
     top = -np.inf
     for t in range(nk):
         top = max(top, w[t])
     total = 0.0
     for t in range(nk):
-        w[t] = (1.0 if w[t] >= top - tol else 0.0) if hard else np.exp(lam * (w[t] - top))
+        w[t] = _weight(w[t], top, hard, tol, lam)
         total += w[t]
     return total
 
@@ -146,6 +152,7 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     Wc = np.empty((H, n, g + 1))               # their weights over keys 0..g-1 and self
     dirty = np.ones(n, dtype=np.bool_)         # input of the current layer changed
     nxt = np.ones(n, dtype=np.bool_)
+    stale = np.ones(n, dtype=np.bool_)        # column to recompute in this layer
     ksame = np.empty(H, dtype=np.bool_)        # scratchpad key / value rows unchanged
     vsame = np.empty(H, dtype=np.bool_)
     w = np.empty(n)
@@ -181,21 +188,25 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                         for q in range(n):
                             SG[h, t, q] += KT[r, t] * QT[r, q]
             for q in range(n):
-                if incremental and q >= g and not dirty[q]:
-                    keep = True
-                    for h in range(h0, h1):
-                        if not ksame[h]:
-                            w[:g] = SG[h, :, q]
-                            w[g] = SS[h, q]
-                            _normalise(w, g + 1, hard, tol, lam[h])
-                            for t in range(g + 1):
-                                keep = keep and w[t] == Wc[h, q, t]
-                        if not vsame[h]:
-                            for t in range(g):
-                                keep = keep and Wc[h, q, t] == 0.0
-                    if keep:
-                        nxt[q] = False
+                stale[q] = dirty[q] or not incremental
+            for h in range(h0, h1):             # clean columns whose weights or values moved
+                if ksame[h] and vsame[h]:
+                    continue
+                for q in range(g, n):
+                    if stale[q]:
                         continue
+                    top = SS[h, q]
+                    for t in range(g):
+                        top = max(top, SG[h, t, q])
+                    keep = _weight(SS[h, q], top, hard, tol, lam[h]) == Wc[h, q, g]
+                    for t in range(g):
+                        wt = _weight(SG[h, t, q], top, hard, tol, lam[h])
+                        keep = keep and wt == Wc[h, q, t] and (vsame[h] or wt == 0.0)
+                    stale[q] = not keep
+            for q in range(n):
+                if q >= g and not stale[q]:
+                    nxt[q] = False
+                    continue
                 a[:] = Xin[q]
                 for h in range(h0, h1):
                     if q < g:
