@@ -50,3 +50,10 @@ def test_mlp_sgd(rng):
     W1, b1, W2 = rng.normal(size=(2, 2)) * 0.5, rng.normal(size=2) * 0.1, rng.normal(size=2)
     r = AP.mlp_sgd(X, y, W1, b1, W2, 0.1, eta=0.3, T=1, k=K)
     assert r["rel_error_vs_numpy"] < 1e-6
+
+
+def test_mlp_sgd_with_algorithm11_element_loop(rng):
+    X, y = rng.normal(size=(1, 2)), rng.normal(size=1)
+    W1, b1, W2 = rng.normal(size=(2, 2)) * 0.5, rng.normal(size=2) * 0.1, rng.normal(size=2)
+    r = AP.mlp_sgd(X, y, W1, b1, W2, 0.1, eta=0.3, T=1, k=K, hadamard="loop")
+    assert r["rel_error_vs_numpy"] < 1e-6

@@ -140,3 +140,17 @@ def test_step_limit_names_the_pc(tk):
     comp = FL.assemble(_loop_program(), tk)
     with pytest.raises(TpcoreError, match="step limit 3 at PC"):
         FL.execute(comp, max_steps=3)
+
+
+def test_views_address_parts_of_cells():
+    p = FL.Program(2)
+    p.cell("r", [[1.0, 2.0]])
+    p.view("r1", "r", col=1)
+    with pytest.raises(TpcoreError, match="exceeds cell 'r'"):
+        p.view("r2", "r", col=2)
+    p.op("add", "r1", "r1", "r1")
+    p.halt()
+    tk = FL.toolkit(2, ("add",))
+    comp = FL.assemble(p, tk)
+    run = FL.execute(comp, max_steps=5)
+    np.testing.assert_allclose(FL.read_cell(comp, run.X, "r"), [[1.0, 4.0]], atol=1e-9)

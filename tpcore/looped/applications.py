@@ -274,6 +274,34 @@ def linear_sgd(X: np.ndarray, y: np.ndarray, eta: float, T: int, k: Constants = 
             "D": D, "T": T, "stats": comp.machine.stats(), "w": w, "ref": ref}
 
 
+def _element_loop(p: FL.Program, hdim: int) -> None:
+    """``d1r[i] = sigma(zr[i]) (1 - sigma(zr[i])) w2r[i] d2`` for ``i < hdim`` by a loop whose
+    instructions L1 (reads ``zr[i]``), L4 (``w2r[i]``) and L5 (writes ``d1r[i]``) are advanced
+    by ``ptr``; then ``d1 = d1r^T``. Algorithm 11 with its control flow fixed."""
+    for nm in ("s1", "s2"):
+        p.cell(nm, 0.0)
+    p.cell("kk", -(hdim - 1), kind="int")
+    p.cell("kk0", -(hdim - 1), kind="int")
+    p.cell("q1", 1, kind="int")
+    p.cell("one_r", 1.0)
+    for nm in ("zr", "w2r", "d1r"):
+        p.view(f"{nm}@0", nm)
+    p.op("sig", "s1", "zr@0", "e_sig", label="L1")          # sigma(z_i)
+    p.op("sub", "s2", "one_r", "s1")                         # 1 - sigma(z_i)
+    p.op("mul", "s1", "s1", "s2")                            # sigma'(z_i)
+    p.op("mul", "s1", "s1", "w2r@0", label="L4")             # * (W2)_i
+    p.op("mul", "d1r@0", "s1", "d2", label="L5")             # * eta delta2
+    for lab, fld in (("L1", "a"), ("L4", "b"), ("L5", "c")):
+        p.code_cell(f"step_{lab}", **{"a": 0, "b": 0, "c": 0, fld: 1})
+        p.code_cell(f"orig_{lab}", copy_of=lab)
+        p.op("ptr", lab, lab, f"step_{lab}")
+    p.op("add", "kk", "kk", "q1", flag="kk", goto="L1")     # counter tested inside the loop
+    p.op("add", "kk", "kk0", "_zero")
+    for lab in ("L1", "L4", "L5"):
+        p.op("ptr", lab, f"orig_{lab}", "zero_loop")
+    p.op("transp", "d1", "d1r")
+
+
 def mlp_fits(h: float = 1e-4) -> list[SigmoidFit]:
     """``sigma`` (one sigmoid) and ``sigma'(z) ~ (sigma(z+h) - sigma(z-h)) / 2h`` (two)."""
     one = np.ones((1, 1))
@@ -284,9 +312,17 @@ def mlp_fits(h: float = 1e-4) -> list[SigmoidFit]:
 
 def mlp_sgd(X: np.ndarray, y: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np.ndarray,
             b2: float, eta: float, T: int, k: Constants = Constants(),
-            dtype: Any = np.float64) -> dict[str, Any]:
+            dtype: Any = np.float64, hadamard: str = "diag") -> dict[str, Any]:
     """Per-sample SGD on ``o = W2^T sigma(W1 x + b1) + b2``, ``J = (o - y)^2 / 2`` (Algorithm 10),
-    ``W1: (h, dx)``, ``W2: (h,)``; compares the final weights with NumPy (exact ``sigma'``)."""
+    ``W1: (h, dx)``, ``W2: (h,)``; compares the final weights with NumPy (exact ``sigma'``).
+
+    ``hadamard`` chooses how ``delta1 = sigma'(z) * W2 delta2`` is formed: ``diag``
+    (``mul(diag(sigma'(z)), W2 delta2)``) or ``loop``: Algorithm 11's element loop rewritten so it
+    terminates (``sigma'(z_i) = sigma(z_i)(1 - sigma(z_i))`` from scalar instructions whose
+    pointers into ``z``, ``W2`` and ``delta1`` advance each pass; the counter is tested inside the
+    loop and the three pointers are reset from saved copies after it)."""
+    if hadamard not in ("diag", "loop"):
+        raise TpcoreError(f"hadamard {hadamard!r}; expected 'diag' or 'loop'")
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     D, dx = X.shape
     hdim = W1.shape[0]
@@ -299,6 +335,7 @@ def mlp_sgd(X: np.ndarray, y: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np
     p.cell("eta", eta)
     p.cell("e_sig", [1.0, 0.0])
     p.cell("e_dsig", [0.0, 1.0])
+    p.code_cell("zero_loop", a=0, b=0, c=0)
     for nm, shape in (("z", (hdim, 1)), ("zr", (1, hdim)), ("ar", (1, hdim)), ("dr", (1, hdim)),
                       ("a", (hdim, 1)), ("o", (1, 1)), ("d2", (1, 1)), ("w2r", (1, hdim)),
                       ("u", (hdim, 1)), ("Dg", (hdim, hdim)), ("d1", (hdim, 1)),
@@ -309,16 +346,20 @@ def mlp_sgd(X: np.ndarray, y: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np
     p.op("add", "z", "z", "b1")
     p.op("transp", "zr", "z")
     p.op("sig", "ar", "zr", "e_sig")               # a = sigma(z)
-    p.op("sig", "dr", "zr", "e_dsig")              # sigma'(z)
+    if hadamard == "diag":
+        p.op("sig", "dr", "zr", "e_dsig")          # sigma'(z)
     p.op("transp", "a", "ar")
     p.op("mul", "o", "w2", "a")                    # o = W2^T a + b2
     p.op("add", "o", "o", "b2")
     p.op("sub", "d2", "o", "y0", label="i2")       # delta2 = o - y
     p.op("mul", "d2", "eta", "d2")                 # eta delta2
     p.op("transp", "w2r", "w2")
-    p.op("mul", "u", "w2r", "d2")                  # W2 eta delta2
-    p.op("diag", "Dg", "dr")
-    p.op("mul", "d1", "Dg", "u")                   # eta delta1 = sigma'(z) * W2 eta delta2
+    if hadamard == "diag":
+        p.op("mul", "u", "w2r", "d2")              # W2 eta delta2
+        p.op("diag", "Dg", "dr")
+        p.op("mul", "d1", "Dg", "u")               # eta delta1 = sigma'(z) * W2 eta delta2
+    else:
+        _element_loop(p, hdim)
     p.op("mul", "gw2", "ar", "d2")                 # eta dJ/dW2 = a eta delta2
     p.op("transp", "d1r", "d1")
     p.op("mul", "gw1", "xr0", "d1r", label="i3")   # eta dJ/dW1^T = x eta delta1^T
@@ -327,7 +368,8 @@ def mlp_sgd(X: np.ndarray, y: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np
     p.op("sub", "w1t", "w1t", "gw1")
     p.op("sub", "b1", "b1", "d1")
     _epoch_loop(p, {"i1": {"b": 1}, "i2": {"b": 1}, "i3": {"a": dx}}, D, T, "i1")
-    comp, run = _run(p, ("add", "sub", "mul", "transp", "diag", "sig", "ptr"), k,
+    names = ("add", "sub", "mul", "transp", "diag", "sig", "ptr")
+    comp, run = _run(p, names if hadamard == "diag" else names[:4] + names[5:], k,
                      fits={"sig": mlp_fits()}, dtype=dtype, max_steps=100_000)
     got = np.concatenate([FL.read_cell(comp, run.X, nm).ravel()
                           for nm in ("w1t", "b1", "w2", "b2")])

@@ -131,6 +131,7 @@ class Program:
     def __init__(self, d: int) -> None:
         self.d = d
         self.cells: dict[str, Cell] = {}
+        self.views: dict[str, tuple[str, int, tuple[int, int]]] = {}
         self.instrs: list[Instr] = []
         self.cell("_zero", 0, kind="int")
         self.cell("_one", 1, kind="int")
@@ -148,6 +149,20 @@ class Program:
         if kind == "int" and (v.shape != (1, 1) or v[0, 0] != np.round(v[0, 0])):
             raise TpcoreError(f"cell {name!r} is declared int but holds {v.tolist()}")
         self.cells[name] = Cell(name, v, kind)
+        return name
+
+    def view(self, name: str, of: str, col: int = 0, shape: tuple[int, int] = (1, 1)) -> str:
+        """A name for part of a cell: ``shape`` starting at column ``col`` of cell ``of`` (e.g.
+        one element of a row vector, to walk it with pointer increments)."""
+        if name in self.cells or name in self.views:
+            raise TpcoreError(f"cell {name!r} declared twice")
+        if of not in self.cells:
+            raise TpcoreError(f"view {name!r} of unknown cell {of!r}")
+        h, w = self.cells[of].shape
+        if shape[0] > h or col + shape[1] > w:
+            raise TpcoreError(f"view {name!r} ({shape} at column {col}) exceeds cell {of!r} "
+                              f"of shape {(h, w)}")
+        self.views[name] = (of, col, tuple(shape))
         return name
 
     def code_cell(self, name: str, **fields: Any) -> str:
@@ -556,6 +571,8 @@ def assemble(program: Program, tk: Toolkit, lam: float = 30.0) -> Compiled:
     fits = {b.name: b for b in tk.blocks}
     shapes = {name: c.shape for name, c in program.cells.items()}
     kinds = {name: c.kind for name, c in program.cells.items()}
+    for name, (of, vcol, shape) in program.views.items():
+        addr[name], shapes[name], kinds[name] = addr[of] + vcol, shape, kinds[of]
     for lab in labels:
         shapes[lab], kinds[lab] = (1, 1), "code"
     words = []
