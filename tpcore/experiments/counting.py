@@ -174,18 +174,25 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     if shifted is not None:
         row["test_regime"] = test_regime
         row["shifted_test"] = evaluate_supervised(model, shifted.splits["test"])
-        row["longer_only"] = longer_only(model, shifted.splits["test"], n, len(data.classes))
+        row["longer_only"] = longer_only(model, shifted.splits["test"], n,
+                                         train_classes(data.splits["train"]))
+        row["range_shift"] = range_shift(model, data.splits["test"], shifted.splits["test"])
         row["shifted_gate_usage"] = gate_usage(model, shifted.splits["test"])
     return row
 
 
+def train_classes(split: dict[str, np.ndarray]) -> np.ndarray:
+    """The classes that occur as targets in ``split``."""
+    return np.unique(split["targets"][split["mask"]])
+
+
 def longer_only(model: CountingProgramModel, split: dict[str, np.ndarray], n_train: int,
-                n_seen: int) -> dict[str, float]:
+                seen_classes: np.ndarray) -> dict[str, float]:
     """Accuracy on the inputs of ``split`` longer than any seen in training (``> n_train``
     content tokens), how many there are, and ``acc_seen_classes``: token accuracy over the
-    target positions whose class index is below ``n_seen`` (classes that occur in training;
-    e.g. hist counts above 8 never do); ``acc_trained_positions``: token accuracy at the content
-    positions that exist in training (``1 .. n_train``) of those longer inputs."""
+    target positions whose class is among ``seen_classes`` (the classes that occur as training
+    targets); ``acc_trained_positions``: token accuracy at the content positions that exist in
+    training (``1 .. n_train``) of those longer inputs."""
     from tpcore.backend import to_host
     from tpcore.train import evaluate_supervised
 
@@ -195,13 +202,32 @@ def longer_only(model: CountingProgramModel, split: dict[str, np.ndarray], n_tra
     part = {k: a[keep] for k, a in split.items()}
     pred = np.asarray(to_host(model.forward(part["tokens"], part["pad"]).argmax(-1)))
     hit = pred == part["targets"]
-    seen = part["mask"] & (part["targets"] < n_seen)
+    seen = part["mask"] & np.isin(part["targets"], seen_classes)
     early = part["mask"].copy()
     early[:, n_train + 1:] = False  # content positions 1 .. n_train (position 0 is <s>)
     return {"n": int(keep.sum()), **evaluate_supervised(model, part),
             "acc_seen_classes": float(hit[seen].mean()),
             "share_seen_classes": float(seen.sum() / part["mask"].sum()),
-            "acc_trained_positions": float(hit[early].mean())}
+            "acc_trained_positions": float(hit[early].mean()),
+            "classes_seen": [int(c) for c in seen_classes]}
+
+
+def range_shift(model: CountingProgramModel, train: dict[str, np.ndarray],
+                test: dict[str, np.ndarray]) -> dict[str, list[float]]:
+    """Numerical variables whose largest magnitude on ``test`` exceeds that on ``train``:
+    ``name -> [max |x| train, max |x| test, spread of its classifier row]`` (the classifier
+    reads each numerical variable linearly, so such values are extrapolated)."""
+    from tpcore.backend import to_host
+
+    def peak(split: dict[str, np.ndarray]) -> np.ndarray:
+        model.forward(split["tokens"], split["pad"])
+        return np.abs(np.asarray(to_host(model.cache["xn"]))).max(axis=(1, 2))
+
+    a, b = peak(train), peak(test)
+    d, nc = model.config.width, model.n_vars("categorical")
+    w = np.asarray(to_host(model.w_out.data))[nc * d:]
+    return {name: [float(x), float(y), float(np.ptp(row))]
+            for name, x, y, row in zip(model.variable_names("numerical"), a, b, w) if y > x}
 
 
 def add_longer_only(row: dict[str, Any], model_path: Path, row_path: Path) -> dict[str, Any]:
@@ -211,13 +237,16 @@ def add_longer_only(row: dict[str, Any], model_path: Path, row_path: Path) -> di
     from tpcore.models.program_train import make_data
     from tpcore.nn.module import load
 
-    if "acc_trained_positions" in row.get("longer_only", {}) or not model_path.is_file():
+    if "range_shift" in row or not model_path.is_file():
         return row
     cfg = LearnConfig(**row["config"])
-    n_seen = len(make_data(cfg).classes)
+    data = make_data(cfg)
+    train = {k: a[: row["n_train"]] for k, a in data.splits["train"].items()}
     shifted = make_data(dataclasses.replace(cfg, max_len=REGIMES[row["test_regime"]][1]))
-    row["longer_only"] = longer_only(load(model_path), shifted.splits["test"], row["max_len"],
-                                     n_seen)
+    model = load(model_path)
+    row["longer_only"] = longer_only(model, shifted.splits["test"], row["max_len"],
+                                     train_classes(train))
+    row["range_shift"] = range_shift(model, data.splits["test"], shifted.splits["test"])
     write_json(row_path, row)
     return row
 
@@ -268,11 +297,17 @@ def gate_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _shift_text(shift: dict[str, list[float]]) -> str:
+    return ", ".join(f"{k.removesuffix('_outputs')} {a:.0f}->{b:.0f}"
+                     for k, (a, b, _) in shift.items()) or "-"
+
+
 def length_table(rows: list[dict[str, Any]]) -> str:
     """Markdown: trained at N = 8, tested at N = 8 and N = 16 (token and sequence accuracy)."""
     lines = ["| task | variant | N=8 tok (seq) | N=16 tok (seq) | only inputs > 8 tok (seq) "
              "| > 8, positions 1-8 only: tok | > 8, targets seen in training: tok (share) "
-             "| expert choice at N=16 |", "|---|---|---|---|---|---|---|---|"]
+             "| expert choice at N=16 | numerical variables beyond their N=8 range |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t, s, lo = r["test"], r["shifted_test"], r.get("longer_only", {})
         usage = r["shifted_gate_usage"]
@@ -281,7 +316,8 @@ def length_table(rows: list[dict[str, Any]]) -> str:
                      f"| {_pct(s['acc'])} ({_pct(s['seq_acc'])}) | {_pct(lo.get('acc'))} "
                      f"({_pct(lo.get('seq_acc'))}) | {_pct(lo.get('acc_trained_positions'))} "
                      f"| {_pct(lo.get('acc_seen_classes'))} "
-                     f"({_pct(lo.get('share_seen_classes'))}) | {gate} |")
+                     f"({_pct(lo.get('share_seen_classes'))}) | {gate} | "
+                     f"{_shift_text(r.get('range_shift', {}))} |")
     return "\n".join(lines)
 
 
