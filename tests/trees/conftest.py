@@ -1,12 +1,14 @@
-"""Shared helpers for the tree tests: an exact joint table of (root, leaves) built from the
-generative definition, independent of message passing."""
+"""Shared helpers for the tree tests (as fixtures: tests import no modules from here): an exact
+joint table of (root, leaves) built from the generative definition, independent of message
+passing."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 
-def joint_table(M: np.ndarray, p0: np.ndarray, l: int, k: int) -> np.ndarray:
+def _joint_table(M: np.ndarray, p0: np.ndarray, l: int, k: int) -> np.ndarray:
     """``P(root, leaves)`` as an array ``(q,) + (q,) * 2**l`` by enumeration.
 
     Subtrees of height h give ``S_h[a, leaves...]`` (S_0 = identity,
@@ -30,3 +32,9 @@ def joint_table(M: np.ndarray, p0: np.ndarray, l: int, k: int) -> np.ndarray:
         blk = np.einsum("ab,bx->ax", marg[j], S)  # (q, q**(2**(l-k)))
         T = (T[..., None] * blk.reshape((q,) + (1,) * (T.ndim - 1) + (-1,)))
     return T.reshape((q,) + (q,) * 2**l)
+
+
+@pytest.fixture
+def joint_table():
+    """The enumeration ``joint_table(M, p0, l, k)`` above."""
+    return _joint_table

@@ -2,7 +2,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import joint_table
 
 from tpcore.bp import belief_propagation, bp_forward, evidence_from_leaves
 from tpcore.errors import TpcoreError
@@ -34,7 +33,7 @@ def _grammars():
 
 
 @pytest.mark.parametrize("l,k", [(l, k) for l in (1, 2, 3) for k in range(l + 1)])
-def test_bp_matches_brute_force_enumeration(l, k):
+def test_bp_matches_brute_force_enumeration(l, k, joint_table):
     gen = np.random.default_rng(10 * l + k)
     for M, p0 in _grammars():
         T = joint_table(M, p0, l, k)
