@@ -333,7 +333,8 @@ def checkpoint_metrics(model, run: TreeRun, sets: dict, q: int) -> dict:
 
 
 def attention_summary(model, run: TreeRun, leaves: np.ndarray, q: int) -> dict:
-    """Average attention map per layer over ``leaves`` (MLM inputs with one masked leaf) and
+    """Average attention map per layer over ``leaves`` (for MLM runs with one random leaf
+    masked, as in training; root classifiers see the unmasked leaves) and
     the block-mass score ``score[layer][h-1]`` = mean over rows i of the attention mass inside
     i's aligned block of 2**h leaves (uniform attention gives 2**h / N)."""
     pos = np.random.default_rng(40_000).integers(0, 2**run.l, len(leaves))
