@@ -280,30 +280,36 @@ def _tag_ids(sentences: Sequence[TaggedSentence], tags: Labels, lengths: np.ndar
     return ids
 
 
+def _encode_words(items: Sequence[TaggedSentence] | Sequence[Example], vocab: Vocab,
+                  ) -> dict[str, np.ndarray]:
+    """``tokens`` (framed with ``<s>``/``</s>``, padded), ``pad`` and the word ``lengths``."""
+    lengths = _lengths(items)
+    words = list(chain.from_iterable(x.words for x in items))
+    tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
+                    vocab.index[PAD])
+    pad = np.arange(tokens.shape[1])[None, :] >= lengths[:, None] + 2
+    return {"tokens": tokens, "pad": pad, "lengths": lengths}
+
+
 def encode_tagged(sentences: Sequence[TaggedSentence], vocab: Vocab, tags: Labels,
                   source: str = "<memory>") -> dict[str, np.ndarray]:
     """``tokens, pad, targets, mask`` arrays of preprocessed sentences (module docstring)."""
-    lengths = _lengths(sentences)
-    words = list(chain.from_iterable(s.words for s in sentences))
-    tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
-                    vocab.index[PAD])
-    targets = _frame(_tag_ids(sentences, tags, lengths, source), lengths, 0, 0, 0)
-    pos = np.arange(tokens.shape[1])[None, :]
-    mask = (pos >= 1) & (pos <= lengths[:, None])
-    return {"tokens": tokens, "pad": pos >= lengths[:, None] + 2, "targets": targets,
-            "mask": mask}
+    out = _encode_words(sentences, vocab)
+    lengths = out.pop("lengths")
+    out["targets"] = _frame(_tag_ids(sentences, tags, lengths, source), lengths, 0, 0, 0)
+    pos = np.arange(out["tokens"].shape[1])[None, :]
+    out["mask"] = (pos >= 1) & (pos <= lengths[:, None])
+    return out
 
 
 def encode_classification(examples: Sequence[Example], vocab: Vocab, labels: Labels,
                           source: str = "<memory>") -> dict[str, np.ndarray]:
     """``tokens, pad, targets`` arrays of preprocessed examples (module docstring)."""
-    lengths = _lengths(examples)
-    words = list(chain.from_iterable(e.words for e in examples))
-    tokens = _frame(vocab.encode(words), lengths, vocab.index[BOS], vocab.index[EOS],
-                    vocab.index[PAD])
+    out = _encode_words(examples, vocab)
+    del out["lengths"]
     targets = [labels.ids([e.label], _where(source, e.line))[0] for e in examples]
-    return {"tokens": tokens, "pad": np.arange(tokens.shape[1])[None, :] >= lengths[:, None] + 2,
-            "targets": np.asarray(targets, dtype=np.int32)}
+    out["targets"] = np.asarray(targets, dtype=np.int32)
+    return out
 
 
 def _prepare(splits: dict[str, list], max_words: int, vocab_size: int, lowercase: bool,
