@@ -331,7 +331,7 @@ def pointer_block(d: int, s: int, L: int, Lm: int, lam: float = 30.0,
             gated_snap(l2, ga, out, gate)
         else:
             gated_copy(l2, ga, out, gate)
-    return Block(name, d, s, rows, [l1, l2], const, H, {"cell": "code", "lam": lam})
+    return Block(name, d, s, rows, [l1, l2], const, {"cell": "code", "lam": lam})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -529,7 +529,7 @@ SHAPE_RULES: dict[str, str] = {"add": "same", "sub": "same", "perc": "unary", "m
                                "transp": "T", "ptr": "code", "diag": "diag"}
 
 
-def _result_shape(f: str, kind: str, A: tuple[int, int], B: tuple[int, int],
+def _result_shape(kind: str, A: tuple[int, int], B: tuple[int, int],
                   fit_inputs: int | None) -> tuple[int, int] | None:
     if kind == "same":
         return A if A == B else None
@@ -599,7 +599,7 @@ def assemble(program: Program, tk: Toolkit, lam: float = 30.0) -> Compiled:
         if max(A + B + Cs) > d:
             raise TpcoreError(f"{where}: operand shapes {A}, {B}, {Cs} exceed d = {d}")
         fit_inputs = blk.params.get("dx", 1) if rule == "sig" else None
-        want = _result_shape(ins.f, rule, A, B, fit_inputs)
+        want = _result_shape(rule, A, B, fit_inputs)
         if rule == "code" and not (kinds[ins.a] == kinds[ins.b] == kinds[ins.c] == "code"):
             raise TpcoreError(f"{where}: ptr works on code cells only")
         if want is None or (rule != "code" and want != Cs):

@@ -206,7 +206,6 @@ class Block:
     rows: Rows
     layers: list[Spec]
     const: dict[str, np.ndarray] = field(default_factory=dict)
-    h_in: int = 0
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -307,7 +306,7 @@ def combine_block(d: int, s: int, alpha: float, beta: float, lam: float = 30.0,
     gated_copy(l1, rows["in"], rows["g"], row_vec(D, {rows["isB"][0]: 1.0}), scale=beta)
     l2 = Spec(D)
     _shift_head(l2, rows, rows["kp"], rows["qp"], rows["g"], rows["out"], lam, scale=2.0)
-    return Block(name, d, s, rows, [l1, l2], const, d,
+    return Block(name, d, s, rows, [l1, l2], const,
                  {"alpha": alpha, "beta": beta, "lam": lam})
 
 
@@ -353,7 +352,7 @@ def matmul_block(d: int, s: int, c: float = 1e-8, C: float = 30.0, lam: float = 
     linear_map(l1, M, rows["R"])
     l2 = Spec(D)
     _shift_head(l2, rows, kp, qp, rows["R"], rows["out"], lam)
-    return Block(name, d, s, rows, [l1, l2], const, d,
+    return Block(name, d, s, rows, [l1, l2], const,
                  {"c": c, "C": C, "lam": lam, "symmetric": symmetric})
 
 
@@ -391,7 +390,7 @@ def transpose_block(d: int, s: int, lam: float = 30.0, name: str = "transp") -> 
             gated_copy(l1, rows["cp"][[i]], rows["tv"][[j]], gate, gconst=-1.0)
     l2 = Spec(D)
     _shift_head(l2, rows, rows["gk"], rows["gq"], rows["tv"], rows["out"], lam, scale=float(d))
-    return Block(name, d, s, rows, [l1, l2], const, d, {"lam": lam})
+    return Block(name, d, s, rows, [l1, l2], const, {"lam": lam})
 
 
 def diag_block(d: int, s: int, lam: float = 30.0, name: str = "diag") -> Block:
@@ -411,7 +410,7 @@ def diag_block(d: int, s: int, lam: float = 30.0, name: str = "diag") -> Block:
     _shift_head(l1, rows, kp, qp, rows["in"][:1], rows["v"], lam)
     for r in range(d):
         gated_copy(l1, rows["v"], rows["out"][[r]], row_vec(D, {rows["pos"][r]: 1.0}))
-    return Block(name, d, s, rows, [l1], const, d, {"lam": lam})
+    return Block(name, d, s, rows, [l1], const, {"lam": lam})
 
 
 @dataclass(frozen=True)
@@ -550,7 +549,7 @@ def sigmoid_block(d: int, s: int, fits: list[SigmoidFit], lam: float = 30.0,
         masked_head(l2, rows, K, Q, V, 1.0)
     l3 = Spec(D)
     _shift_head(l3, rows, kp, qp, rows["y"], rows["out"][:1], lam)
-    return Block(name, d, s, rows, [l1, l2, l3], const, d, {"m": m, "N": N, "dx": dx, "lam": lam})
+    return Block(name, d, s, rows, [l1, l2, l3], const, {"m": m, "N": N, "dx": dx, "lam": lam})
 
 
 def sigmoid_width_block(d: int, s: int, fit: SigmoidFit, C: float = 60.0, lam: float = 30.0,
@@ -593,7 +592,7 @@ def sigmoid_width_block(d: int, s: int, fit: SigmoidFit, C: float = 60.0, lam: f
     l3 = Spec(D)
     _shift_head(l3, rows, rows["dst"], rows["sum_q"], rows["y"], rows["out"][:1], lam,
                 scale=float(m))
-    return Block(name, d, s, rows, [l1, l2, l3], const, d,
+    return Block(name, d, s, rows, [l1, l2, l3], const,
                  {"m": m, "N": 1, "dx": dx, "lam": lam, "C": C, "width": True})
 
 
