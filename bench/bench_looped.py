@@ -1,9 +1,14 @@
 """Throughput of the SUBLEQ looped transformer and of the interpreter kernel.
 
 * ``test_batched_looped``: 1,000 random programs of n = 64 columns (16 memory cells, 47
-  instructions, N = 8) advanced together, hardmax, 5-layer machine; the numba CSR kernel of the
-  sparse path vs the NumPy sparse path vs dense Eq. 1 (the two NumPy paths on the same batch, one
-  iteration). ``extra_info["instr_per_s"]`` counts one instruction per program per iteration.
+  instructions, N = 8) advanced together, hardmax, 5-layer machine. Rows: the numba CSR kernel
+  of the sparse path, incremental (from the second pass of a call on it recomputes only the
+  columns whose layer output can change; bitwise the same X), serial and ``parallel`` (prange
+  over programs), 50 passes per call, the cold first pass included; the same kernel with every
+  column recomputed (``kernel-full``, 10 passes per call); the NumPy sparse path and dense Eq. 1
+  (one pass). ``extra_info["instr_per_s"]`` counts one instruction per program per pass, by wall
+  time; ``extra_info["cpu_instr_per_s"]`` by the process's CPU time (all threads), which the
+  other processes on a shared machine disturb less.
 * ``test_interpreter``: the numba batched interpreter vs its NumPy reference on random programs.
 * ``test_sparse_vs_dense``: one program of n = 256 and 1024 columns, one loop iteration, dense
   O(n^2 d) attention vs the scratchpad-only path (NumPy and kernel).
@@ -12,6 +17,8 @@ Run: ``OPENBLAS_NUM_THREADS=1 pytest bench/bench_looped.py --benchmark-enable`` 
 fight the other processes on a shared 2-core machine). Compare rows of one run: absolute
 figures are noisy there.
 """
+
+import time
 
 import numpy as np
 import pytest
@@ -37,19 +44,38 @@ def batch64():
     return machine, X
 
 
-@pytest.mark.parametrize("path", ["kernel", "numpy-sparse", "numpy-dense"])
+KERNEL_PATHS = {"kernel-incremental": (50, dict()), "kernel-parallel": (50, dict(parallel=True)),
+                "kernel-full": (10, dict(incremental=False))}
+"""Kernel rows: passes per call and ``forward_compiled`` options."""
+
+
+def _cpu_timed(fn, cpu):
+    """``fn`` that appends the process CPU seconds of each call to ``cpu``."""
+    def call(*args, **kwargs):
+        start = time.process_time()
+        out = fn(*args, **kwargs)
+        cpu.append(time.process_time() - start)
+        return out
+    return call
+
+
+@pytest.mark.parametrize("path", [*KERNEL_PATHS, "numpy-sparse", "numpy-dense"])
 def test_batched_looped(benchmark, batch64, path):
     machine, X = batch64
     B = X.shape[0]
-    if path == "kernel":
+    cpu = []
+    if path in KERNEL_PATHS:
+        iters, options = KERNEL_PATHS[path]
         layers = compile_layers(machine.layers)
-        forward_compiled(X[:2], layers, 1, True)                    # compile
-        iters = 10
-        out = benchmark.pedantic(forward_compiled, (X, layers, 1, True, iters), rounds=3)
+        forward_compiled(X[:2], layers, 1, True, 2, **options)     # compile
+        out = benchmark.pedantic(_cpu_timed(forward_compiled, cpu),
+                                 (X, layers, 1, True, iters), options, rounds=3)
     else:
         iters = 1
-        out = benchmark.pedantic(machine.forward, (X, path == "numpy-sparse"), rounds=1)
+        out = benchmark.pedantic(_cpu_timed(machine.forward, cpu), (X, path == "numpy-sparse"),
+                                 rounds=1)
     benchmark.extra_info["instr_per_s"] = B * iters / benchmark.stats.stats.mean
+    benchmark.extra_info["cpu_instr_per_s"] = B * iters / min(cpu)
     assert out.shape == X.shape
 
 

@@ -69,30 +69,30 @@ def run_batch(commands: np.ndarray, memory: np.ndarray, s: int, N: int,
 
 
 @numba.njit(cache=True)
-def _project(x, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V_ptr, V_idx,
-             V_val, KT, QT, vx):
-    """Head ``h``'s key and query rows of column ``j`` (``x: (d,)``) into ``KT[:, j], QT[:, j]``
-    and its value rows into ``vx`` (all heads packed: head ``h`` owns rows
+def _project(X, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V_ptr, V_idx,
+             V_val, KT, QT, VX):
+    """Head ``h``'s key and query rows of column ``j`` (``X: (n, d)``) into ``KT[:, j], QT[:, j]``
+    and its value rows into ``VX[j]`` (all heads packed: head ``h`` owns rows
     ``kq_off[h]:kq_off[h+1]`` and ``v_off[h]:v_off[h+1]``). Returns whether the key rows and
     whether the value rows are bitwise unchanged."""
     ksame = True
     for r in range(kq_off[h], kq_off[h + 1]):
         acc = 0.0
         for p in range(K_ptr[r], K_ptr[r + 1]):
-            acc += K_val[p] * x[K_idx[p]]
+            acc += K_val[p] * X[j, K_idx[p]]
         ksame = ksame and acc == KT[r, j]
         KT[r, j] = acc
         acc = 0.0
         for p in range(Q_ptr[r], Q_ptr[r + 1]):
-            acc += Q_val[p] * x[Q_idx[p]]
+            acc += Q_val[p] * X[j, Q_idx[p]]
         QT[r, j] = acc
     vsame = True
     for r in range(v_off[h], v_off[h + 1]):
         acc = 0.0
         for p in range(V_ptr[r], V_ptr[r + 1]):
-            acc += V_val[p] * x[V_idx[p]]
-        vsame = vsame and acc == vx[r]
-        vx[r] = acc
+            acc += V_val[p] * X[j, V_idx[p]]
+        vsame = vsame and acc == VX[j, r]
+        VX[j, r] = acc
     return ksame, vsame
 
 
@@ -165,15 +165,16 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
         for l in range(L):
             Xin, Xout = Xs[l], Xs[(l + 1) % L]
             h0, h1 = head_off[l], head_off[l + 1]
-            fresh = it == 0 and l < L - 1      # Xout holds no earlier pass yet
+            # compare outputs with Xout (last pass's) for the dirty flags and the pass change
+            track = l == L - 1 or (incremental and it > 0)
             for h in range(h0, h1):
                 ksame[h], vsame[h] = True, True
             for j in range(n):
                 if j < g or dirty[j] or not incremental:
                     for h in range(h0, h1):
-                        ks, vs = _project(Xin[j], j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr,
+                        ks, vs = _project(Xin, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr,
                                           Q_idx, Q_val, v_off, V_ptr, V_idx, V_val, KT, QT,
-                                          VX[j])
+                                          VX)
                         if j < g:
                             ksame[h], vsame[h] = ksame[h] and ks, vsame[h] and vs
                         else:
@@ -207,23 +208,28 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                 if q >= g and not stale[q]:
                     nxt[q] = False
                     continue
-                a[:] = Xin[q]
+                for r in range(d):
+                    a[r] = Xin[q, r]
                 for h in range(h0, h1):
                     if q < g:
                         nk = n
-                        w[:] = 0.0
+                        for t in range(n):
+                            w[t] = 0.0
                         for r in range(kq_off[h], kq_off[h + 1]):
                             for t in range(n):
                                 w[t] += KT[r, t] * QT[r, q]
                     else:
                         nk = g + 1
-                        w[:g] = SG[h, :, q]
+                        for t in range(g):
+                            w[t] = SG[h, t, q]
                         w[g] = SS[h, q]
                     total = _normalise(w, nk, hard, tol, lam[h])
                     if q >= g:
-                        Wc[h, q, :] = w[:nk]
+                        for t in range(nk):
+                            Wc[h, q, t] = w[t]
                     v0, v1 = v_off[h], v_off[h + 1]
-                    acc[v0:v1] = 0.0
+                    for r in range(v0, v1):
+                        acc[r] = 0.0
                     for t in range(nk):
                         if w[t] != 0.0:
                             key = t if (q < g or t < g) else q
@@ -231,17 +237,19 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                                 acc[r] += w[t] * VX[key, r]
                     for r in range(v0, v1):
                         a[v_rows[r]] += acc[r] / total
-                units = (units_g[ug_off[l]:ug_off[l + 1]] if q < g
-                         else units_l[ul_off[l]:ul_off[l + 1]])
-                _feed_forward(a, units, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val,
-                              b2[l], b2r[b2r_off[l]:b2r_off[l + 1]], pre)
-                changed = fresh
+                if q < g:
+                    _feed_forward(a, units_g, ug_off[l], ug_off[l + 1], W1_ptr, W1_idx, W1_val,
+                                  b1, W2_ptr, W2_idx, W2_val, b2, l, b2r, b2r_off, pre)
+                else:
+                    _feed_forward(a, units_l, ul_off[l], ul_off[l + 1], W1_ptr, W1_idx, W1_val,
+                                  b1, W2_ptr, W2_idx, W2_val, b2, l, b2r, b2r_off, pre)
+                changed = not track
                 for r in range(d):
-                    if a[r] != Xout[q, r]:
+                    if track and a[r] != Xout[q, r]:
                         changed = True
                         if l == L - 1:
                             delta = max(delta, abs(a[r] - Xout[q, r]))
-                        Xout[q, r] = a[r]
+                    Xout[q, r] = a[r]
                 nxt[q] = changed
             dirty, nxt = nxt, dirty
     Xb[:] = Xs[0]
@@ -249,23 +257,25 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
 
 
 @numba.njit(cache=True)
-def _feed_forward(a, units, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val, b2, b2_rows,
-                  pre):
-    """``a += W2[:, units] ReLU(W1[units] a + b1[units]) + b2`` on one column ``a: (d,)``; all
+def _feed_forward(a, units, u0, u1, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val, b2, l,
+                  b2r, b2r_off, pre):
+    """``a += W2[:, U] ReLU(W1[U] a + b1[U]) + b2[l]`` on one column ``a: (d,)``, with units
+    ``U = units[u0:u1]`` and ``b2[l]``'s non-zero rows ``b2r[b2r_off[l]:b2r_off[l+1]]``; all
     pre-activations are read before any write."""
-    for i in range(units.shape[0]):
+    for i in range(u0, u1):
         u = units[i]
         z = b1[u]
         for p in range(W1_ptr[u], W1_ptr[u + 1]):
             z += W1_val[p] * a[W1_idx[p]]
-        pre[i] = z
-    for i in range(units.shape[0]):
-        if pre[i] > 0.0:
+        pre[i - u0] = z
+    for i in range(u0, u1):
+        z = pre[i - u0]
+        if z > 0.0:
             u = units[i]
             for p in range(W2_ptr[u], W2_ptr[u + 1]):
-                a[W2_idx[p]] += W2_val[p] * pre[i]
-    for r in b2_rows:
-        a[r] += b2[r]
+                a[W2_idx[p]] += W2_val[p] * z
+    for i in range(b2r_off[l], b2r_off[l + 1]):
+        a[b2r[i]] += b2[l, b2r[i]]
 
 
 @numba.njit(cache=True)
