@@ -64,17 +64,21 @@ def matmul_study(seed: int, d: int = 8) -> dict[str, Any]:
 
 
 def lambda_study(seed: int, d: int = 4) -> list[dict[str, Any]]:
-    """Error of the pointer heads vs ``lambda``: add (a tie of two columns) and transpose."""
+    """Error of the pointer heads vs ``lambda``: add (a tie of two columns) and transpose, with
+    the default gating constant and with ``C = 100`` (its round-off is the float32 floor)."""
     rng = np.random.default_rng(seed)
     A, B = rng.uniform(-1, 1, (d, d)), rng.uniform(-1, 1, (d, d))
     s = 3 * d + d * d
     rows = []
-    for name, dt in DTYPES.items():
-        for lam in LAM_GRID:
-            add = F.run_block(F.combine_block(d, s, 1.0, 1.0, lam), A, B, dtype=dt)
-            tr = F.run_block(F.transpose_block(d, s, lam), A, dtype=dt)
-            rows.append({"dtype": name, "lam": lam, "add": _relerr(add, A + B),
-                         "transpose": _relerr(tr, A.T)})
+    for gate in (F.GATE, 100.0):
+        for name, dt in DTYPES.items():
+            for lam in LAM_GRID:
+                with F.gate_constant(gate):
+                    add_blk = F.combine_block(d, s, 1.0, 1.0, lam)
+                    tr_blk = F.transpose_block(d, s, lam)
+                rows.append({"dtype": name, "lam": lam, "gate": gate,
+                             "add": _relerr(F.run_block(add_blk, A, B, dtype=dt), A + B),
+                             "transpose": _relerr(F.run_block(tr_blk, A, dtype=dt), A.T)})
     return rows
 
 
@@ -159,11 +163,16 @@ def application_study(budget: str, seed: int) -> dict[str, Any]:
                        "rel_error_vs_numpy_newton": _val(r, "rel_error_vs_numpy_newton"),
                        "rel_error_vs_inv": _val(r, "rel_error_vs_inv")})
     r32 = _try(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32))
+    with F.gate_constant(100.0):
+        r32g = _try(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32))
+        r64g = _try(lambda: AP.newton_inverse(A, T, best))
     ok = next(r for r in raw if "broken" not in r)
     i_best = settings.index((True, best.c, best.lam))
     res["newton_inverse"] = {"d": d, "T": T, "runs": newton, "stats": _stats(raw, i_best),
                              "numpy_newton_vs_inv": ok["numpy_newton_vs_inv"],
-                             "float32_c1e-2": _val(r32, "rel_error_vs_numpy_newton")}
+                             "float32_c1e-2": _val(r32, "rel_error_vs_numpy_newton"),
+                             "float32_c1e-2_gate100": _val(r32g, "rel_error_vs_numpy_newton"),
+                             "best_gate100": _val(r64g, "rel_error_vs_numpy_newton")}
 
     Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
     S = Q @ np.diag(np.linspace(2.0, 0.5, d)) @ Q.T
@@ -227,12 +236,15 @@ def _markdown(res: dict[str, Any]) -> str:
              if r["C"] == C}
         L.append(f"| {C:g} | {_fmt(e[(False, 'float64')])} | {_fmt(e[(False, 'float32')])} | "
                  f"{_fmt(e[(True, 'float64')])} | {_fmt(e[(True, 'float32')])} |")
-    L += ["", "## Pointer heads vs lambda (d = 4)", "",
-          "| lambda | add f64 | transpose f64 | add f32 | transpose f32 |", "|---|---|---|---|---|"]
+    L += ["", "## Pointer heads vs lambda (d = 4), gating constant 1e4 and 100", "",
+          "| lambda | add f64 | transpose f64 | add f32 | transpose f32 | add f32, C = 100 | "
+          "transpose f32, C = 100 |", "|---|---|---|---|---|---|---|"]
     for lam in LAM_GRID:
-        e = {r["dtype"]: r for r in res["lambda"] if r["lam"] == lam}
-        L.append(f"| {lam:g} | {_fmt(e['float64']['add'])} | {_fmt(e['float64']['transpose'])} | "
-                 f"{_fmt(e['float32']['add'])} | {_fmt(e['float32']['transpose'])} |")
+        e = {(r["dtype"], r["gate"]): r for r in res["lambda"] if r["lam"] == lam}
+        f64, f32, g32 = e[("float64", F.GATE)], e[("float32", F.GATE)], e[("float32", 100.0)]
+        L.append(f"| {lam:g} | {_fmt(f64['add'])} | {_fmt(f64['transpose'])} | "
+                 f"{_fmt(f32['add'])} | {_fmt(f32['transpose'])} | {_fmt(g32['add'])} | "
+                 f"{_fmt(g32['transpose'])} |")
     L += ["", "## Sums of m sigmoids (Lemma 5 block): 1/x on [0.5, 4], sqrt on [0.25, 2]", "",
           "| function | fit | m (terms) | fit error | block f64 | block f32 |",
           "|---|---|---|---|---|---|"]
@@ -259,6 +271,9 @@ def _markdown(res: dict[str, Any]) -> str:
                  + ("" if isinstance(r["rel_error_vs_inv"], str)
                     else f" (vs inv: {_fmt(r['rel_error_vs_inv'])})") + " |")
     L.append(f"| Newton inverse | float32, c = 1e-2 | {_fmt(nw['float32_c1e-2'])} |")
+    L.append(f"| Newton inverse | float32, c = 1e-2, gate C = 100 | "
+             f"{_fmt(nw['float32_c1e-2_gate100'])} |")
+    L.append(f"| Newton inverse | best constants, gate C = 100 | {_fmt(nw['best_gate100'])} |")
     pw = ap["power_iteration"]
     for r in pw["runs"]:
         L.append(f"| power iteration d = {pw['d']}, T = {pw['T']}, T2 = 3 | {r['constants']} | "
@@ -305,7 +320,8 @@ def _plots(res: dict[str, Any], out: Path) -> list[str]:
     ax[0].legend()
     for dt in DTYPES:
         for blk in ("add", "transpose"):
-            pts = [(r["lam"], max(r[blk], 1e-17)) for r in res["lambda"] if r["dtype"] == dt]
+            pts = [(r["lam"], max(r[blk], 1e-17)) for r in res["lambda"]
+                   if r["dtype"] == dt and r["gate"] == F.GATE]
             ax[1].semilogy(*zip(*pts), marker="o", label=f"{blk} {dt}")
     ax[1].set(xlabel="lambda", ylabel="relative error", title="pointer heads")
     ax[1].legend()

@@ -55,7 +55,6 @@ from tpcore.backend import get_xp, to_host
 from tpcore.errors import TpcoreError
 from tpcore.looped.encodings import address_bits, decode_unsigned, encode_address
 from tpcore.looped.functions import (
-    GATE,
     MASK,
     Block,
     Rows,
@@ -64,6 +63,7 @@ from tpcore.looped.functions import (
     clear,
     codes,
     combine_block,
+    current_gate,
     diag_block,
     frame,
     gated_copy,
@@ -237,7 +237,7 @@ def toolkit(d: int, names: tuple[str, ...] = ("add", "sub", "mul", "transp", "pe
 
 def gated_adder(spec: Spec, x: np.ndarray | None, y: np.ndarray | None, const: int,
                 dst: np.ndarray, gate: np.ndarray, gconst: float = 0.0,
-                C: float = GATE) -> None:
+                C: float | None = None) -> None:
     """Lemma 16 (+-1 bits, LSB first), gated: ``x[dst] += p_{(X + Y + const) mod 2^L}`` where
     ``g = gate . x + gconst`` is 1, and nothing where ``g <= 0``.
 
@@ -250,7 +250,7 @@ def gated_adder(spec: Spec, x: np.ndarray | None, y: np.ndarray | None, const: i
     with the ``-1`` from one gated unit.
     """
     D, L = spec.D, len(dst)
-    C = C + 2.0 ** (L + 3)
+    C = (current_gate() if C is None else C) + 2.0 ** (L + 3)
     rows_w1, b1, out = [], [], []
     lin, lin0 = np.zeros(D), 0.0
     for i in range(1, L + 1):
@@ -276,11 +276,12 @@ def gated_adder(spec: Spec, x: np.ndarray | None, y: np.ndarray | None, const: i
 
 
 def gated_snap(spec: Spec, src: np.ndarray, dst: np.ndarray, gate: np.ndarray,
-               gconst: float = 0.0, C: float = GATE) -> None:
+               gconst: float = 0.0, C: float | None = None) -> None:
     """``x[dst] += sign(x[src])`` for +-1 bits within 1/4 of +-1, where the gate is 1 (error
     correction, §5.1): ``s(b) - s(-b)`` with the flat step ``s(b) = ReLU(2b - 0.5) -
     ReLU(2b - 1.5)``. 4 units per bit."""
     D, k = spec.D, len(src)
+    C = current_gate() if C is None else C
     W1, b1, W2 = [], [], np.zeros((D, 4 * k))
     for t, (r, q) in enumerate(zip(src, dst)):
         for u, (sgn, shift, w) in enumerate(((1, -0.5, 1), (1, -1.5, -1), (-1, -0.5, -1),
@@ -419,6 +420,7 @@ def build_machine(tk: Toolkit, n: int, m: int, lam: float = 30.0) -> FleqMachine
     cell = np.concatenate([rows["data"], rows["instr"]])
     one, scr = rows["one"][0], rows["scr"][0]
     reg, mask = rows["reg"], rows["mask"]
+    G = current_gate()
 
     fetch = Spec(D)
     V = np.zeros((D, D))
@@ -427,8 +429,8 @@ def build_machine(tk: Toolkit, n: int, m: int, lam: float = 30.0) -> FleqMachine
     for r, f, w in ((0, "a", "wa"), (1, "b", "wb"), (2, "c", "wc")):
         gated_adder(fetch, cur[f], rows["off"], 0, rows["ptr"], row_vec(D, {reg[r]: 1.0}))
         for shift, sgn in ((-0.5, 1.0), (-1.5, -1.0)):
-            w1 = row_vec(D, {cur[w][0]: 2.0, rows["idx"][0]: -2.0, reg[r]: GATE})
-            fetch.units(w1[None], np.array([shift - GATE]),
+            w1 = row_vec(D, {cur[w][0]: 2.0, rows["idx"][0]: -2.0, reg[r]: G})
+            fetch.units(w1[None], np.array([shift - G]),
                         row_vec(D, {mask[r]: sgn})[:, None])
 
     gather = Spec(D)
@@ -478,8 +480,8 @@ def build_machine(tk: Toolkit, n: int, m: int, lam: float = 30.0) -> FleqMachine
     V[rows["fv"][0], rows["data"][0]] = 1.0
     _head(flagread, rows, select(D, rows["enc"]), select(D, cur["flag"]), V, lam)
     for shift, sgn in ((1.5, 1.0), (0.5, -1.0)):
-        w1 = row_vec(D, {rows["fv"][0]: -2.0, scr: GATE})
-        flagread.units(w1[None], np.array([shift - GATE]),
+        w1 = row_vec(D, {rows["fv"][0]: -2.0, scr: G})
+        flagread.units(w1[None], np.array([shift - G]),
                        row_vec(D, {rows["flag"][0]: sgn})[:, None])
     gated_adder(flagread, rows["pc"], None, 1, rows["pc1"], row_vec(D, {scr: 1.0}))
 

@@ -43,7 +43,8 @@ machine run them over the array module of the backend in float64 (or float32).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,8 +58,27 @@ from tpcore.looped.layer import Head, Layer, layer_forward
 MASK = 1e4
 """Score magnitude separating scratchpad from non-scratchpad columns (e^-MASK = 0)."""
 GATE = 1e4
-"""Gating constant C of the gated identities: values gated must stay below it in magnitude; its
-round-off (about GATE * machine epsilon) is the floor of every gated copy."""
+"""Default gating constant C of the gated identities: values gated must stay below it in
+magnitude; its round-off (about C * machine epsilon) is the floor of every gated copy. Weights
+built inside ``with gate_constant(C):`` use another C (e.g. a small one for float32)."""
+_GATES = [GATE]
+
+
+def current_gate() -> float:
+    """The gating constant used by weights built now (see :func:`gate_constant`)."""
+    return _GATES[-1]
+
+
+@contextmanager
+def gate_constant(C: float) -> Iterator[None]:
+    """Build weights with gating constant ``C`` inside the ``with`` block."""
+    if not C > 0:
+        raise TpcoreError(f"gating constant {C}; expected C > 0")
+    _GATES.append(float(C))
+    try:
+        yield
+    finally:
+        _GATES.pop()
 
 
 class Rows:
@@ -147,13 +167,14 @@ def select(D: int, idx: np.ndarray, scale: float = 1.0) -> np.ndarray:
 
 
 def gated_linear(spec: Spec, M: np.ndarray, dst: np.ndarray, gate: np.ndarray,
-                 gconst: float = 0.0, C: float = GATE) -> None:
+                 gconst: float = 0.0, C: float | None = None) -> None:
     """``x[dst] += (M x) g`` for a gate ``g = gate . x + gconst`` in {.., -1, 0, 1}.
 
     Gated identity ``ReLU(y + C(g-1)) - ReLU(-y + C(g-1))``: ``y`` if ``g = 1``, 0 if ``g <= 0``
     (given ``|y| < C``). ``M: (len(dst), D)``; 2 units per row.
     """
     k = len(dst)
+    C = current_gate() if C is None else C
     W1 = np.concatenate([M, -M]) + C * gate[None, :]
     W2 = np.zeros((spec.D, 2 * k))
     W2[dst, np.arange(k)] = 1.0
@@ -162,7 +183,7 @@ def gated_linear(spec: Spec, M: np.ndarray, dst: np.ndarray, gate: np.ndarray,
 
 
 def gated_copy(spec: Spec, src: np.ndarray, dst: np.ndarray, gate: np.ndarray,
-               gconst: float = 0.0, scale: float = 1.0, C: float = GATE) -> None:
+               gconst: float = 0.0, scale: float = 1.0, C: float | None = None) -> None:
     """``x[dst] += scale * x[src] * g`` (see :func:`gated_linear`)."""
     gated_linear(spec, select(spec.D, src, scale), dst, gate, gconst, C)
 
