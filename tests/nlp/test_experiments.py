@@ -125,3 +125,14 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     assert main(["nlp", "classify", "--train", str(tmp_path / "ok.tsv"), "--test",
                  str(tmp_path / "ok.tsv"), "--layers", "1,two"]) == 2
     assert "--layers '1,two'" in capsys.readouterr().err
+
+
+def test_reproduce_verbs_registered():
+    from tpcore.cli import build_parser
+
+    parser = build_parser()
+    for verb in ("ner-demo", "classify-demo"):
+        args = parser.parse_args(["reproduce", verb, "--budget", "0.5", "--out", "x"])
+        assert (args.demo, args.budget, args.out) == (verb, 0.5, "x")
+    with pytest.raises(ValueError, match="budget"):
+        ex.ner_demo("unused", budget=0)
