@@ -124,3 +124,16 @@ def test_corollary6_one_head_sigmoid_sum():
     assert errs[1] < 1e-8 < errs[0]                # off-diagonal leakage ~ e^-C
     with pytest.raises(TpcoreError, match="s >= 3d \\+ m"):
         F.sigmoid_width_block(2, 10, fit)
+
+
+def test_smaller_gate_lowers_the_float32_floor(rng):
+    A, B = rng.uniform(-1, 1, (4, 4)), rng.uniform(-1, 1, (4, 4))
+    errs = []
+    for C in (F.GATE, 100.0):
+        with F.gate_constant(C):
+            blk = F.combine_block(D, S, 1.0, 1.0)
+        errs.append(np.abs(F.run_block(blk, A, B, dtype=np.float32) - (A + B)).max())
+    assert errs[1] < errs[0] / 20
+    assert F.current_gate() == F.GATE
+    with pytest.raises(TpcoreError, match="gating constant"), F.gate_constant(0.0):
+        pass
