@@ -53,3 +53,10 @@ def test_console_script_runs():
     out = subprocess.run([sys.executable, "-m", "tpcore.cli", "--version"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and out.stdout.startswith("tpcore ")
+
+
+def test_learn_nlp_tasks_are_the_nlp_command(capsys):
+    for argv in (["learn", "ner-demo", "--help"], ["--backend", "numpy", "learn", "conll", "-h"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert capsys.readouterr().out.startswith("usage: tpcore nlp ")

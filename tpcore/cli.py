@@ -19,6 +19,10 @@ COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 
+NLP_LEARN_TASKS = ("conll", "classify", "ner-demo", "classify-demo")
+"""``tpcore learn TASK`` for these is ``tpcore nlp TASK`` (they read files, not generators)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tpcore",
@@ -36,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "learn" in argv[:-1] and argv[argv.index("learn") + 1] in NLP_LEARN_TASKS:
+        argv[argv.index("learn")] = "nlp"
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
