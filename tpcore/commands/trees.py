@@ -123,7 +123,7 @@ def _reproduce_hierarchy(args: argparse.Namespace) -> int:
         raise ValueError(f"--parts {args.parts!r}: unknown {sorted(bad)}; expected a "
                          "comma-separated subset of root,root-long,mlm,probe,finetune")
     hierarchy(args.out, budget=args.budget, parts=parts, mlm_steps=args.mlm_steps,
-              seed=args.seed)
+              long_k=args.long_k, seed=args.seed)
     print(f"wrote {args.out}/hierarchy_{args.budget}.json and .md")
     return 0
 
@@ -148,10 +148,12 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     h.add_argument("--budget", default="small", choices=("tiny", "small", "paper"),
                    help="scale (default small: l=3, d=64, FFN 256; paper: l=4, d=128, FFN 2048)")
     h.add_argument("--parts", default="root,mlm",
-                   help="comma-separated: root, root-long (k_train=0, 4x steps), mlm, probe, "
+                   help="comma-separated: root, root-long (k_train=--long-k, 4x steps), mlm, "
+                        "probe, "
                         "finetune (default root,mlm; probe and finetune use the encoder saved "
                         "by mlm)")
     h.add_argument("--mlm-steps", type=int, help="MLM steps (default 2x the root steps)")
+    h.add_argument("--long-k", type=int, default=0, help="k_train of the root-long run (0)")
     h.add_argument("--seed", type=int, default=0, help="seed of data, init and batches")
     h.add_argument("--out", default="results/hierarchy", help="output folder")
     h.set_defaults(func=_reproduce_hierarchy)

@@ -408,12 +408,12 @@ def _closest_bp(m: dict) -> int:
 
 def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
               parts: tuple[str, ...] = ("root", "mlm"), mlm_steps: int | None = None,
-              finetune_sizes: tuple[int, ...] = (2**8, 2**10, 2**12), seed: int = 0,
-              log=print) -> dict:
+              finetune_sizes: tuple[int, ...] = (2**8, 2**10, 2**12), long_k: int = 0,
+              seed: int = 0, log=print) -> dict:
     """The paper's transformer experiments at the scale of ``budget``, compared with exact BP.
 
     Parts: ``root`` (root classification for every k_train in 0..l: Figs. 1c, 3, 4),
-    ``root-long`` (k_train = 0 for 4x the steps),
+    ``root-long`` (k_train = ``long_k`` for 4x the steps),
     ``mlm`` (k_train = 0 MLM: Figs. 1d, 5, 6; the model is saved under ``runs/hierarchy``),
     ``probe`` (ancestor probes of the saved MLM encoder's frozen layers: Figs. 7, 14 left) and
     ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs scratch,
@@ -432,7 +432,8 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
         dict(budget=budget, config=cfg, runs=[], commands=[])
     out["commands"].append(f"tpcore reproduce hierarchy --budget {budget} --parts "
                            f"{','.join(parts)} --seed {seed}"
-                           + (f" --mlm-steps {mlm_steps}" if mlm_steps else ""))
+                           + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
+                           + (f" --long-k {long_k}" if long_k else ""))
     mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
                       **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
     encoder = Path("runs/hierarchy") / f"{budget}_mlm_seed{seed}"
@@ -454,7 +455,7 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
                                        log=log, save_to=encoder.parent /
                                        f"{budget}_root_k{k}_seed{seed}"))
     if "root-long" in parts:
-        store(run=train_against_bp(TreeRun(task="root", k_train=0, seed=seed,
+        store(run=train_against_bp(TreeRun(task="root", k_train=long_k, seed=seed,
                                            **dict(cfg, steps=4 * cfg["steps"])), g, log=log))
     if "mlm" in parts:
         store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
