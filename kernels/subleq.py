@@ -142,8 +142,11 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     umax = 1
     for l in range(L):
         umax = max(umax, ug_off[l + 1] - ug_off[l], ul_off[l + 1] - ul_off[l])
-    Xs = np.empty((L, n, d))                   # Xs[l]: input of layer l (Xs[0] = loop state)
+    # Xs[l]: input of layer l (Xs[0] is the loop state); a full pass works in place, one slot
+    Xs = np.empty((L if incremental else 1, n, d))
+    S = Xs.shape[0]
     Xs[0] = Xb
+    X0 = np.empty((n, d))                      # input of the last pass
     KT = np.zeros((kq_off[H], n))              # K_h x_j, Q_h x_j for every column j
     QT = np.zeros((kq_off[H], n))
     VX = np.zeros((n, v_off[H]))               # V_h x_j (non-zero rows)
@@ -159,14 +162,14 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     a = np.empty(d)
     acc = np.empty(v_off[H])
     pre = np.empty(umax)
-    delta = 0.0
     for it in range(iterations):
-        delta = 0.0
+        if it == iterations - 1:
+            X0[:] = Xs[0]
         for l in range(L):
-            Xin, Xout = Xs[l], Xs[(l + 1) % L]
+            Xin, Xout = Xs[l % S], Xs[(l + 1) % S]
             h0, h1 = head_off[l], head_off[l + 1]
             # compare outputs with Xout (last pass's) for the dirty flags and the pass change
-            track = l == L - 1 or (incremental and it > 0)
+            track = incremental and (it > 0 or l == L - 1)
             for h in range(h0, h1):
                 ksame[h], vsame[h] = True, True
             for j in range(n):
@@ -247,13 +250,11 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                 for r in range(d):
                     if track and a[r] != Xout[q, r]:
                         changed = True
-                        if l == L - 1:
-                            delta = max(delta, abs(a[r] - Xout[q, r]))
                     Xout[q, r] = a[r]
                 nxt[q] = changed
             dirty, nxt = nxt, dirty
     Xb[:] = Xs[0]
-    return delta
+    return np.abs(Xb - X0).max() if iterations > 0 else 0.0
 
 
 @numba.njit(cache=True)
