@@ -34,7 +34,8 @@ EVAL_BATCH = 1024
 @dataclass
 class LearnConfig:
     """One training run. Head and MLP counts are per layer; ``epochs`` over the training split;
-    ``samples``: Gumbel samples averaged per step; ``eval_every``: epochs between validation
+    ``samples``: Gumbel samples averaged per step; ``init_std``: standard deviation of the initial
+    gate and predicate logits; ``eval_every``: epochs between validation
     evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0: the task's
     default, see :func:`tpcore.tasks.rasp.make_task`)."""
 
@@ -51,6 +52,7 @@ class LearnConfig:
     tau_start: float = 3.0
     tau_end: float = 0.01
     samples: int = 1
+    init_std: float = 1.0
     eval_every: int = 10
     seed: int = 0
     vocab_size: int = 0
@@ -89,7 +91,7 @@ def build_model(cfg: LearnConfig, task: TaskData) -> ProgramModel:
         vocab_size=len(task.vocab), max_len=task.max_len, n_classes=len(task.classes),
         n_layers=cfg.n_layers, n_cat_heads=cfg.n_cat_heads, n_num_heads=cfg.n_num_heads,
         n_cat_mlps=cfg.n_cat_mlps, n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp,
-        causal=task.causal, seed=cfg.seed))
+        causal=task.causal, init_std=cfg.init_std, seed=cfg.seed))
 
 
 def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: int = 1) -> float:
