@@ -9,21 +9,33 @@ from tpcore.programs import codegen, ir
 from tpcore.programs.examples import reverse_program
 
 
+def _run_dir(root):
+    d = root / "t1" / "runs" / "reverse" / "L2_s0"
+    ir.save(reverse_program(), d / "program.json")
+    (d / "metrics.json").write_text(json.dumps({"task": "reverse", "test": {"acc": 0.995}}))
+    return d
+
+
 def test_counts_selected_programs(tmp_path, monkeypatch):
-    p = reverse_program()
-    ir.save(p, tmp_path / "t1" / "runs" / "reverse" / "L2_s0" / "program.json")
+    _run_dir(tmp_path)
 
     def fake_table1(budget, out, tasks, epochs):
         assert (budget, tasks) == ("smoke", ("reverse",))
-        return {"tasks": [{"task": "reverse", "selected": {"run": "L2_s0"}, "test_acc": 99.5}]}
+        return {"tasks": [{"task": "reverse", "selected": {"run": "L2_s0"}}]}
 
-    monkeypatch.setattr(table1, "run", lambda budget, out, tasks, epochs: fake_table1(
-        budget, out, tasks, epochs))
+    monkeypatch.setattr(table1, "run", fake_table1)
     result = program_lengths.run("smoke", tmp_path / "t1", tmp_path / "out", tasks=("reverse",),
                                  check_fidelity=False)
     row = result["tasks"][0]
-    assert (row["full"], row["pruned"]) == tuple(codegen.line_counts(p).values())
+    assert (row["full"], row["pruned"]) == tuple(codegen.line_counts(reverse_program()).values())
+    assert row["test_acc"] == 99.5
     assert result["at_or_below_paper"] == int(row["pruned"] <= 713)
     saved = json.loads((tmp_path / "out" / "program_lengths.json").read_text())
     assert saved["tasks"][0]["paper_pruned"] == 713
     assert "| reverse | L2_s0 |" in (tmp_path / "out" / "program_lengths.md").read_text()
+
+
+def test_explicit_run_directories(tmp_path):
+    d = _run_dir(tmp_path)
+    result = program_lengths.run(out=tmp_path / "out", run_dirs=[d], check_fidelity=False)
+    assert result["tasks"][0]["run"] == "L2_s0" and "--run-dirs" in result["command"]

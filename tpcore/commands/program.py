@@ -98,6 +98,9 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                         "reused, or trained when missing)")
     p.add_argument("--epochs", type=int, help="override the budget's epochs")
     p.add_argument("--table1", default="results/table1", help="Table 1 results folder")
+    p.add_argument("--run-dirs", nargs="+", metavar="DIR",
+                   help="measure these learn run directories instead of the Table 1 selection")
+    p.add_argument("--no-fidelity", action="store_true", help="skip the fidelity check")
     p.add_argument("--out", default="results/program_lengths")
     p.set_defaults(func=_reproduce_lengths)
 
@@ -105,7 +108,8 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
 def _reproduce_lengths(args: argparse.Namespace) -> int:
     from tpcore.experiments.program_lengths import run, table
 
-    result = run(args.budget, args.table1, args.out, epochs=args.epochs)
+    result = run(args.budget, args.table1, args.out, epochs=args.epochs,
+                 check_fidelity=not args.no_fidelity, run_dirs=args.run_dirs)
     print(table(result["tasks"]))
     print(f"{result['at_or_below_paper']} of {len(result['tasks'])} programs at or below the "
           "paper's pruned length")

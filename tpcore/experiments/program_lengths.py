@@ -4,7 +4,8 @@ fidelity of those programs (issue 4): agreement with the discrete model on the w
 of the NumPy reference, the numba kernel and the generated Python program.
 
 :func:`run` reuses (or trains, resumably) the Table 1 sweep at ``budget`` through
-:func:`tpcore.experiments.table1.run`, reads each task's selected run's ``program.json``, counts
+:func:`tpcore.experiments.table1.run` (or takes explicit run directories), reads each selected
+run's ``program.json``, counts
 the lines of its generated program without and with compression
 (:func:`tpcore.programs.codegen.line_counts`), measures fidelity
 (:func:`tpcore.programs.files.fidelity`), and writes ``program_lengths.json`` and
@@ -13,6 +14,7 @@ the lines of its generated program without and with compression
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -39,33 +41,47 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(budget: str = "small", table1_dir: str | Path = "results/table1",
-        out: str | Path = "results/program_lengths", tasks: tuple[str, ...] = TASKS,
-        epochs: int | None = None, check_fidelity: bool = True) -> dict[str, Any]:
-    """Line counts of the selected Table 1 programs at ``budget`` (see the module docstring)."""
-    from tpcore.experiments import table1
-    from tpcore.io import write_json, write_text
+def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
+    """One row: the run's task and test accuracy, its program's line counts, the paper's, and
+    (with ``check_fidelity``) the agreement of every engine with the model."""
     from tpcore.programs import codegen, ir
     from tpcore.programs.files import fidelity
 
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    task = metrics["task"]
+    full, pruned = PAPER[task]
+    return {"task": task, "run": run_dir.name, "test_acc": 100 * metrics["test"]["acc"],
+            **codegen.line_counts(ir.load(run_dir / "program.json")),
+            "paper_full": full, "paper_pruned": pruned,
+            "fidelity": fidelity(run_dir) if check_fidelity else None}
+
+
+def run(budget: str = "small", table1_dir: str | Path = "results/table1",
+        out: str | Path = "results/program_lengths", tasks: tuple[str, ...] = TASKS,
+        epochs: int | None = None, check_fidelity: bool = True,
+        run_dirs: list[str | Path] | None = None) -> dict[str, Any]:
+    """Rows for the selected Table 1 runs at ``budget`` (trained when missing), or for the given
+    ``run_dirs`` (then ``budget``, ``epochs`` and ``tasks`` are not used); writes
+    ``program_lengths.json`` and ``program_lengths.md`` into ``out``."""
+    from tpcore.experiments import table1
+    from tpcore.io import write_json, write_text
+
     start = time.perf_counter()
-    t1 = table1.run(budget, out=table1_dir, tasks=tasks, epochs=epochs)
-    rows = []
-    for row in t1["tasks"]:
-        task, sel = row["task"], row["selected"]
-        run_dir = Path(table1_dir) / "runs" / task / sel["run"]
-        program = ir.load(run_dir / "program.json")
-        counts = codegen.line_counts(program)
-        full, pruned = PAPER[task]
-        rows.append({"task": task, "run": sel["run"], "test_acc": row["test_acc"],
-                     **counts, "paper_full": full, "paper_pruned": pruned,
-                     "fidelity": fidelity(run_dir) if check_fidelity else None})
+    if run_dirs is None:
+        t1 = table1.run(budget, out=table1_dir, tasks=tasks, epochs=epochs)
+        run_dirs = [Path(table1_dir) / "runs" / r["task"] / r["selected"]["run"]
+                    for r in t1["tasks"]]
+        command = (f"tpcore reproduce program-lengths --budget {budget} --table1 {table1_dir}"
+                   + (f" --epochs {epochs}" if epochs else ""))
+    else:
+        command = f"tpcore reproduce program-lengths --run-dirs {' '.join(map(str, run_dirs))}"
+    rows = [measure(d, check_fidelity) for d in run_dirs]
     out = Path(out)
     write_text(out / "program_lengths.md", table(rows) + "\n")
-    result = {"budget": budget, "epochs": epochs, "tasks": rows,
+    result = {"budget": None if "--run-dirs" in command else budget, "epochs": epochs,
+              "tasks": rows,
               "at_or_below_paper": sum(r["pruned"] <= r["paper_pruned"] for r in rows),
-              "seconds": time.perf_counter() - start,
-              "command": f"tpcore reproduce program-lengths --budget {budget}"
-                         + (f" --epochs {epochs}" if epochs else "")}
+              "seconds": time.perf_counter() - start, "command": f"{command} --out {out}"}
     write_json(out / "program_lengths.json", result)
     return result
