@@ -117,3 +117,22 @@ def test_learn_run_fidelity_all_engines(tmp_path):
     assert (f["numpy"], f["numba"], f["generated"]) == (1.0, 1.0, 1.0)
     assert f["generated_sequences"] == f["sequences"] == 40
     assert load_program(tmp_path / "run").name == "hist"
+
+
+@pytest.mark.parametrize("task_name", ["induction", "dyck1", "sort"])
+def test_task_accuracy_of_program_equals_models(task_name):
+    """``evaluate_on_task`` on an extracted (untrained) program gives the model's accuracy."""
+    from tpcore.programs.files import evaluate_on_task
+    from tpcore.tasks.rasp import make_task
+
+    task = make_task(task_name, n_samples=300)
+    cfg = ProgramConfig(vocab_size=len(task.vocab), max_len=task.max_len,
+                        n_classes=len(task.classes), causal=task.causal, seed=3)
+    model = ProgramModel(cfg)
+    prog = extract.extract(model, task.vocab, task.classes, name=task.name, bos="<s>",
+                           eos=task.eos, pad="<pad>")
+    test = task.splits["test"]
+    pred = model.forward(test["tokens"], test["pad"]).argmax(-1)
+    want = float((pred == test["targets"])[test["mask"]].mean())
+    got = evaluate_on_task(prog, task_name, n_samples=300)
+    assert got["token_accuracy"] == pytest.approx(want)
