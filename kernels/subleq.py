@@ -142,13 +142,17 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     umax = 1
     for l in range(L):
         umax = max(umax, ug_off[l + 1] - ug_off[l], ul_off[l + 1] - ul_off[l])
-    # Xs[l]: input of layer l (Xs[0] is the loop state); a full pass works in place, one slot
-    Xs = np.empty((L if incremental else 1, n, d))
+    # Xs[l]: input of layer l (Xs[0] is the loop state); full passes work in place on Xb
+    if incremental:
+        Xs = np.empty((L, n, d))
+        Xs[0] = Xb
+    else:
+        Xs = Xb.reshape((1, n, d))
     S = Xs.shape[0]
-    Xs[0] = Xb
     X0 = np.empty((n, d))                      # input of the last pass
-    KT = np.zeros((kq_off[H], n))              # K_h x_j, Q_h x_j for every column j
-    QT = np.zeros((kq_off[H], n))
+    # K_h x_j, Q_h x_j of every column j as columns; rows padded off a power-of-two stride
+    KT = np.zeros((kq_off[H], n + 8))
+    QT = np.zeros((kq_off[H], n + 8))
     VX = np.zeros((n, v_off[H]))               # V_h x_j (non-zero rows)
     SG = np.empty((H, g, n))                   # scores of scratchpad keys for every query
     SS = np.empty((H, n))                      # self scores of non-scratchpad columns
@@ -253,8 +257,13 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                     Xout[q, r] = a[r]
                 nxt[q] = changed
             dirty, nxt = nxt, dirty
-    Xb[:] = Xs[0]
-    return np.abs(Xb - X0).max() if iterations > 0 else 0.0
+    if incremental:
+        Xb[:] = Xs[0]
+    delta = 0.0
+    for j in range(n if iterations > 0 else 0):
+        for r in range(d):
+            delta = max(delta, abs(Xb[j, r] - X0[j, r]))
+    return delta
 
 
 @numba.njit(cache=True)
@@ -302,10 +311,11 @@ def run_sparse(XT: np.ndarray, iterations: int, g: int, hard: bool, tol: float,
     themselves; FF units of ``units_g`` run on columns ``< g`` and of ``units_l`` on the others.
     ``machine`` is ``CompiledMachine.args`` (``tpcore.looped.compiled``): all layers' weights
     packed as CSR rows. Each program runs all its passes while its state is in cache.
-    ``incremental`` skips the columns whose output cannot have changed (see :func:`_program`;
-    bitwise the same result); ``parallel`` spreads programs over numba's threads.
+    ``incremental`` skips, from the second pass on, the columns whose output cannot have changed
+    (see :func:`_program`; bitwise the same result); ``parallel`` spreads programs over numba's
+    threads.
     """
     delta = np.zeros(XT.shape[0])
     run = _run_parallel if parallel else _run_serial
-    run(XT, delta, iterations, g, hard, tol, incremental, *machine)
+    run(XT, delta, iterations, g, hard, tol, incremental and iterations > 1, *machine)
     return delta
