@@ -163,7 +163,7 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     ksame = np.empty(H, dtype=np.bool_)        # scratchpad key / value rows unchanged
     vsame = np.empty(H, dtype=np.bool_)
     w = np.empty(n)
-    a = np.empty(d)
+    buf = np.empty(d)                          # the column being computed (unless in place)
     acc = np.empty(v_off[H])
     pre = np.empty(umax)
     for it in range(iterations):
@@ -215,8 +215,12 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                 if q >= g and not stale[q]:
                     nxt[q] = False
                     continue
-                for r in range(d):
-                    a[r] = Xin[q, r]
+                if S == 1:
+                    a = Xin[q]
+                else:
+                    a = buf
+                    for r in range(d):
+                        a[r] = Xin[q, r]
                 for h in range(h0, h1):
                     if q < g:
                         nk = n
@@ -251,7 +255,7 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                     _feed_forward(a, units_l, ul_off[l], ul_off[l + 1], W1_ptr, W1_idx, W1_val,
                                   b1, W2_ptr, W2_idx, W2_val, b2, l, b2r, b2r_off, pre)
                 changed = not track
-                for r in range(d):
+                for r in range(d if S > 1 else 0):
                     if track and a[r] != Xout[q, r]:
                         changed = True
                     Xout[q, r] = a[r]
