@@ -137,6 +137,14 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
         visible_all = (ONE << np.uint64(length)) - ONE if length < 64 else ~np.uint64(0)
         for o in range(ops.shape[0]):
             kind, a, bb, c, dst, off, stride, flag = ops[o]
+            if kind == 3:  # prefix count of token a (values 0 .. max_len - 1: index = count)
+                count = 0
+                for i in range(length):
+                    num[dst, i] = count
+                    numi[dst, i] = count
+                    if cat[inputs[0], i] == a:
+                        count += 1
+                continue
             if kind == 2:
                 for i in range(length):
                     if flag:

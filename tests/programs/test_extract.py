@@ -95,12 +95,35 @@ def test_extract_checks_labels():
 
 
 def test_unsupported_stream_modules_are_named():
-    from tpcore.models.program import VarSpec
+    from tpcore.models.counting import CountingConfig, CountingProgramModel
 
-    dp = ProgramModel(ProgramConfig(vocab_size=6, max_len=6, n_classes=7)).discrete()
-    dp.variables.append(VarSpec("prefix_count_0", "numerical", 1, 9, "prefix_counts"))
-    with pytest.raises(ValueError, match="prefix_count_0.*prefix_counts"):
-        extract.extract(dp, VOCAB, [str(c) for c in range(7)])
+    cfg = CountingConfig(vocab_size=6, max_len=6, n_classes=7, experts=True)
+    with pytest.raises(ValueError, match="expert_count.*experts"):
+        extract.extract(CountingProgramModel(cfg), VOCAB, [str(c) for c in range(7)])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal):
+    """PrefixSumCounts (issue 5) extracts into prefix-count modules; model == engines ==
+    generated program, and the generated program imports back."""
+    from tpcore.models.counting import CountingConfig, CountingProgramModel
+    from tpcore.programs import parse
+    from tpcore.programs.analysis import dependency_text
+
+    cfg = CountingConfig(vocab_size=len(VOCAB), max_len=6, n_classes=7, masked_classes=(0,),
+                         prefix_counts=True, causal=causal, seed=4)
+    model = CountingProgramModel(cfg)
+    data = _data(800, 6, 4)
+    check_fidelity(model, data)
+    prog = extract.extract(model, VOCAB, [str(c) for c in range(7)], bos="<s>", pad="<pad>")
+    assert "prefix_count_3 " in dependency_text(prog) and "count of 'b'" in dependency_text(prog)
+    path, _ = codegen.write(prog, tmp_path / "pc")
+    back = parse.parse_file(path)
+    ids, lengths = data["tokens"], data["lengths"]
+    labels = np.asarray(prog.output_labels())
+    back_labels = np.asarray(back.output_labels())
+    np.testing.assert_array_equal(labels[it.run_ids(prog, ids, lengths)][~data["pad"]],
+                                  back_labels[it.run_ids(back, ids, lengths)][~data["pad"]])
 
 
 def test_learn_run_fidelity_all_engines(tmp_path):

@@ -215,3 +215,16 @@ def test_tpcore_program_round_trip_keeps_reverse(tmp_path):
     labels = q.variables["mlp_0_0_outputs"].values
     want = reverse_program().module("mlp_0_0").table
     assert np.array_equal(np.asarray(labels)[q.module("mlp_0_0").table], want)
+
+
+@pytest.mark.parametrize("line, message", [
+    ('    prefix_count_2 = [tokens[:i].count(__import__("os")) for i in range(len(tokens))]',
+     "prefix_count_2 must be"),
+    ('    prefix_count_2 = [tokens[:i].count("0") for i in range(len(tokens)) if exit()]',
+     "prefix_count_2 must be"),
+])
+def test_prefix_count_lines_are_checked(tmp_path, line, message):
+    old = "    positions = list(range(len(tokens)))"
+    path = _write(tmp_path, HIST.replace(old, f"{old}\n{line}", 1))
+    with pytest.raises(parse.ProgramSyntaxError, match=message):
+        parse.parse_file(path)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.programs.ir import Head, Mlp, Program
+from tpcore.programs.ir import Head, Mlp, PrefixCount, Program
 
 
 def reachable(program: Program) -> dict[str, np.ndarray]:
@@ -40,7 +40,7 @@ def reachable(program: Program) -> dict[str, np.ndarray]:
                 lo, hi = min(0.0, count * vals.min()), max(0.0, count * vals.max())
                 x = np.asarray(v[m.output].values, dtype=float)
                 out[m.output] = (x >= lo) & (x <= hi)
-        else:
+        elif isinstance(m, Mlp):
             mask = np.zeros(v[m.output].size, dtype=bool)
             mask[m.table[np.ix_(*(out[x] for x in m.inputs))]] = True
             if m.kind == "numerical":
@@ -78,6 +78,9 @@ def dependency_text(program: Program) -> str:
             what = "select_closest" if m.kind == "categorical" else "select+aggregate_sum"
             lines.append(f"{m.output:<24} <- {m.name}: {what}(key={m.key}, query={m.query}), "
                          f"value={m.value}" + (f" [{m.rule}]" if m.kind == "categorical" else ""))
+        elif isinstance(m, PrefixCount):
+            lines.append(f"{m.output:<24} <- {m.name}: count of {m.token!r} before each "
+                         "position (tokens)")
         else:
             lines.append(f"{m.output:<24} <- {m.name}: lookup({', '.join(m.inputs)})")
     used = used_variables(program)

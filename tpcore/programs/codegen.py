@@ -29,7 +29,7 @@ import numpy as np
 from tpcore.errors import TpcoreError
 from tpcore.programs import library
 from tpcore.programs.analysis import reachable
-from tpcore.programs.ir import Head, Label, Mlp, Program
+from tpcore.programs.ir import Head, Label, Mlp, PrefixCount, Program
 
 WIDTH = 88
 STYLES = ("tpcore", "published")
@@ -135,6 +135,13 @@ class _Writer:
         lines += _wrap(4, f"{h.output} = {agg}(", [f"{h.name}_pattern", h.value], ")")
         return lines + self.scores(h.output) + [""]
 
+    def prefix_count(self, m: PrefixCount) -> list[str]:
+        """``out = [tokens[:i].count(token) ...]`` (PrefixSumCounts)."""
+        lines = [_banner(4, m.name)]
+        lines += _wrap(4, f"{m.output} = [", [f"tokens[:i].count({literal(m.token)}) for i in "
+                                              "range(len(tokens))"], "]")
+        return lines + self.scores(m.output) + [""]
+
     def mlp(self, m: Mlp) -> list[str]:
         v = self.p.variables
         out = v[m.output]
@@ -212,7 +219,12 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
     body += w.scores("ones")
     body.append("")
     for m in p.modules:
-        body += w.head(m) if isinstance(m, Head) else w.mlp(m)
+        if isinstance(m, Head):
+            body += w.head(m)
+        elif isinstance(m, PrefixCount):
+            body += w.prefix_count(m)
+        else:
+            body += w.mlp(m)
     feats = list(p.classifier.features)
     if style == "published":
         frames = [f"{f[:-1] if f.endswith('s') else f}_scores" for f in feats]

@@ -6,6 +6,8 @@ and names values with the task's strings:
 - ``tokens`` gets the vocabulary, ``positions`` ``0 .. max_len - 1``, ``ones`` ``[1]``;
 - a learned factored embedding becomes one lookup module ``embed_i`` per variable, reading
   ``tokens``;
+- PrefixSumCounts variables ``prefix_count_{v}`` become prefix-count modules of token ``v``
+  (the expert gate of issue 5 is not expressible yet and is refused, naming it);
 - a categorical head keeps its predicate rows for the query variable's values, with key indices
   the key variable cannot take mapped to "matches nothing"; its output takes the value
   variable's labels (the type follows the computation graph, paper A.3); rule ``closest``;
@@ -26,7 +28,20 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import Classifier, Head, Mlp, Module, Program, Variable, numerical_range
+from tpcore.programs.ir import (
+    Classifier,
+    Head,
+    Mlp,
+    Module,
+    PrefixCount,
+    Program,
+    Variable,
+    numerical_range,
+)
+
+PREFIX_SOURCE = "prefix_counts"
+"""Module name of the PrefixSumCounts extension (:mod:`tpcore.models.counting`): its variables
+``prefix_count_{v}`` count token id ``v`` strictly before each position."""
 
 
 def _mlp_table(m: Any, inputs: list[Variable], width: int, dtype: Any) -> np.ndarray:
@@ -60,7 +75,7 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
     if "tokens" in specs and specs["tokens"].width != len(vocab):
         raise TpcoreError(f"model has {specs['tokens'].width} token ids but the vocabulary has "
                           f"{len(vocab)} strings")
-    known = {m.name for m in dp.modules}
+    known = {m.name for m in dp.modules} | {PREFIX_SOURCE}
     foreign = [x for x in dp.variables if x.source is not None and x.source not in known]
     if foreign:
         raise TpcoreError(f"variable {foreign[0].name!r} comes from module {foreign[0].source!r}, "
@@ -80,6 +95,10 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
             v[out] = Variable(out, "categorical", tuple(range(specs[out].width)))
             modules.append(Mlp(f"{out}_lookup", "categorical", ("tokens",), out,
                                dp.embedding[:, i].astype(np.int64), 0))
+    for x in dp.variables:
+        if x.source == PREFIX_SOURCE:
+            v[x.name] = Variable(x.name, "numerical", tuple(range(dp.max_len)))
+            modules.append(PrefixCount(x.name, vocab[int(x.name.rsplit("_", 1)[1])], x.name))
     for m in dp.modules:
         if hasattr(m, "predicate"):
             q, k, val = v[m.query], v[m.key], v[m.value]

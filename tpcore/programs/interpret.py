@@ -16,7 +16,7 @@ import numpy as np
 
 from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import Head, Mlp, Program
+from tpcore.programs.ir import Head, Mlp, PrefixCount, Program
 
 ENGINES = ("numpy", "numba")
 
@@ -117,6 +117,10 @@ def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
                 env[m.output] = xp.take_along_axis(env[m.value], j, axis=1)
             else:
                 env[m.output] = (s * env[m.value][:, None, :]).sum(axis=-1)
+        elif isinstance(m, PrefixCount):
+            hit = (ids == program.tokens.index(m.token)) & (xp.arange(n)[None, :] <
+                                                             lengths[:, None])
+            env[m.output] = (xp.cumsum(hit, axis=1) - hit).astype(np.float64)
         else:
             idx = mlp_index(program, m, env)
             table = xp.asarray(m.table.ravel())
@@ -191,9 +195,10 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
 
     Variables get slots in two stores (categorical, numerical) in definition order. ``ops`` rows:
     ``(type, a, b, c, out, param_offset, stride, flag)`` with type 0 categorical head, 1 numerical
-    head, 2 MLP; for heads ``a, b, c`` are query, key, value slots, ``param`` the predicate and
-    ``flag`` the rule (1: published); for MLPs ``a, b`` are input slots (``b = -1`` for one input),
-    ``c`` the default, ``param`` the flat table, ``stride`` the second input's size and ``flag``
+    head, 2 MLP, 3 prefix count (``a``: the token's index); for heads ``a, b, c`` are query,
+    key, value slots, ``param`` the predicate and ``flag`` the rule (1: published); for MLPs
+    ``a, b`` are input slots (``b = -1`` for one input), ``c`` the default, ``param`` the flat
+    table, ``stride`` the second input's size and ``flag``
     1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values (``num_lo``
     the first one when they are consecutive integers, else NaN);
     ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
@@ -207,7 +212,10 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     ops = []
     offset = 0
     for m in program.modules:
-        if isinstance(m, Head):
+        if isinstance(m, PrefixCount):
+            p = np.zeros(0, dtype=np.int64)
+            op = [3, program.tokens.index(m.token), -1, -1, slot[m.output], offset, 0, 0]
+        elif isinstance(m, Head):
             p = m.predicate
             op = [0 if m.kind == "categorical" else 1, slot[m.query], slot[m.key], slot[m.value],
                   slot[m.output], offset, 0, int(m.rule == "published")]

@@ -24,6 +24,8 @@ Modules
     :class:`Mlp`: a lookup ``table`` over the product of its inputs' value sets (``table.shape ==
     (|values_1|, ..., |values_l|)``) giving output indices; a numerical input outside its value set
     gives ``default``.
+    :class:`PrefixCount` (PrefixSumCounts, issue 5): ``out_t = #{i < t : tokens_i = token}``, a
+    numerical variable with values ``0 .. max_len - 1``.
     Keys ``j`` past a sequence's length are masked, and keys after the query too when ``causal``.
 
 Classifier
@@ -115,7 +117,21 @@ class Mlp:
         return self.inputs
 
 
-Module = Head | Mlp
+@dataclass
+class PrefixCount:
+    """How often ``token`` occurs strictly before each position (numerical output)."""
+
+    name: str
+    token: str
+    output: str
+    kind: str = "numerical"
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return ("tokens",)
+
+
+Module = Head | Mlp | PrefixCount
 
 
 @dataclass
@@ -235,8 +251,11 @@ def validate(p: Program) -> None:
         out = v[m.output]
         if isinstance(m, Head):
             _validate_head(m, v)
-        else:
+        elif isinstance(m, Mlp):
             _validate_mlp(m, v)
+        elif m.token not in v["tokens"].values or out.values != tuple(range(p.max_len)):
+            _fail(m.name, f"counts a token of the vocabulary ({m.token!r}) into values "
+                  f"0 .. {p.max_len - 1}")
         if isinstance(m, Mlp) or m.kind == "categorical":
             if out.kind != "categorical":
                 _fail(m.name, "output must be categorical")
@@ -318,6 +337,9 @@ def to_dict(p: Program) -> dict[str, Any]:
             modules.append({"type": "head", "name": m.name, "kind": m.kind, "query": m.query,
                             "key": m.key, "value": m.value, "output": m.output, "rule": m.rule,
                             "predicate": pairs})
+        elif isinstance(m, PrefixCount):
+            modules.append({"type": "prefix_count", "name": m.name, "kind": m.kind,
+                            "token": m.token, "output": m.output})
         else:
             out = v[m.output].values
             modules.append({"type": "mlp", "name": m.name, "kind": m.kind,
@@ -388,8 +410,12 @@ def from_dict(d: dict[str, Any]) -> Program:
             table = np.asarray(flat, dtype=np.int64).reshape(shape)
             default = ov.index(_need(md, "default", name))
             modules.append(Mlp(name, kind, inputs, out, table, default))
+        elif md.get("type") == "prefix_count":
+            variables[out] = Variable(out, "numerical",
+                                      tuple(range(variables["positions"].size)))
+            modules.append(PrefixCount(name, _need(md, "token", name), out))
         else:
-            _fail(where, f"type {md.get('type')!r}; expected 'head' or 'mlp'")
+            _fail(where, f"type {md.get('type')!r}; expected 'head', 'mlp' or 'prefix_count'")
     cd = _need(d, "classifier", "header")
     feats = tuple(_need(cd, "features", "classifier"))
     classes = tuple(_need(cd, "classes", "classifier"))

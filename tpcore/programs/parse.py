@@ -8,8 +8,10 @@ causality), ``run(tokens)`` made of the input lines, one ``predicate_L_H`` funct
 ``aggregate``/``aggregate_sum`` lines, one ``mlp_L_M`` function per MLP with ``key = ...``,
 ``if key in {...}: return v`` branches and a default ``return``, applied by a comprehension, the
 classifier boilerplate (replaced by reading the weights CSV beside the file), the BOS/EOS
-pass-through, and a trailing examples block. Anything else (other imports, calls to anything else,
-other statements) is refused with an error naming the file and line. Host-only code.
+pass-through, a trailing examples block, and tpcore's prefix counts (``prefix_count_X =
+[tokens[:i].count("t") for i in range(len(tokens))]``). Anything else (other imports, calls
+to anything else, other statements) is refused with an error naming the file and line.
+Host-only code.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from tpcore.programs.ir import (
     Label,
     Mlp,
     Module,
+    PrefixCount,
     Program,
     Variable,
     numerical_range,
@@ -38,6 +41,7 @@ from tpcore.programs.ir import (
 
 HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
 MLP_NAME = re.compile(r"(num_)?mlp_\d+_\d+$")
+PREFIX_NAME = re.compile(r"prefix_count_\w+$")
 IMPORTS = {"published": {"numpy": "np", "pandas": "pd"},
            "tpcore": {"csv": None, "functools": None, "os": None, "sys": None}}
 
@@ -272,6 +276,8 @@ class _Parser:
             self.concat(node)
         elif name == "features":
             self.feature_list(node)
+        elif PREFIX_NAME.match(name):
+            self.prefix_count(node, name)
         elif name.endswith("_pattern") and HEAD_NAME.match(name[: -len("_pattern")]):
             self.pattern(node, name[: -len("_pattern")], value)
         elif name.endswith("_outputs"):
@@ -357,6 +363,18 @@ class _Parser:
         self.modules.append((head, node, {"key": keys, "query": queries,
                                           "rule": self.rules.get(sel, ""),
                                           "fn": self.funcs[fn_name]}))
+
+    def prefix_count(self, node: ast.Assign, name: str) -> None:
+        """``prefix_count_X = [tokens[:i].count("t") for i in range(len(tokens))]``."""
+        try:
+            token = node.value.elt.args[0].value
+        except (AttributeError, IndexError):
+            self.fail(node, f"{name} must be [tokens[:i].count(TOKEN) for i in ...]")
+        want = f"{name} = [tokens[:i].count({token!r}) for i in range(len(tokens))]"
+        if not isinstance(token, str) or _dump(node) != _canon(want) or name in self.defined:
+            self.fail(node, f"{name} must be [tokens[:i].count(TOKEN) for i in ...]")
+        self.modules.append((name, node, {"token": token}))
+        self.defined.add(name)
 
     def outputs(self, node: ast.Assign, name: str, value: ast.AST) -> None:
         mod = name[: -len("_outputs")]
@@ -573,7 +591,10 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
     modules: list[Module] = []
     for mod, node, info in p.modules:
         out = f"{mod}_outputs"
-        if "key" in info:
+        if "token" in info:
+            v[mod] = Variable(mod, "numerical", tuple(range(max_len)))
+            modules.append(PrefixCount(mod, info["token"], mod))
+        elif "key" in info:
             numerical = mod.startswith("num_")
             q, k = v[info["query"]], v[info["key"]]
             val = v[info["value"]]
