@@ -50,7 +50,8 @@ def _from_run_dir(path: Path) -> Program:
 
 
 def _from_model(path: Path) -> Program:
-    import tpcore.models.program  # noqa: F401  (registers ProgramModel for load)
+    import tpcore.models.counting  # noqa: F401  (registers the program models for load)
+    import tpcore.models.program  # noqa: F401
     from tpcore.nn.module import load
     from tpcore.programs.extract import extract
 

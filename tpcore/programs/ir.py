@@ -197,7 +197,7 @@ class Program:
         out = list(tokens)
         if self.bos is not None and (not out or out[0] != self.bos):
             out.insert(0, self.bos)
-        if self.eos is not None and out[-1] != self.eos:
+        if self.eos is not None and (not out or out[-1] != self.eos):
             out.append(self.eos)
         return out
 
