@@ -36,6 +36,17 @@ def test_program_ner_fidelity_and_embedding_table(ner_data):
         assert sorted(words) == sorted(ner_data.vocab.words[4:])
 
 
+def test_program_show_lists_the_words_of_each_embedding_value(ner_data, tmp_path, capsys):
+    from tpcore.programs.ir import save
+
+    model, _ = ex.train_ner(ner_data, "program", TINY_PROGRAM)
+    save(ex.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner"),
+         tmp_path / "ner.json")
+    assert main(["program", "show", str(tmp_path / "ner.json"), "--no-source"]) == 0
+    out = capsys.readouterr().out
+    assert "Figure 7 table" in out and "| embed_0 | " in out
+
+
 def test_class_gap_table_sorted_by_magnitude(ner_data):
     model = ex.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
                              len(ner_data.labels))

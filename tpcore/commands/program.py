@@ -28,6 +28,10 @@ def _show(args: argparse.Namespace) -> int:
     print("# dependency graph:")
     for line in analysis.dependency_text(p).splitlines():
         print(f"#   {line}")
+    if any(m.output.startswith("embed_") for m in p.modules):
+        print("# words per learned embedding value (the paper's Figure 7 table):")
+        for line in analysis.embedding_table(p).splitlines():
+            print(f"#   {line}")
     return 0
 
 

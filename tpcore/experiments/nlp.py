@@ -35,6 +35,7 @@ import numpy as np
 from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.metrics import accuracy, conll_scores
+from tpcore.programs.analysis import embedding_table
 from tpcore.tasks.nlp import (
     BOS,
     EOS,
@@ -265,25 +266,6 @@ def ner_fidelity(model: Any, program: Any, split: dict[str, np.ndarray]) -> dict
         got = np.asarray(to_host(run_ids(program, split["tokens"], lengths, engine=engine)))
         out[engine] = float((got[mask] == want[mask]).mean())
     return out
-
-
-def embedding_table(program: Any, max_words: int = 12) -> str:
-    """The paper's Figure 7 (c) table: for each embedding variable value, the words taking it
-    (the ``max_words`` most frequent, i.e. lowest ids first), as Markdown."""
-    rows = ["| variable | value | words |", "|---|---|---|"]
-    words = program.variables["tokens"].values
-    for m in program.modules:
-        if not m.output.startswith("embed_") or m.inputs != ("tokens",):
-            continue
-        table = np.asarray(m.table)
-        for value in range(int(table.max()) + 1):
-            ids = np.flatnonzero(table == value)
-            ids = ids[ids >= 4]
-            if len(ids):
-                shown = ", ".join(str(words[i]) for i in ids[:max_words])
-                more = f" (+{len(ids) - max_words})" if len(ids) > max_words else ""
-                rows.append(f"| {m.output} | {value} | {shown}{more} |")
-    return "\n".join(rows) + "\n"
 
 
 def class_gap_table(program: Any, first: str = "B-LOC", second: str = "B-ORG", top: int = 15,

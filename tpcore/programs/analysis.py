@@ -163,3 +163,26 @@ def _family(var: str) -> str:
     if var in ("tokens", "positions", "ones"):
         return var
     return "mlp" if "mlp" in var else "attn"
+
+
+def embedding_table(program: Any, max_words: int = 12) -> str:
+    """The paper's Figure 7 (c) table: for each embedding variable value, the words taking it
+    (the ``max_words`` most frequent, i.e. lowest ids first; special ``<...>`` symbols left out), as
+    Markdown (just the header when the program learned no embedding)."""
+    rows = ["| variable | value | words |", "|---|---|---|"]
+    words = program.variables["tokens"].values
+    for m in program.modules:
+        if not m.output.startswith("embed_") or m.inputs != ("tokens",):
+            continue
+        table = np.asarray(m.table)
+        for value in range(int(table.max()) + 1):
+            ids = [i for i in np.flatnonzero(table == value) if not _is_special(words[i])]
+            if len(ids):
+                shown = ", ".join(str(words[i]) for i in ids[:max_words])
+                more = f" (+{len(ids) - max_words})" if len(ids) > max_words else ""
+                rows.append(f"| {m.output} | {value} | {shown}{more} |")
+    return "\n".join(rows) + "\n"
+
+
+def _is_special(word: Any) -> bool:
+    return isinstance(word, str) and word.startswith("<") and word.endswith(">")
