@@ -1,4 +1,6 @@
-"""Batched SUBLEQ interpreter: a numba kernel and its plain NumPy reference (same semantics).
+"""Batched SUBLEQ interpreter: a numba kernel and its plain NumPy reference (same semantics);
+and the numba kernel of the looped transformer's sparse path (:func:`run_sparse`, reference
+``tpcore.looped.layer.layer_forward_sparse``).
 
 Programs use absolute punchcard columns: ``commands: (B, k, 3)`` int64 ``(a, b, c)`` with memory
 columns ``s..s+m-1`` and instruction columns ``s+m..s+m+k-1`` (the last is EOF); ``memory: (B, m)``
@@ -159,7 +161,7 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     Wc = np.empty((H, n, g + 1))               # their weights over keys 0..g-1 and self
     dirty = np.ones(n, dtype=np.bool_)         # input of the current layer changed
     nxt = np.ones(n, dtype=np.bool_)
-    stale = np.ones(n, dtype=np.bool_)        # column to recompute in this layer
+    stale = np.ones(n, dtype=np.bool_)         # column to recompute in this layer
     ksame = np.empty(H, dtype=np.bool_)        # scratchpad key / value rows unchanged
     vsame = np.empty(H, dtype=np.bool_)
     w = np.empty(n)
@@ -172,7 +174,7 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
         for l in range(L):
             Xin, Xout = Xs[l % S], Xs[(l + 1) % S]
             h0, h1 = head_off[l], head_off[l + 1]
-            # compare outputs with Xout (last pass's) for the dirty flags and the pass change
+            # compare outputs with Xout (last pass's) for the dirty flags
             track = incremental and (it > 0 or l == L - 1)
             for h in range(h0, h1):
                 ksame[h], vsame[h] = True, True

@@ -5,6 +5,10 @@ The looped computer's weights are almost all zeros (selections, copies, gated un
 dozen inputs), so the kernel walks only the non-zeros, one program at a time through all layers
 and iterations, with the scratchpad-only attention of
 :func:`tpcore.looped.layer.layer_forward_sparse` (its NumPy reference; the tests compare them).
+From the second pass of a call on it is incremental: one instruction changes the scratchpad and
+one memory cell, and a non-scratchpad column sees the scratchpad only through its attention
+weights and values, so only the columns whose layer output can change are recomputed (bitwise
+the same X as recomputing all).
 Host-only code (NumPy arrays; the kernel runs on the host).
 """
 
