@@ -120,9 +120,9 @@ def _normalise(w, nk, hard, tol, lam):
 
 @numba.njit(cache=True)
 def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K_ptr, K_idx,
-             K_val, Q_ptr, Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx, V_val, W1_ptr, W1_idx,
-             W1_val, b1, W2_ptr, W2_idx, W2_val, b2, b2r_off, b2r, ug_off, units_g, ul_off,
-             units_l):
+             K_val, Q_ptr, Q_idx, Q_val, v_off, v_rows, V_ptr, V_idx, V_val, F_ptr, F_idx,
+             F_val, b1, W2_ptr, W2_idx, W2_val, b2, b2r_off, b2r, ug_off, units_g, forms_g,
+             fg_off, ul_off, units_l, forms_l, fl_off):
     """``iterations`` passes of the layer stack on one program ``Xb: (n, d)`` (in place);
     returns ``max |X_out - X_in|`` of the last pass.
 
@@ -168,6 +168,7 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
     buf = np.empty(d)                          # the column being computed (unless in place)
     acc = np.empty(v_off[H])
     pre = np.empty(umax)
+    fv = np.empty(umax)
     for it in range(iterations):
         if it == iterations - 1:
             X0[:] = Xs[0]
@@ -251,11 +252,13 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
                     for r in range(v0, v1):
                         a[v_rows[r]] += acc[r] / total
                 if q < g:
-                    _feed_forward(a, units_g, ug_off[l], ug_off[l + 1], W1_ptr, W1_idx, W1_val,
-                                  b1, W2_ptr, W2_idx, W2_val, b2, l, b2r, b2r_off, pre)
+                    _feed_forward(a, units_g, forms_g, ug_off[l], ug_off[l + 1], fg_off[l],
+                                  fg_off[l + 1], F_ptr, F_idx, F_val, b1, W2_ptr, W2_idx,
+                                  W2_val, b2, l, b2r, b2r_off, fv, pre)
                 else:
-                    _feed_forward(a, units_l, ul_off[l], ul_off[l + 1], W1_ptr, W1_idx, W1_val,
-                                  b1, W2_ptr, W2_idx, W2_val, b2, l, b2r, b2r_off, pre)
+                    _feed_forward(a, units_l, forms_l, ul_off[l], ul_off[l + 1], fl_off[l],
+                                  fl_off[l + 1], F_ptr, F_idx, F_val, b1, W2_ptr, W2_idx,
+                                  W2_val, b2, l, b2r, b2r_off, fv, pre)
                 changed = not track
                 for r in range(d if S > 1 else 0):
                     if track and a[r] != Xout[q, r]:
@@ -273,17 +276,19 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
 
 
 @numba.njit(cache=True)
-def _feed_forward(a, units, u0, u1, W1_ptr, W1_idx, W1_val, b1, W2_ptr, W2_idx, W2_val, b2, l,
-                  b2r, b2r_off, pre):
+def _feed_forward(a, units, forms, u0, u1, f0, f1, F_ptr, F_idx, F_val, b1, W2_ptr, W2_idx,
+                  W2_val, b2, l, b2r, b2r_off, fv, pre):
     """``a += W2[:, U] ReLU(W1[U] a + b1[U]) + b2[l]`` on one column ``a: (d,)``, with units
     ``U = units[u0:u1]`` and ``b2[l]``'s non-zero rows ``b2r[b2r_off[l]:b2r_off[l+1]]``; all
-    pre-activations are read before any write."""
+    pre-activations are read before any write. ``W1[U]`` is stored as its distinct rows (CSR
+    rows ``f0:f1`` of ``F``), unit ``units[i]`` using row ``forms[i]``: each is summed once."""
+    for f in range(f0, f1):
+        z = 0.0
+        for p in range(F_ptr[f], F_ptr[f + 1]):
+            z += F_val[p] * a[F_idx[p]]
+        fv[f - f0] = z
     for i in range(u0, u1):
-        u = units[i]
-        z = b1[u]
-        for p in range(W1_ptr[u], W1_ptr[u + 1]):
-            z += W1_val[p] * a[W1_idx[p]]
-        pre[i - u0] = z
+        pre[i - u0] = fv[forms[i] - f0] + b1[units[i]]
     for i in range(u0, u1):
         z = pre[i - u0]
         if z > 0.0:

@@ -39,6 +39,18 @@ def _ints(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts] + [np.zeros(0, np.int64)])
 
 
+def _forms(W1: np.ndarray, lists: list[np.ndarray],
+           base: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per unit list: its distinct ``W1`` rows, and each unit's row among them (from ``base``)."""
+    forms, index = [], []
+    for units in lists:
+        uniq, inv = np.unique(W1[units], axis=0, return_inverse=True)
+        index.append(base + inv.reshape(-1))
+        forms.append(uniq)
+        base += len(uniq)
+    return forms, index
+
+
 @dataclass(frozen=True)
 class CompiledMachine:
     """The packed CSR arrays of a layer stack, in the kernel's argument order."""
@@ -48,8 +60,10 @@ class CompiledMachine:
 
 def compile_layers(layers: list[Layer]) -> CompiledMachine:
     """Pack ``layers``: every head's K and Q rows and V's non-zero output rows stacked in
-    order, every FF unit stacked (W1 by unit, W2 transposed by unit), ``b2`` per layer, and each
-    layer's unit lists for scratchpad and other columns (global unit indices)."""
+    order, every FF unit stacked (``b1``, W2 transposed by unit), ``b2`` per layer, and each
+    layer's unit lists for scratchpad and other columns (global unit indices). The ``W1`` rows of
+    a unit list are stored once per distinct row ("forms": the adder and snap units share their
+    input sums and differ in the bias), with each unit's form index beside the list."""
     d = layers[0].width
     heads = [h for ly in layers for h in ly.heads]
     empty = np.zeros((0, d))
@@ -72,14 +86,20 @@ def compile_layers(layers: list[Layer]) -> CompiledMachine:
         ug.append(start + np.nonzero(scope != SCOPE_LOCAL)[0])
         ul.append(start + np.nonzero(scope != SCOPE_GLOBAL)[0])
         start += ly.hidden
+    forms_g, fg = _forms(W1, ug, 0)
+    n_g = sum(len(f) for f in forms_g)
+    forms_l, fl = _forms(W1, ul, n_g)
     b2r = [np.nonzero(row)[0] for row in b2]
     return CompiledMachine((
         _offsets([len(ly.heads) for ly in layers]), np.array([h.lam for h in heads], float),
         _offsets([h.K.shape[0] for h in heads]), *_csr(K), *_csr(Q),
         _offsets([len(r) for r in v_rows]), _ints(v_rows),
-        *_csr(np.concatenate(v_blocks + [empty])), *_csr(W1), b1, *_csr(W2T), b2,
-        _offsets([len(r) for r in b2r]), _ints(b2r), _offsets([len(u) for u in ug]), _ints(ug),
-        _offsets([len(u) for u in ul]), _ints(ul)))
+        *_csr(np.concatenate(v_blocks + [empty])),
+        *_csr(np.concatenate(forms_g + forms_l + [empty])), b1, *_csr(W2T), b2,
+        _offsets([len(r) for r in b2r]), _ints(b2r),
+        _offsets([len(u) for u in ug]), _ints(ug), _ints(fg), _offsets([len(f) for f in forms_g]),
+        _offsets([len(u) for u in ul]), _ints(ul), _ints(fl),
+        n_g + _offsets([len(f) for f in forms_l])))
 
 
 def forward_compiled(X: np.ndarray, machine: CompiledMachine, n_global: int, hard: bool,
