@@ -54,6 +54,7 @@ def test_search_failures_agrees_with_evaluation(trained):
     lists, lengths = (np.concatenate(x) for x in zip(*parts))
     ev = evaluate_lists(model, TASKS["bidirectional"], lists, lengths)
     assert res["n_failures"] == int((~ev["correct"]).sum()) > 0
+    assert res["rules"]["items_wrong"] >= res["n_failures"]
     for f in res["failures"]:
         assert sorted(f["input"]) != f["output"] and len(f["input"]) == len(f["output"])
 

@@ -48,5 +48,8 @@ def test_rule_agreement_counts():
     rule1 = np.array([[1, 2, 2]])
     g = rule_agreement(rule1, lists, lengths, 10)
     assert g["min_greater"] == 1.0 and g["differ_follows_min_greater"] == 1.0
+    assert g["items_wrong"] == 1 and g["wrong_follows_min_greater"] == 1.0
+    g = rule_agreement(np.array([[1, 1, 5]]), lists, lengths, 10)
+    assert g["items_wrong"] == 1 and g["wrong_follows_min_greater"] == 0.0
     distinct = rule_agreement(np.array([[0, 1]]), np.array([[1, 0]]), np.array([2]), 10)
     assert distinct["items_differ"] == 0 and distinct["differ_follows_concave"] is None

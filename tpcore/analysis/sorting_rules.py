@@ -54,8 +54,10 @@ def concave_argmax(lists: np.ndarray, lengths: np.ndarray, n_values: int) -> np.
 
 def rule_agreement(pred: np.ndarray, lists: np.ndarray, lengths: np.ndarray,
                    n_values: int) -> dict[str, float | int | None]:
-    """Fractions of the (valid) items of ``pred: (B, L)`` equal to each rule's item, and, over the
-    items where the rules differ, the fraction following each (None when they never differ)."""
+    """Fractions of the (valid) items of ``pred: (B, L)`` equal to each rule's item; over the
+    items where the rules differ, the fraction following each; and over the wrong items (where
+    ``pred`` differs from the concave rule, i.e. the truth), the fraction equal to min{>previous}
+    (None where a set is empty)."""
     valid = _valid(lists, lengths)
     r1 = min_greater_previous(lists, lengths, n_values)
     r2 = concave_argmax(lists, lengths, n_values)
@@ -71,4 +73,6 @@ def rule_agreement(pred: np.ndarray, lists: np.ndarray, lengths: np.ndarray,
         items=int(valid.sum()), items_differ=n_differ,
         differ_follows_min_greater=frac(pred == r1, differ),
         differ_follows_concave=frac(pred == r2, differ),
+        items_wrong=int((valid & (pred != r2)).sum()),
+        wrong_follows_min_greater=frac(pred == r1, valid & (pred != r2)),
     )

@@ -84,22 +84,29 @@ def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np
 def search_failures(model: Any, n: int, generator: str = "hard", seed: int = 0,
                     batch_size: int = 2048) -> dict[str, Any]:
     """Evaluate ``n`` generated lists in batches; return the failing inputs (trimmed to their
-    lengths) with the model's outputs, the count, and the time taken."""
+    lengths) with the model's outputs, the count, the time taken, and the agreement of the
+    failing lists' items with the two algorithms (``rules``, None without failures)."""
+    from tpcore.analysis.sorting_rules import rule_agreement
+
     task = task_of(model)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    failures: list[dict[str, list[int]]] = []
+    bad: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     done = 0
     while done < n:
         size = min(batch_size, n - done)
         lists, lengths = generate(task, generator, size, rng)
         res = evaluate_lists(model, task, lists, lengths, batch_size)
-        for i in np.flatnonzero(~res["correct"]):
-            k = int(lengths[i])
-            failures.append(dict(input=lists[i, :k].tolist(), output=res["pred"][i, :k].tolist()))
+        wrong = ~res["correct"]
+        bad.append((lists[wrong], lengths[wrong], res["pred"][wrong]))
         done += size
+    seconds = time.perf_counter() - t0
+    lists, lengths, pred = (np.concatenate(x) for x in zip(*bad))
+    failures = [dict(input=a[:k].tolist(), output=p[:k].tolist())
+                for a, k, p in zip(lists, lengths, pred)]
+    rules = rule_agreement(pred, lists, lengths, task.n_values) if len(lists) else None
     return dict(task=task.name, generator=generator, n=n, seed=seed, failures=failures,
-                n_failures=len(failures), seconds=time.perf_counter() - t0)
+                n_failures=len(failures), seconds=seconds, rules=rules)
 
 
 def test_sets(task: SortingTask, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -169,13 +176,30 @@ def reproduce(out_dir: str | Path = "results/sorting", budget: float = 1.0, seed
                                  rules=rule_agreement(res["pred"], lists, lengths, task.n_values))
         if not task.distinct:
             n = max(1000, round(SEARCH_LISTS * budget))
-            search = search_failures(model, n, "hard", seed + 3000)
-            row["search"] = {k: search[k] for k in ("n", "n_failures", "seconds", "seed")}
-            row["search"]["failures"] = search["failures"][:20]
+            row["search"] = _search_row(search_failures(model, n, "hard", seed + 3000))
         row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget} "
                           f"--seed {seed}")
         save(model, out_dir / f"{name}.npz", {"task": name, "metrics": result.best})
         write_json(out_dir / f"{name}_result.json", row)
+    return write_summary(out_dir)
+
+
+def _search_row(search: dict) -> dict:
+    """What a result row keeps of a search: counts, time, seed, rule agreement, 20 failures."""
+    keep = {k: search[k] for k in ("n", "n_failures", "seconds", "seed", "rules")}
+    return {**keep, "failures": search["failures"][:20]}
+
+
+def refresh_search(out_dir: str | Path, name: str) -> dict:
+    """Redo the failure search of ``out_dir/<name>.npz`` exactly as :func:`reproduce` does
+    (budget 1, the seed stored in its result) and update ``<name>_result.json`` and the summary."""
+    import json
+
+    path = Path(out_dir) / f"{name}_result.json"
+    row = json.loads(path.read_text())
+    row["search"] = _search_row(search_failures(load_model(Path(out_dir) / f"{name}.npz"),
+                                                SEARCH_LISTS, "hard", row["seed"] + 3000))
+    write_json(path, row)
     return write_summary(out_dir)
 
 
@@ -195,20 +219,24 @@ def write_summary(out_dir: str | Path) -> dict:
 
 def summary_markdown(rows: list[dict]) -> str:
     lines = ["| model | params | steps | train wall time (s) | train CPU time (s) | ms/step "
-             "(wall) | eval loss | random sorted | hard sorted | failures in search |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(wall) | eval loss | random sorted | hard sorted | failures in search | wrong "
+             "items of failures equal to min>prev |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         hard = r.get("hard") or r.get("all_subsets")
         label = "hard" if "hard" in r else "all 3003 subsets"
         search = r.get("search")
         cpu = r.get("train_cpu_seconds")
         found = f"{search['n_failures']} / {search['n']}" if search else "-"
+        rules = (search or {}).get("rules") or {}
+        wrong = (f"{_pct(rules['wrong_follows_min_greater'])} of {rules['items_wrong']}"
+                 if rules else "-")
         loss = (r["random"]["loss"] + hard["loss"]) / 2
         lines.append(f"| {r['task']} | {r['parameters']} | {r['steps']} | "
                      f"{r['train_seconds']:.0f} | {'-' if cpu is None else f'{cpu:.0f}'} | "
                      f"{1000 * r['seconds_per_step']:.1f} | "
                      f"{loss:.4f} | {100 * r['random']['sorted']:.2f} % | "
-                     f"{100 * hard['sorted']:.2f} % ({label}) | {found} |")
+                     f"{100 * hard['sorted']:.2f} % ({label}) | {found} | {wrong} |")
     lines += ["", "Agreement of each model's predicted items with the two algorithms "
               "(teacher-forced; `min>prev` = min of the tokens greater than the previous output, "
               "`f_k` = argmax of f_k, which equals the true sorted item):", "",
