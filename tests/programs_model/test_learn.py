@@ -49,7 +49,7 @@ def test_sweep_resumes(tmp_path, monkeypatch):
     configs = grid(LearnConfig(**TINY), layers=[1], heads=[1], mlps=[1], seeds=[0, 1])
     for c in configs:
         c.n_num_heads, c.n_num_mlps, c.n_cat_mlps = 0, 0, 0
-    result = sweep(configs, tmp_path)
+    result = sweep(configs, tmp_path, jobs=2)
     assert len(result["runs"]) == 2 and (tmp_path / "sweep.md").is_file()
     assert result["selected"]["val_acc"] == max(r["val_acc"] for r in result["runs"])
 
