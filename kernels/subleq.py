@@ -71,31 +71,43 @@ def run_batch(commands: np.ndarray, memory: np.ndarray, s: int, N: int,
 
 
 @numba.njit(cache=True)
-def _project(X, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V_ptr, V_idx,
-             V_val, KT, QT, VX):
-    """Head ``h``'s key and query rows of column ``j`` (``X: (n, d)``) into ``KT[:, j], QT[:, j]``
-    and its value rows into ``VX[j]`` (all heads packed: head ``h`` owns rows
-    ``kq_off[h]:kq_off[h+1]`` and ``v_off[h]:v_off[h+1]``). Returns whether the key rows and
-    whether the value rows are bitwise unchanged."""
-    ksame = True
-    for r in range(kq_off[h], kq_off[h + 1]):
-        acc = 0.0
-        for p in range(K_ptr[r], K_ptr[r + 1]):
-            acc += K_val[p] * X[j, K_idx[p]]
-        ksame = ksame and acc == KT[r, j]
-        KT[r, j] = acc
-        acc = 0.0
-        for p in range(Q_ptr[r], Q_ptr[r + 1]):
-            acc += Q_val[p] * X[j, Q_idx[p]]
-        QT[r, j] = acc
-    vsame = True
-    for r in range(v_off[h], v_off[h + 1]):
-        acc = 0.0
-        for p in range(V_ptr[r], V_ptr[r + 1]):
-            acc += V_val[p] * X[j, V_idx[p]]
-        vsame = vsame and acc == VX[j, r]
-        VX[j, r] = acc
-    return ksame, vsame
+def _project(X, h0, h1, g, todo, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V_ptr,
+             V_idx, V_val, KT, QT, VX, SS, ksame, vsame):
+    """Heads ``h0..h1-1``'s key and query rows of the columns ``j`` of ``X: (n, d)`` with
+    ``todo[j]`` (and the scratchpad ``j < g``) into ``KT[:, j], QT[:, j]``, their value rows into
+    ``VX[j]`` and, for ``j >= g``, the self scores ``SS[h, j]`` (all heads packed: head ``h`` owns
+    rows ``kq_off[h]:kq_off[h+1]`` and ``v_off[h]:v_off[h+1]``). ``ksame[h], vsame[h]``: whether
+    the scratchpad's key rows and value rows are bitwise unchanged."""
+    for h in range(h0, h1):
+        ksame[h], vsame[h] = True, True
+        for j in range(X.shape[0]):
+            if j >= g and not todo[j]:
+                continue
+            ks = True
+            for r in range(kq_off[h], kq_off[h + 1]):
+                acc = 0.0
+                for p in range(K_ptr[r], K_ptr[r + 1]):
+                    acc += K_val[p] * X[j, K_idx[p]]
+                ks = ks and acc == KT[r, j]
+                KT[r, j] = acc
+                acc = 0.0
+                for p in range(Q_ptr[r], Q_ptr[r + 1]):
+                    acc += Q_val[p] * X[j, Q_idx[p]]
+                QT[r, j] = acc
+            vs = True
+            for r in range(v_off[h], v_off[h + 1]):
+                acc = 0.0
+                for p in range(V_ptr[r], V_ptr[r + 1]):
+                    acc += V_val[p] * X[j, V_idx[p]]
+                vs = vs and acc == VX[j, r]
+                VX[j, r] = acc
+            if j < g:
+                ksame[h], vsame[h] = ksame[h] and ks, vsame[h] and vs
+            else:
+                s = 0.0
+                for r in range(kq_off[h], kq_off[h + 1]):
+                    s += KT[r, j] * QT[r, j]
+                SS[h, j] = s
 
 
 @numba.njit(cache=True, inline="always")
@@ -177,29 +189,16 @@ def _program(Xb, iterations, g, hard, tol, incremental, head_off, lam, kq_off, K
             h0, h1 = head_off[l], head_off[l + 1]
             # compare outputs with Xout (last pass's) for the dirty flags
             track = incremental and (it > 0 or l == L - 1)
-            for h in range(h0, h1):
-                ksame[h], vsame[h] = True, True
-            for j in range(n):
-                if j < g or dirty[j] or not incremental:
-                    for h in range(h0, h1):
-                        ks, vs = _project(Xin, j, h, kq_off, K_ptr, K_idx, K_val, Q_ptr,
-                                          Q_idx, Q_val, v_off, V_ptr, V_idx, V_val, KT, QT,
-                                          VX)
-                        if j < g:
-                            ksame[h], vsame[h] = ksame[h] and ks, vsame[h] and vs
-                        else:
-                            s = 0.0
-                            for r in range(kq_off[h], kq_off[h + 1]):
-                                s += KT[r, j] * QT[r, j]
-                            SS[h, j] = s
+            for q in range(n):
+                stale[q] = dirty[q] or not incremental
+            _project(Xin, h0, h1, g, stale, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val,
+                     v_off, V_ptr, V_idx, V_val, KT, QT, VX, SS, ksame, vsame)
             for h in range(h0, h1):
                 SG[h] = 0.0
                 for t in range(g):
                     for r in range(kq_off[h], kq_off[h + 1]):
                         for q in range(n):
                             SG[h, t, q] += KT[r, t] * QT[r, q]
-            for q in range(n):
-                stale[q] = dirty[q] or not incremental
             for h in range(h0, h1):             # clean columns whose weights or values moved
                 if ksame[h] and vsame[h]:
                     continue
