@@ -345,7 +345,7 @@ def run(budget: str = "target", out: str | Path = "results/counting",
              f"--epochs {epochs}" if epochs else "",
              f"--variants {' '.join(variants)}" if variants != VARIANTS else "",
              f"--cells {' '.join(f'{t}:{r}' for t, r in cells)}" if cells != b.cells else "",
-             f"--lengthgen {' '.join(lengthgen)}" if lengthgen != b.lengthgen else "",
+             f"--lengthgen {' '.join(lengthgen)}".strip() if lengthgen != b.lengthgen else "",
              f"--out {out}"]
     command = " ".join(x for x in parts if x)
     rows: list[dict[str, Any]] = []
