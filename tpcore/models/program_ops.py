@@ -128,7 +128,7 @@ def cat_attention_forward(
     xp = xp_of(q)
     s_full, s_cache = scores_forward(q, k, p)
     maskf = mask.astype(q.dtype)
-    s = (s_full * maskf).sum(axis=-1)
+    s = ((s_full * maskf) @ xp.ones((s_full.shape[-1], 1), dtype=q.dtype))[..., 0]
     u = 1.0 - s / (s + BOS_EPS)
     dflt, dflt_mask = relu_forward(u)
     s_prime = s_full
