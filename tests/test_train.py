@@ -52,6 +52,21 @@ def test_selection_restores_best_and_early_stops():
     assert result.best["score"] == 3.0 and model.w.data[0] == seen[1]
 
 
+def test_selection_prefers_the_latest_of_equal_scores():
+    model = Scalar()
+    scores = iter([1.0, 1.0, 0.5])
+    weights = []
+
+    def evaluate(m):
+        weights.append(float(m.w.data[0]))
+        return {"score": next(scores)}
+
+    result = fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), _step,
+                 TrainConfig(steps=30, eval_every=10, select="score", patience=2, quiet=True),
+                 evaluate)
+    assert result.stopped_early and model.w.data[0] == weights[1]
+
+
 def test_schedules_reach_the_step(tmp_path):
     model = Scalar()
     taus, lrs = [], []

@@ -119,7 +119,13 @@ def scatter_add(target: Any, index: Any, values: Any) -> Any:
     ``target: (V, ...)``, ``index: (M,)`` ints, ``values: (M, ...)``. Returns ``target``.
     """
     xp = xp_of(target)
-    if xp is np:
+    if xp is np and target.ndim == 2:
+        # bincount over flattened (row, column) cells: twice as fast as np.add.at
+        d = target.shape[1]
+        cells = (np.asarray(index)[:, None] * d + np.arange(d)).ravel()
+        target += np.bincount(cells, weights=values.ravel(), minlength=target.size).reshape(
+            target.shape).astype(target.dtype)
+    elif xp is np:
         np.add.at(target, index, values)
     else:
         import cupyx

@@ -51,8 +51,8 @@ class TrainConfig:
 
     ``tau = (start, end)`` anneals a temperature geometrically per step over ``steps``.
     ``select`` names the metric (from ``evaluate``) to maximise for model selection and early
-    stopping; the best parameters are restored at the end. ``patience`` counts evaluations
-    without improvement before stopping. ``checkpoint`` saves the best model there.
+    stopping; the best parameters (the latest among equals) are restored at the end.
+    ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves the best model there.
     """
 
     steps: int
@@ -150,16 +150,16 @@ def fit(
                 if config.select is None:
                     result.best = metrics
                     continue
-                if metrics[config.select] > best_score:
-                    best_score, stale, result.best = metrics[config.select], 0, metrics
+                score = metrics[config.select]
+                stale = 0 if score > best_score else stale + 1
+                if score >= best_score:  # on a tie the later model wins (e.g. lower tau)
+                    best_score, result.best = score, metrics
                     best_state = model.state_dict()
                     if config.checkpoint:
                         save(model, config.checkpoint, {"metrics": metrics})
-                else:
-                    stale += 1
-                    if config.patience is not None and stale >= config.patience:
-                        result.stopped_early = True
-                        break
+                if config.patience is not None and stale >= config.patience:
+                    result.stopped_early = True
+                    break
     finally:
         bar.close()
     result.steps, result.last_loss = step + 1, last_finite

@@ -157,3 +157,14 @@ def test_gradcheck_catches_a_wrong_gradient(rng):
     x = rng.standard_normal(5)
     with pytest.raises(AssertionError, match="input 0"):
         assert_gradients(lambda x: float((x**2).sum()), [x], [3 * x])
+
+
+@pytest.mark.parametrize("vocab", [5, 300])
+def test_embedding_backward_both_forms(rng, vocab):
+    """The one-hot product (small tables) and the scatter-add (large ones) agree with a loop."""
+    ids = rng.integers(0, vocab, (4, 7))
+    dy = rng.standard_normal((4, 7, 3))
+    expected = np.zeros((vocab, 3))
+    for i, v in enumerate(ids.ravel()):
+        expected[v] += dy.reshape(-1, 3)[i]
+    assert np.allclose(F.embedding_backward(dy, (ids, (vocab, 3))), expected)

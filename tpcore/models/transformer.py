@@ -34,8 +34,6 @@ Array = Any
 LAYER_NORMS = ("none", "pre", "post")
 POSITIONS = ("learned", "sinusoidal")
 READOUTS = ("token", "flatten", "mean")
-SMALL_VOCAB = 256
-"""Vocabularies up to this size take the matmul form of the embedding gradient."""
 
 
 @dataclass
@@ -198,17 +196,4 @@ class Transformer(Module):
             grad = xp_of(d).zeros_like(self.pos_emb.data)
             grad[:n] = d.sum(axis=0)
             self.pos_emb.accumulate(grad)
-        self.tok_emb.accumulate(self._embedding_grad(d))
-
-    def _embedding_grad(self, d: Array) -> Array:
-        """``dE[v] = sum of d at the positions holding token v``. For a small vocabulary the
-        one-hot product ``onehot(tokens)^T d`` (a matmul) is much faster on NumPy than the
-        scatter-add of :func:`~tpcore.nn.functional.embedding_backward`, which larger vocabularies
-        keep using."""
-        tokens, shape = self._emb_cache
-        if shape[0] > SMALL_VOCAB:
-            return F.embedding_backward(d, self._emb_cache)
-        flat = d.reshape(-1, shape[1])
-        return F.one_hot(tokens.reshape(-1), shape[0], dtype=flat.dtype).T @ flat
-
-
+        self.tok_emb.accumulate(F.embedding_backward(d, self._emb_cache))

