@@ -52,7 +52,8 @@ class TrainConfig:
     ``tau = (start, end)`` anneals a temperature geometrically per step over ``steps``.
     ``select`` names the metric (from ``evaluate``) to maximise for model selection and early
     stopping; the best parameters (the latest among equals) are restored at the end.
-    ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves the best model there.
+    ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
+    the best model there.
     """
 
     steps: int
