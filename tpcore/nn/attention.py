@@ -76,30 +76,29 @@ def mha_forward(
 
     ``params``: ``wq, wk, wv: (D, D)``, ``wo: (D, D)`` and optional biases ``bq, bk, bv, bo``.
     ``x: (B, N, D)`` -> ``y: (B, N, D)``; ``cache[0]`` is the pattern ``(B, H, N, N)``.
+    The three projections run as one product with ``[Wq Wk Wv]: (D, 3D)``.
     """
-    qkv = [linear_forward(x, params[f"w{c}"], params.get(f"b{c}")) for c in "qkv"]
-    heads, att_cache = attention_forward(*(_split(y, n_heads) for y, _ in qkv), mask)
+    xp = xp_of(x)
+    w = xp.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
+    b = xp.concatenate([params[f"b{c}"] for c in "qkv"]) if params.get("bq") is not None else None
+    qkv, qkv_cache = linear_forward(x, w, b)
+    heads, att_cache = attention_forward(*(_split(y, n_heads) for y in xp.split(qkv, 3, -1)), mask)
     y, out_cache = linear_forward(_merge(heads), params["wo"], params.get("bo"))
-    return y, (att_cache[0], [c for _, c in qkv], att_cache, out_cache, n_heads)
+    return y, (att_cache[0], qkv_cache, att_cache, out_cache, n_heads)
 
 
 def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     """Backward of :func:`mha_forward`: returns ``dx`` and the gradients keyed like ``params``
-    (``dx`` sums the three paths through the query, key and value projections)."""
-    _, qkv_caches, att_cache, out_cache, n_heads = cache
-    dheads, grads = _linear_grads(dy, out_cache, "o")
-    dq, dk, dv = attention_backward(_split(dheads, n_heads), att_cache)
-    dx = 0
-    for c, d, lc in zip("qkv", (dq, dk, dv), qkv_caches):
-        dxc, g = _linear_grads(_merge(d), lc, c)
-        dx = dx + dxc
-        grads.update(g)
-    return dx, grads
-
-
-def _linear_grads(dy: Array, cache: tuple, name: str) -> tuple[Array, dict[str, Array]]:
-    dx, dw, db = linear_backward(dy, cache)
-    grads = {f"w{name}": dw}
+    (``dx`` sums the three paths through the query, key and value projections, in one product)."""
+    _, qkv_cache, att_cache, out_cache, n_heads = cache
+    xp = xp_of(dy)
+    dheads, dwo, dbo = linear_backward(dy, out_cache)
+    dqkv = xp.concatenate([_merge(d) for d in attention_backward(_split(dheads, n_heads),
+                                                                  att_cache)], axis=-1)
+    dx, dw, db = linear_backward(dqkv, qkv_cache)
+    grads = dict(zip(("wq", "wk", "wv"), xp.split(dw, 3, axis=1)), wo=dwo)
     if db is not None:
-        grads[f"b{name}"] = db
+        grads |= dict(zip(("bq", "bk", "bv"), xp.split(db, 3)))
+    if dbo is not None:
+        grads["bo"] = dbo
     return dx, grads

@@ -68,17 +68,27 @@ def relu_backward(dy: Array, mask: Array) -> Array:
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-def gelu_forward(x: Array) -> tuple[Array, tuple]:
-    """Tanh GELU: ``y = x/2 (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``, ``c = sqrt(2/pi)``."""
+def gelu_forward(x: Array) -> tuple[Array, Array]:
+    """Tanh GELU: ``y = x/2 (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``, ``c = sqrt(2/pi)``.
+
+    The cache is the derivative ``dy/dx = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 * 0.044715 x^2)``
+    with ``t = tanh(u)``, computed here where ``t`` and ``x^2`` are at hand.
+    """
     xp = xp_of(x)
-    t = xp.tanh(_GELU_C * x * (1 + 0.044715 * (x * x)))  # x*x*x, not x**3: pow is slow
-    return 0.5 * x * (1 + t), (x, t)
+    x2 = x * x  # x*x*x, never x**3: float pow is ~50x slower
+    t = xp.tanh(_GELU_C * x * (1 + 0.044715 * x2))
+    deriv = 1 - t * t
+    deriv *= x
+    deriv *= (0.5 * _GELU_C) * (1 + 0.134145 * x2)
+    t += 1
+    t *= 0.5
+    deriv += t
+    return x * t, deriv
 
 
-def gelu_backward(dy: Array, cache: tuple) -> Array:
-    """``dy/dx = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 * 0.044715 x^2)`` with ``t = tanh(u)``."""
-    x, t = cache
-    return dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 0.134145 * x * x))
+def gelu_backward(dy: Array, deriv: Array) -> Array:
+    """``dx = dy * gelu'(x)`` (the derivative cached by the forward)."""
+    return dy * deriv
 
 
 def softmax(x: Array, axis: int = -1) -> Array:
