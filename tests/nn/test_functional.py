@@ -168,3 +168,13 @@ def test_embedding_backward_both_forms(rng, vocab):
     for i, v in enumerate(ids.ravel()):
         expected[v] += dy.reshape(-1, 3)[i]
     assert np.allclose(F.embedding_backward(dy, (ids, (vocab, 3))), expected)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 8, 9, 100])
+def test_softmax_short_and_long_axes(rng, k):
+    """The pairwise-max / matmul-sum path of short axes equals the plain formula, even with
+    large logits (stability)."""
+    x = rng.standard_normal((3, 4, k)) * 50
+    e = np.exp(x - x.max(-1, keepdims=True))
+    assert np.allclose(F.softmax(x), e / e.sum(-1, keepdims=True))
+    assert np.allclose(F.softmax(x, axis=1), np.exp(x) / np.exp(x).sum(1, keepdims=True))

@@ -97,3 +97,16 @@ def test_schedules():
     assert tau(500) == tau(100)
     with pytest.raises(TpcoreError, match="positive"):
         optim.geometric(0.0, 1.0, 10)
+
+
+def test_load_rebuilds_any_model_class_in_a_fresh_process(tmp_path):
+    """``load`` imports the model modules itself: no prior import of the class is needed."""
+    import subprocess
+    import sys
+
+    from tpcore.models.program import ProgramConfig, ProgramModel
+
+    save(ProgramModel(ProgramConfig(vocab_size=5, max_len=6, n_classes=5)), tmp_path / "p")
+    code = f"from tpcore.nn.module import load; print(type(load({str(tmp_path / 'p')!r})).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ProgramModel"

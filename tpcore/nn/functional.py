@@ -91,11 +91,42 @@ def gelu_backward(dy: Array, deriv: Array) -> Array:
     return dy * deriv
 
 
-def softmax(x: Array, axis: int = -1) -> Array:
-    """Numerically stable ``exp(x) / sum exp(x)`` along ``axis`` (no cache; see softmax_forward)."""
+SHORT_AXIS = 64
+"""Last axes up to this length are reduced by the faster forms of :func:`_row_max_sum`."""
+
+
+def _row_max(x: Array) -> Array:
+    """``max(x, axis=-1, keepdims=True)``; on a short last axis by pairwise maxima of halves,
+    which NumPy runs about twice as fast as its reduction over a short contiguous axis."""
+    if x.shape[-1] > SHORT_AXIS:
+        return x.max(axis=-1, keepdims=True)
     xp = xp_of(x)
-    e = xp.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    m = x
+    while m.shape[-1] > 1:
+        h = m.shape[-1] // 2
+        top = xp.maximum(m[..., :h], m[..., h : 2 * h])
+        m = xp.concatenate([top, m[..., 2 * h :]], axis=-1) if m.shape[-1] % 2 else top
+    return m
+
+
+def _row_sum(x: Array) -> Array:
+    """``sum(x, axis=-1, keepdims=True)``; on a short last axis as a product with a ones vector
+    (a matmul, about three times faster than NumPy's reduction there)."""
+    if x.shape[-1] > SHORT_AXIS:
+        return x.sum(axis=-1, keepdims=True)
+    return x @ xp_of(x).ones((x.shape[-1], 1), dtype=x.dtype)
+
+
+def softmax(x: Array, axis: int = -1) -> Array:
+    """Numerically stable ``exp(x - max x) / sum exp(x - max x)`` along ``axis`` (no cache; see
+    softmax_forward)."""
+    xp = xp_of(x)
+    if axis not in (-1, x.ndim - 1):
+        e = xp.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    e = xp.exp(x - _row_max(x))
+    e /= _row_sum(e)
+    return e
 
 
 def softmax_forward(x: Array, tau: float = 1.0, axis: int = -1) -> tuple[Array, tuple]:

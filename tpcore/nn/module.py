@@ -9,6 +9,7 @@ A :class:`Module` finds its parameters by walking its attributes in definition o
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,10 @@ import numpy as np
 from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_npz
+
+MODEL_MODULES = ("tpcore.models.transformer", "tpcore.models.program", "tpcore.models.counting",
+                 "tpcore.models.pooled")
+"""Modules whose model classes :func:`load` can rebuild."""
 
 
 class Parameter:
@@ -122,6 +127,8 @@ def load(path: str | Path) -> Module:
         if not p.is_file():
             raise TpcoreError(f"checkpoint file {str(p)!r} not found")
     meta = json.loads(meta_path.read_text())
+    for name in MODEL_MODULES:  # model classes register themselves when their module is imported
+        importlib.import_module(name)
     cls = Module.registry.get(meta.get("class", ""))
     if cls is None or cls.config_class is None:
         raise TpcoreError(f"checkpoint class {meta.get('class')!r} is not a loadable tpcore model")

@@ -15,11 +15,19 @@ Array = Any
 
 
 def gumbel_noise(shape: tuple[int, ...], rng: Any, dtype: Any = "float32") -> Array:
-    """``g = -log(-log(u))``, ``u ~ U(0, 1)`` clipped away from 0 and 1; ``rng`` a Generator."""
-    u = rng.random(shape).astype(dtype)
+    """``g = -log(-log(u))``, ``u ~ U(0, 1)`` clipped away from 0 and 1; ``rng`` a Generator.
+
+    Uniforms are drawn directly in ``dtype`` and the logs taken in place.
+    """
+    u = rng.random(shape, dtype=dtype)
     xp = xp_of(u)
-    tiny = xp.finfo(u.dtype).tiny
-    return -xp.log(-xp.log(xp.clip(u, tiny, 1.0 - xp.finfo(u.dtype).eps)))
+    info = xp.finfo(u.dtype)
+    xp.clip(u, info.tiny, 1.0 - info.eps, out=u)
+    xp.log(u, out=u)
+    xp.negative(u, out=u)
+    xp.log(u, out=u)
+    xp.negative(u, out=u)
+    return u
 
 
 def argmax_onehot(x: Array, axis: int = -1) -> Array:
