@@ -16,36 +16,23 @@ import time
 
 import numpy as np
 import pytest
+from bench_program_model import train_step
 
 from tpcore.models.counting import VARIANTS, CountingConfig, CountingProgramModel, variant_flags
-from tpcore.models.program_train import blas_threads, program_step
-from tpcore.nn.optim import Adam
-from tpcore.train import StepContext
 
 V, T, B = 19, 17, 512  # 16 symbols + <pad>, <s>; 16 content positions + <s>
 
 
 def make_step(variant: str):
-    blas_threads(1)
     cfg = CountingConfig(vocab_size=V, max_len=T, n_classes=16, n_layers=3, n_cat_heads=2,
                          n_num_heads=2, n_cat_mlps=1, n_num_mlps=1, d_mlp=64,
                          **variant_flags(variant))
-    model = CountingProgramModel(cfg)
-    opt = Adam(model.parameters(), lr=0.02)
     gen = np.random.default_rng(0)
     tokens = gen.integers(2, V, (B, T))
     tokens[:, 0] = 1
     batch = {"tokens": tokens, "targets": gen.integers(0, 16, (B, T)),
              "mask": np.ones((B, T), bool), "pad": np.zeros((B, T), bool)}
-    ctx = StepContext(0, 1.0, gen)
-
-    def step():
-        opt.zero_grad()
-        loss = program_step(model, batch, ctx)
-        opt.step()
-        return loss
-
-    return step
+    return train_step(CountingProgramModel(cfg), batch, lr=0.02)
 
 
 def interleaved_ratios(base, other, rounds: int = 15) -> tuple[float, float]:

@@ -4,31 +4,30 @@ The paper's RASP configuration: k = 8 (vocabulary 8, length 8), batch 512, 4 cat
 numerical heads and 2 categorical + 2 numerical MLPs per layer, d_mlp 64, 2 and 3 layers.
 The authors' PyTorch implementation takes about 70 ms (2 layers) and 125 ms (3 layers) per step
 on these machines (issue 3); targets: <= 25 ms and <= 40 ms. OpenBLAS runs single-threaded as in
-training (:func:`tpcore.models.program_train.blas_threads`). The cores are shared with other
+training (:func:`tpcore.backend.blas_threads`). The cores are shared with other
 agents, so absolute timings are noisy.
 
 Run: ``pytest bench/bench_program_model.py --benchmark-enable``
 """
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from tpcore.backend import blas_threads
 from tpcore.models.program import ProgramConfig, ProgramModel
-from tpcore.models.program_train import blas_threads, program_step
+from tpcore.models.program_train import program_step
 from tpcore.nn.optim import Adam
 from tpcore.train import StepContext
 
 
-def make_step(n_layers: int):
+def train_step(model: Any, batch: dict, lr: float):
+    """A zero-argument training step (forward, backward, Adam) on a fixed batch, with one BLAS
+    thread; shared with ``bench_counting.py``."""
     blas_threads(1)
-    cfg = ProgramConfig(vocab_size=8, max_len=8, n_classes=8, n_layers=n_layers, n_cat_heads=4,
-                        n_num_heads=4, n_cat_mlps=2, n_num_mlps=2, d_mlp=64)
-    model = ProgramModel(cfg)
-    opt = Adam(model.parameters(), lr=0.05)
-    gen = np.random.default_rng(0)
-    batch = {"tokens": gen.integers(0, 8, (512, 8)), "targets": gen.integers(0, 8, (512, 8)),
-             "mask": np.ones((512, 8), bool), "pad": np.zeros((512, 8), bool)}
-    ctx = StepContext(0, 1.0, gen)
+    opt = Adam(model.parameters(), lr=lr)
+    ctx = StepContext(0, 1.0, np.random.default_rng(0))
 
     def step():
         opt.zero_grad()
@@ -37,6 +36,15 @@ def make_step(n_layers: int):
         return loss
 
     return step
+
+
+def make_step(n_layers: int):
+    cfg = ProgramConfig(vocab_size=8, max_len=8, n_classes=8, n_layers=n_layers, n_cat_heads=4,
+                        n_num_heads=4, n_cat_mlps=2, n_num_mlps=2, d_mlp=64)
+    gen = np.random.default_rng(0)
+    batch = {"tokens": gen.integers(0, 8, (512, 8)), "targets": gen.integers(0, 8, (512, 8)),
+             "mask": np.ones((512, 8), bool), "pad": np.zeros((512, 8), bool)}
+    return train_step(ProgramModel(cfg), batch, lr=0.05)
 
 
 @pytest.mark.parametrize("n_layers", [2, 3])

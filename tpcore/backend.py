@@ -132,3 +132,32 @@ def scatter_add(target: Any, index: Any, values: Any) -> Any:
 
         cupyx.scatter_add(target, index, values)
     return target
+
+
+def blas_threads(n: int) -> int | None:
+    """Limit NumPy's bundled OpenBLAS to ``n`` threads in this process (via ctypes) and return
+    the previous count, or None when no OpenBLAS is loaded.
+
+    The products of these small models are tiny; on shared cores multi-threaded BLAS spends its
+    time waiting, so training and the tests run single-threaded (``OPENBLAS_NUM_THREADS=1``
+    does the same when set before NumPy loads).
+    """
+    import ctypes
+    import re
+    from pathlib import Path
+
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for lib in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
+        handle = ctypes.CDLL(lib)
+        for prefix in ("scipy_openblas", "openblas"):
+            for suffix in ("64_", ""):
+                get = getattr(handle, f"{prefix}_get_num_threads{suffix}", None)
+                put = getattr(handle, f"{prefix}_set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    before = int(get())
+                    put(ctypes.c_int(n))
+                    return before
+    return None

@@ -134,7 +134,8 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     split (the model's context is sized for the longer of the two); ``out``: where to save the
     model (``.npz`` + ``.json``). ``gate_rule[L]`` names the expert the discrete gate picks for
     every input of ``L`` content tokens (None: it depends on the input)."""
-    from tpcore.models.program_train import blas_threads, make_data, train
+    from tpcore.backend import blas_threads
+    from tpcore.models.program_train import make_data, train
     from tpcore.train import evaluate_supervised
 
     blas_threads(1)

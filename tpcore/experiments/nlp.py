@@ -189,7 +189,8 @@ def _train(model: Any, splits: dict[str, dict[str, np.ndarray]], s: Any, evaluat
            quiet: bool, desc: str) -> dict[str, Any]:
     """Adam through :func:`fit`, selecting on ``evaluate(model)["score"]``; program models get
     the Gumbel schedule and the one-sample program step."""
-    from tpcore.models.program_train import blas_threads, program_step
+    from tpcore.backend import blas_threads
+    from tpcore.models.program_train import program_step
     from tpcore.nn.optim import Adam
     from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
 

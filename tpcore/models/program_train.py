@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
@@ -106,28 +107,6 @@ def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: i
         model.backward(d / samples if samples > 1 else d)
         total += loss / samples
     return total
-
-
-def blas_threads(n: int) -> bool:
-    """Limit OpenBLAS to ``n`` threads in this process (NumPy's bundled OpenBLAS, via ctypes).
-
-    The model's matrix products are small; on shared cores multi-threaded BLAS spends its time
-    waiting, so training runs single-threaded. Returns False when no OpenBLAS is found."""
-    import ctypes
-    import re
-
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return False
-    for lib in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
-        handle = ctypes.CDLL(lib)
-        for fn in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
-                   "openblas_set_num_threads"):
-            if hasattr(handle, fn):
-                getattr(handle, fn)(ctypes.c_int(n))
-                return True
-    return False
 
 
 def peak_rss_mb() -> float:
