@@ -134,7 +134,7 @@ def test_learn_run_fidelity_all_engines(tmp_path):
 
     cfg = LearnConfig(task="hist", n_layers=1, n_cat_heads=1, n_num_heads=1, n_cat_mlps=1,
                       n_num_mlps=1, d_mlp=16, epochs=2, batch_size=64, eval_every=1,
-                      vocab_size=4, max_len=5, n_samples=400)
+                      vocab_size=6, max_len=6, n_samples=400)
     learn(cfg, tmp_path / "run")
     f = fidelity(tmp_path / "run")
     assert (f["numpy"], f["numba"], f["generated"]) == (1.0, 1.0, 1.0)

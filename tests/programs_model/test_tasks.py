@@ -20,7 +20,8 @@ def _reference(name, x):
     if name == "double_hist":
         return [str(sum(1 for v in c if c[v] == c[t])) for t in x]
     if name == "most_freq":
-        return sorted(c, key=lambda v: (-c[v], x.index(v)))
+        ranked = sorted(c, key=lambda v: (-c[v], x.index(v)))
+        return ranked + ["<s>"] * (len(x) - len(ranked))
     stack, out, bad = [], [], False
     for t in x:  # dyck
         if t in "({[":
@@ -73,13 +74,30 @@ def test_seeded_and_sizes():
     a, b = make_task("hist", n_samples=300, seed=5), make_task("hist", n_samples=300, seed=5)
     np.testing.assert_array_equal(a.splits["test"]["tokens"], b.splits["test"]["tokens"])
     big = make_task("sort", vocab_size=16, max_len=16, n_samples=300)
-    assert big.max_len == 18 and len(big.vocab) == 19
+    assert big.max_len == 16 and len(big.vocab) == 16  # |V| and N count <pad>, <s>, </s>
+
+
+def test_paper_small_scale_sizes():
+    """Table 1's k = 8: 8 token ids and 8 positions, framing included; a space smaller than
+    the requested size gives every distinct string found in 5 n draws (sort: 19,530 exist)."""
+    for name, symbols, longest in (("sort", 5, 6), ("hist", 6, 7), ("most_freq", 6, 7)):
+        task = make_task(name, n_samples=2000, seed=0)
+        assert len(task.vocab) == 8 and task.max_len == 8
+        assert len(task.vocab) - len(set(task.vocab) & {"<pad>", "<s>", "</s>"}) == symbols
+        assert task.splits["train"]["mask"].sum(axis=1).max() == longest
+    dyck = make_task("dyck1", n_samples=500)
+    assert dyck.max_len == 16 and dyck.splits["train"]["mask"].sum(axis=1).min() == 15
+    sort = make_task("sort", n_samples=20000)
+    assert 13000 < sort.params["n_samples"] < 20000
+    assert sum(len(s["tokens"]) for s in sort.splits.values()) == sort.params["n_samples"]
 
 
 @pytest.mark.parametrize("kw,msg", [({"name": "nope"}, "unknown task"),
-                                    ({"name": "sort", "vocab_size": 1, "max_len": 2,
+                                    ({"name": "sort", "vocab_size": 4, "max_len": 3,
                                       "n_samples": 100}, "distinct"),
-                                    ({"name": "dyck1", "max_len": 5}, "even")])
+                                    ({"name": "sort", "vocab_size": 3}, "no content symbol"),
+                                    ({"name": "hist", "max_len": 1}, "min_len"),
+                                    ({"name": "dyck1", "max_len": 2}, ">= 3")])
 def test_bad_task_arguments(kw, msg):
     with pytest.raises(TpcoreError, match=msg):
         make_task(**kw)

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 DEFAULTS = {"n_layers": 3, "n_cat_heads": 4, "n_num_heads": 4, "n_cat_mlps": 2,
-            "n_num_mlps": 2, "epochs": 100}
+            "n_num_mlps": 2, "epochs": 250}
 """Default model and budget of ``tpcore learn`` (chosen so ``learn sort`` fits 5 minutes)."""
 
 
@@ -23,8 +23,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=1, help="Gumbel samples per step")
     p.add_argument("--eval-every", type=int, default=10, help="epochs between validations")
     p.add_argument("--d-mlp", type=int, default=64)
-    p.add_argument("--vocab-size", type=int, default=0, help="content symbols (0: task default)")
-    p.add_argument("--max-len", type=int, default=0, help="content length (0: task default)")
+    p.add_argument("--vocab-size", type=int, default=0,
+                   help="token ids incl. <pad>, <s>, </s> (the paper's |V|; 0: task default)")
+    p.add_argument("--max-len", type=int, default=0,
+                   help="positions incl. <s>, </s> (the paper's N; 0: task default)")
     p.add_argument("--n-samples", type=int, default=20000, help="distinct inputs (80/10/10)")
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -106,6 +108,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                         "60 epochs (default); medium: the paper's architecture per task, 3 seeds, "
                         "250 epochs; paper: full grid, 5 seeds")
     p.add_argument("--epochs", type=int, help="override the budget's epochs")
+    p.add_argument("--seeds", type=int, nargs="+", help="override the budget's seeds")
     p.add_argument("--tasks", nargs="+", help="subset of tasks (default: all eight)")
     p.add_argument("--jobs", type=int, default=1, help="local worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address")
@@ -118,6 +121,6 @@ def run_table1(args: argparse.Namespace) -> int:
     from tpcore.tasks.rasp import task_name
 
     tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else TASKS
-    result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler)
+    result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler, args.seeds)
     print(table(result["tasks"]))
     return 0

@@ -175,7 +175,8 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     if shifted is not None:
         row["test_regime"] = test_regime
         row["shifted_test"] = evaluate_supervised(model, shifted.splits["test"])
-        row["longer_only"] = longer_only(model, shifted.splits["test"], n,
+        longest = int(data.splits["train"]["mask"].sum(axis=1).max())
+        row["longer_only"] = longer_only(model, shifted.splits["test"], longest,
                                          train_classes(data.splits["train"]))
         row["range_shift"] = range_shift(model, data.splits["test"], shifted.splits["test"])
         row["shifted_gate_usage"] = gate_usage(model, shifted.splits["test"])
@@ -229,27 +230,6 @@ def range_shift(model: CountingProgramModel, train: dict[str, np.ndarray],
     w = np.asarray(to_host(model.w_out.data))[nc * d:]
     return {name: [float(x), float(y), float(np.ptp(row))]
             for name, x, y, row in zip(model.variable_names("numerical"), a, b, w) if y > x}
-
-
-def add_longer_only(row: dict[str, Any], model_path: Path, row_path: Path) -> dict[str, Any]:
-    """Fill ``row["longer_only"]`` of a length run saved before it was recorded (and rewrite
-    ``row_path``)."""
-    from tpcore.io import write_json
-    from tpcore.models.program_train import make_data
-    from tpcore.nn.module import load
-
-    if "range_shift" in row or not model_path.is_file():
-        return row
-    cfg = LearnConfig(**row["config"])
-    data = make_data(cfg)
-    train = {k: a[: row["n_train"]] for k, a in data.splits["train"].items()}
-    shifted = make_data(dataclasses.replace(cfg, max_len=REGIMES[row["test_regime"]][1]))
-    model = load(model_path)
-    row["longer_only"] = longer_only(model, shifted.splits["test"], row["max_len"],
-                                     train_classes(train))
-    row["range_shift"] = range_shift(model, data.splits["test"], shifted.splits["test"])
-    write_json(row_path, row)
-    return row
 
 
 def _cached(path: Path, fn: Any) -> dict[str, Any]:
@@ -374,9 +354,8 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         for task in lengthgen:
             for v in variants:
                 name = out / "runs" / f"length-{task}-{v}-s{seed}"
-                model_path = name.with_name(name.name + "-model.npz")
-                lengths.append(add_longer_only(_cached(name.with_suffix(".json"), partial(
+                lengths.append(_cached(name.with_suffix(".json"), partial(
                     train_run, task, "base", v, b, seed, epochs, test_regime="longer",
-                    out=model_path)), model_path, name.with_suffix(".json")))
+                    out=name.with_name(name.name + "-model.npz"))))
                 write()
     return write()

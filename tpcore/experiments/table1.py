@@ -24,6 +24,7 @@ from typing import Any
 from tpcore.errors import TpcoreError
 from tpcore.models.program_sweep import PAPER_GRID, grid, sweep
 from tpcore.models.program_train import LearnConfig
+from tpcore.tasks.rasp import DEFAULTS
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2", "induction")
 PAPER = {"reverse": 99.79, "hist": 100.0, "double_hist": 98.40, "sort": 99.83,
@@ -38,8 +39,9 @@ PAPER_ARCH = {"reverse": (3, 8, 2), "hist": (1, 4, 2), "double_hist": (3, 4, 2),
 BUDGETS = ("smoke", "small", "medium", "paper")
 
 
-def configs_for(task: str, budget: str, epochs: int | None = None) -> list[LearnConfig]:
-    """The runs ``budget`` spends on ``task``."""
+def configs_for(task: str, budget: str, epochs: int | None = None,
+                seeds: list[int] | None = None) -> list[LearnConfig]:
+    """The runs ``budget`` spends on ``task`` (``seeds`` replaces the budget's seeds)."""
     if budget not in BUDGETS:
         raise TpcoreError(f"unknown budget {budget!r}; expected one of {BUDGETS}")
     base = LearnConfig(task=task, epochs=epochs or {"smoke": 2, "small": 60}.get(budget, 250))
@@ -48,15 +50,16 @@ def configs_for(task: str, budget: str, epochs: int | None = None) -> list[Learn
     if task == "induction":
         base = dataclasses.replace(base, n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
                                    n_num_mlps=0)
-        seeds = {"smoke": [0], "small": [0], "medium": [0, 1, 2]}.get(budget, PAPER_GRID["seeds"])
+    seeds = seeds or {"smoke": [0], "small": [0], "medium": [0, 1, 2]}.get(
+        budget, PAPER_GRID["seeds"])
+    if task == "induction":
         return [dataclasses.replace(base, seed=s) for s in seeds]
     if budget in ("smoke", "small"):
-        return grid(base, [2], [2 if budget == "smoke" else 4], [2], [0])
+        return grid(base, [2], [2 if budget == "smoke" else 4], [2], seeds)
     if budget == "paper":
-        return grid(base, PAPER_GRID["layers"], PAPER_GRID["heads"], PAPER_GRID["mlps"],
-                    PAPER_GRID["seeds"])
+        return grid(base, PAPER_GRID["layers"], PAPER_GRID["heads"], PAPER_GRID["mlps"], seeds)
     n_layers, heads, mlps = PAPER_ARCH[task]
-    return grid(base, [n_layers], [heads], [mlps], [0, 1, 2])
+    return grid(base, [n_layers], [heads], [mlps], seeds)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -78,7 +81,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1,
         tasks: tuple[str, ...] = TASKS, epochs: int | None = None,
-        scheduler: Any = None) -> dict[str, Any]:
+        scheduler: Any = None, seeds: list[int] | None = None) -> dict[str, Any]:
     """Sweep every task at ``budget`` into ``out/runs/<task>``; write ``out/table1.json`` and
     ``out/table1.md``. Finished runs are reused (rerunning resumes)."""
     from tpcore.io import write_json, write_text
@@ -86,11 +89,11 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
     out = Path(out)
     rows, start = [], time.perf_counter()
     for task in tasks:
-        configs = configs_for(task, budget, epochs)
+        configs = configs_for(task, budget, epochs, seeds)
         result = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler)
         best = result["selected"]
-        n = 10 if task == "induction" else 16 if task.startswith("dyck") else 8
-        rows.append({"task": task, "n": n, "runs": len(configs), "selected": best,
+        rows.append({"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
+                     "selected": best,
                      "test_acc": 100 * best["test_acc"], "paper": PAPER[task],
                      "target": TARGETS[task], "epochs": configs[0].epochs,
                      "seeds": sorted({c.seed for c in configs})})
@@ -98,6 +101,7 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
     result = {"budget": budget, "epochs": epochs, "tasks": rows,
               "seconds": time.perf_counter() - start,
               "command": f"tpcore reproduce table1 --budget {budget}"
-                         + (f" --epochs {epochs}" if epochs else "")}
+                         + (f" --epochs {epochs}" if epochs else "")
+                         + (f" --seeds {' '.join(map(str, seeds))}" if seeds else "")}
     write_json(out / "table1.json", result)
     return result

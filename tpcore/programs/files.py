@@ -70,20 +70,17 @@ def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples
                      seed: int = 0, engine: str = "numba") -> dict[str, Any]:
     """Token and exact-match sequence accuracy of ``program`` on a generated task split.
 
-    The task is generated with the program's content vocabulary size and length (the in-context
-    task: the program's whole length); tokens and classes are matched by their strings, so
-    imported programs work too.
+    The task is generated at the program's size (its content symbols plus the task's special
+    tokens, its whole length); tokens and classes are matched by their strings, so imported
+    programs work too.
     """
     from tpcore.programs.interpret import run_ids
-    from tpcore.tasks.rasp import make_task, task_name
+    from tpcore.tasks.rasp import make_task, special_tokens
 
     framing = {program.bos, program.eos, program.pad} - {None}
     content = [t for t in program.tokens.values if t not in framing]
-    length = program.max_len - (program.bos is not None) - (program.eos is not None)
-    if task_name(task) == "induction":  # its length counts the whole sequence
-        length = program.max_len
-    data = make_task(task, vocab_size=len(content), max_len=length, n_samples=n_samples,
-                     seed=seed)
+    data = make_task(task, vocab_size=len(content) + len(special_tokens(task)),
+                     max_len=program.max_len, n_samples=n_samples, seed=seed)
     if split not in data.splits:
         raise TpcoreError(f"unknown split {split!r}; expected one of {list(data.splits)}")
     s = data.splits[split]

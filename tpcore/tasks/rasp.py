@@ -2,19 +2,28 @@
 
 Host-only: NumPy and the standard library. Every generator is vectorised over samples and seeded.
 
+Sizes follow the paper's Table 1, where the variable cardinality ``k`` is 8 for |V| = N = 8:
+``vocab_size`` counts every token id (``<pad>``, ``<s>`` and, for ``sort``/``reverse``,
+``</s>`` included) and ``max_len`` every position (framing included). So at small scale sort and
+reverse use 5 symbols and at most 6 content tokens, hist, double hist and most-freq 6 symbols and
+at most 7, Dyck 15 bracket tokens after ``<s>`` (as in the authors' release).
+
 A sample is ``<s> x_1 ... x_L`` (``sort`` and ``reverse`` also append ``</s>``) padded with
-``<pad>`` to a common length; ``L`` is uniform in ``min_len .. max_len`` (Dyck: always
-``max_len``). Inputs are distinct: strings are drawn until the set of unique strings has the
-intended size, then split 16,000 / 2,000 / 2,000 (for 20,000 samples). Targets exist at the
-content positions (``mask``); ``<s>``, ``</s>`` and padding carry no loss.
+``<pad>`` to a common length; ``L`` is uniform in ``min_len`` .. the longest content that fits
+(Dyck: always the longest). Inputs are distinct: strings are drawn until the set of unique
+strings has the intended size (or, as in the authors' release, until ``5 n`` draws when the
+space is nearly exhausted: sort at small scale has 19,530 strings in all), then split 80 / 10 /
+10 (16,000 / 2,000 / 2,000 for 20,000). Targets exist at the content positions (``mask``);
+``<s>``, ``</s>`` and padding carry no loss.
 
 Tasks (``x`` the content, ``h(v)`` the number of occurrences of ``v`` in ``x``):
 ``reverse`` ``x_{L+1-i}``; ``hist`` ``h(x_i)``; ``double_hist`` the number of distinct tokens
 ``v`` with ``h(v) = h(x_i)``; ``sort`` the ``i``-th smallest token; ``most_freq`` the distinct
-tokens by decreasing ``h``, ties broken by first position (targets only at the first
-``#distinct`` positions); ``dyck1``/``dyck2`` per prefix: ``T`` balanced, ``P`` a valid prefix,
-``F`` invalid. Dyck inputs: half uniform strings over the brackets, half a random balanced
-string of even length ``<= max_len`` completed with uniform tokens (Weiss et al.'s bias).
+tokens by decreasing ``h``, ties broken by first position, then ``<s>`` at the remaining
+content positions (the authors' labels, which the paper's accuracy counts); ``dyck1``/``dyck2``
+per prefix: ``T`` balanced, ``P`` a valid prefix, ``F`` invalid. Dyck inputs: half uniform
+strings over the brackets, half a random balanced string of even length that fits, completed
+with uniform tokens (Weiss et al.'s bias).
 """
 
 from __future__ import annotations
@@ -68,18 +77,22 @@ def letters(n: int) -> list[str]:
 
 def unique_rows(sample: Callable[[np.random.Generator, int], np.ndarray], n: int,
                 gen: np.random.Generator, what: str) -> np.ndarray:
-    """``n`` distinct rows, drawing batches from ``sample(gen, size)`` (rows of ints, ``-1`` =
-    padding) until enough are unique; keeps draw order. Raises if the space looks too small."""
+    """Up to ``n`` distinct rows, drawing batches from ``sample(gen, size)`` (rows of ints, ``-1``
+    = padding) in draw order until ``n`` are unique or ``5 n`` rows have been drawn (then all the
+    distinct ones found). Raises if that leaves fewer than ``n / 2``: the space is too small."""
     rows = np.zeros((0, 0), dtype=np.int64)
-    for _ in range(50):
-        new = sample(gen, max(2 * (n - len(rows)), 64))
+    drawn = 0
+    while len(rows) < n and drawn < 5 * n:
+        size = min(max(2 * (n - len(rows)), 64), 5 * n - drawn)
+        new = sample(gen, size)
+        drawn += size
         rows = new if rows.size == 0 else np.concatenate([rows, new])
         _, first = np.unique(rows, axis=0, return_index=True)
         rows = rows[np.sort(first)]
-        if len(rows) >= n:
-            return rows[:n]
-    raise TpcoreError(f"cannot draw {n} distinct {what} inputs (only {len(rows)} found); "
-                      "lower n_samples or raise vocab_size / max_len")
+    if 2 * len(rows) < n:
+        raise TpcoreError(f"cannot draw {n} distinct {what} inputs (only {len(rows)} found in "
+                          f"{drawn} draws); lower n_samples or raise vocab_size / max_len")
+    return rows[:n]
 
 
 def uniform_strings(v: int, min_len: int, max_len: int) -> Callable:
@@ -130,7 +143,8 @@ def _most_freq(x: np.ndarray, v: int) -> tuple[np.ndarray, list[str]]:
     y = np.full((s, n), -1)
     y[:, : min(n, v)] = order[:, : min(n, v)]
     ranked = np.take_along_axis(h, y.clip(0), axis=1)
-    return np.where((y >= 0) & (ranked > 0), y, -1), letters(v)
+    y = np.where((y >= 0) & (ranked > 0), y, v)  # class v: "<s>" past the distinct tokens
+    return np.where(x >= 0, y, -1), [*letters(v), BOS]
 
 
 def dyck_labels(x: np.ndarray, pairs: int) -> np.ndarray:
@@ -223,36 +237,49 @@ def frame(x: np.ndarray, y: np.ndarray, eos: bool) -> dict[str, np.ndarray]:
     return {"tokens": tokens, "targets": targets, "mask": mask, "pad": tokens == 0}
 
 
+def special_tokens(name: str) -> list[str]:
+    """The token ids a task uses besides its content symbols: ``<pad>``, ``<s>`` and, for
+    ``sort`` and ``reverse``, ``</s>``."""
+    return [PAD, BOS, EOS] if task_name(name) in ("sort", "reverse") else [PAD, BOS]
+
+
 def make_task(name: str, vocab_size: int | None = None, max_len: int | None = None,
               n_samples: int = 20000, seed: int = 0, min_len: int = 1) -> TaskData:
-    """Generate task ``name`` (see :data:`TASK_NAMES`) with ``vocab_size`` content symbols (Dyck:
-    bracket pairs are fixed, this is ignored) and ``max_len`` content positions."""
+    """Generate task ``name`` (see :data:`TASK_NAMES`) with the paper's sizes: ``vocab_size``
+    token ids and ``max_len`` positions, special tokens and framing included (see the module
+    docstring; Dyck: the bracket pairs are fixed and ``vocab_size`` is ignored)."""
     name = task_name(name)
     dv, dn = DEFAULTS.get(name, (8, 8))
-    v, n = vocab_size or dv, max_len or dn
+    vocab_size, max_len = vocab_size or dv, max_len or dn
     if name == "induction":
         from tpcore.tasks.induction import make_induction
 
-        return make_induction(n_samples=n_samples, length=n, seed=seed)
-    if n < 1 or v < 1 or not 1 <= min_len <= n:
-        raise TpcoreError(f"need vocab_size >= 1 and 1 <= min_len <= max_len; got vocab_size={v},"
-                          f" min_len={min_len}, max_len={n}")
+        return make_induction(n_samples=n_samples, length=max_len, seed=seed)
+    specials = special_tokens(name)
+    eos = EOS in specials
+    v, n = vocab_size - len(specials), max_len - 1 - eos
+    if name not in DYCK and v < 1:
+        raise TpcoreError(f"{name}: vocab_size={vocab_size} leaves no content symbol beside "
+                          f"{', '.join(specials)}; expected vocab_size >= {len(specials) + 1}")
+    if not 1 <= min_len <= n:
+        raise TpcoreError(f"{name}: need 1 <= min_len <= max_len - {1 + eos} content tokens; "
+                          f"got min_len={min_len}, max_len={max_len}")
     gen = np.random.default_rng(seed)
     if name in DYCK:
         pairs = DYCK[name]
-        if n % 2:
-            raise TpcoreError(f"Dyck max_len must be even, got {n}")
+        if n < 2:
+            raise TpcoreError(f"{name}: max_len must be >= 3 (<s> and one bracket pair), "
+                              f"got {max_len}")
         x = unique_rows(dyck_sampler(pairs, n), n_samples, gen, name)
         y, classes = dyck_labels(x, pairs), ["T", "P", "F"]
         words = ["(", ")", "{", "}", "[", "]"][: 2 * pairs]
-        eos, params = False, {"pairs": pairs, "max_len": n}
+        params = {"pairs": pairs}
     else:
         x = unique_rows(uniform_strings(v, min_len, n), n_samples, gen, name)
         y, classes = RASP[name](x, v)
-        words, eos = letters(v), name in ("sort", "reverse")
-        params = {"vocab_size": v, "max_len": n, "min_len": min_len}
-    specials = [PAD, BOS, EOS] if eos else [PAD, BOS]
+        words = letters(v)
+        params = {"vocab_size": vocab_size, "symbols": v, "min_len": min_len}
     data = frame(x, y, eos)
-    params.update(n_samples=n_samples, seed=seed)
+    params.update(max_len=max_len, n_samples=len(x), seed=seed)
     return TaskData(name, tuple(specials + words), tuple(classes), False,
-                    data["tokens"].shape[1], split(data, n_samples), params)
+                    data["tokens"].shape[1], split(data, len(x)), params)
