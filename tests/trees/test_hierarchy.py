@@ -58,3 +58,17 @@ def test_reproduce_hierarchy_tiny_mlm(tmp_path, monkeypatch):
     text = (tmp_path / "hierarchy_tiny.md").read_text()
     assert "KL BP_0" in text and "Ancestor probes" in text and "| 256 |" in text
     assert main(["reproduce", "hierarchy", "--parts", "bogus"]) == 2
+
+
+def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path):
+    """``--long-samples`` sets the root-long run's training-set size; it is reported and kept
+    apart from a run of the same steps on the budget's P."""
+    args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root-long", "--long-k",
+            "1", "--out", str(tmp_path)]
+    assert main(args + ["--long-samples", "3000"]) == 0
+    assert main(args) == 0
+    out = json.loads((tmp_path / "hierarchy_tiny.json").read_text())
+    assert sorted(r["run"]["P"] for r in out["runs"]) == [BUDGETS["tiny"]["P"], 3000]
+    assert all(r["run"]["k_train"] == 1 for r in out["runs"])
+    assert "3000 training trees" in (tmp_path / "hierarchy_tiny.md").read_text()
+    assert "--long-samples 3000" in out["commands"][0]

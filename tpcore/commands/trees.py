@@ -123,7 +123,7 @@ def _reproduce_hierarchy(args: argparse.Namespace) -> int:
         raise ValueError(f"--parts {args.parts!r}: unknown {sorted(bad)}; expected a "
                          "comma-separated subset of root,root-long,mlm,probe,finetune")
     hierarchy(args.out, budget=args.budget, parts=parts, mlm_steps=args.mlm_steps,
-              long_k=args.long_k, seed=args.seed)
+              long_k=args.long_k, long_samples=args.long_samples, seed=args.seed)
     print(f"wrote {args.out}/hierarchy_{args.budget}.json and .md")
     return 0
 
@@ -154,6 +154,8 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                         "by mlm)")
     h.add_argument("--mlm-steps", type=int, help="MLM steps (default 2x the root steps)")
     h.add_argument("--long-k", type=int, default=0, help="k_train of the root-long run (0)")
+    h.add_argument("--long-samples", type=int,
+                   help="training trees of the root-long run (default: the budget's P)")
     h.add_argument("--seed", type=int, default=0, help="seed of data, init and batches")
     h.add_argument("--out", default="results/hierarchy", help="output folder")
     h.set_defaults(func=_reproduce_hierarchy)

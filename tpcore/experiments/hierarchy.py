@@ -409,11 +409,12 @@ def _closest_bp(m: dict) -> int:
 def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
               parts: tuple[str, ...] = ("root", "mlm"), mlm_steps: int | None = None,
               finetune_sizes: tuple[int, ...] = (2**8, 2**10, 2**12), long_k: int = 0,
-              seed: int = 0, log=print) -> dict:
+              long_samples: int | None = None, seed: int = 0, log=print) -> dict:
     """The paper's transformer experiments at the scale of ``budget``, compared with exact BP.
 
     Parts: ``root`` (root classification for every k_train in 0..l: Figs. 1c, 3, 4),
-    ``root-long`` (k_train = ``long_k`` for 4x the steps),
+    ``root-long`` (k_train = ``long_k`` for 4x the steps, on ``long_samples`` training trees
+    instead of the budget's P when given),
     ``mlm`` (k_train = 0 MLM: Figs. 1d, 5, 6; the model is saved under ``runs/hierarchy``),
     ``probe`` (ancestor probes of the saved MLM encoder's frozen layers: Figs. 7, 14 left) and
     ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs scratch,
@@ -433,7 +434,8 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     out["commands"].append(f"tpcore reproduce hierarchy --budget {budget} --parts "
                            f"{','.join(parts)} --seed {seed}"
                            + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
-                           + (f" --long-k {long_k}" if long_k else ""))
+                           + (f" --long-k {long_k}" if long_k else "")
+                           + (f" --long-samples {long_samples}" if long_samples else ""))
     mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
                       **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
     encoder = Path("runs/hierarchy") / f"{budget}_mlm_seed{seed}"
@@ -441,7 +443,7 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     def store(key: str | None = None, value=None, run: dict | None = None) -> None:
         if run is not None:
             def ident(r: dict) -> tuple:
-                return tuple(r["run"][f] for f in ("task", "k_train", "seed", "steps"))
+                return tuple(r["run"][f] for f in ("task", "k_train", "seed", "steps", "P"))
 
             out["runs"] = [r for r in out["runs"] if ident(r) != ident(run)] + [run]
         if key is not None:
@@ -456,7 +458,8 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
                                        f"{budget}_root_k{k}_seed{seed}"))
     if "root-long" in parts:
         store(run=train_against_bp(TreeRun(task="root", k_train=long_k, seed=seed,
-                                           **dict(cfg, steps=4 * cfg["steps"])), g, log=log))
+                                           **dict(cfg, steps=4 * cfg["steps"],
+                                                  P=long_samples or cfg["P"])), g, log=log))
     if "mlm" in parts:
         store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
     if "probe" in parts or "finetune" in parts:
@@ -497,7 +500,8 @@ def hierarchy_markdown(out: dict, grammar) -> str:
         for k in range(l + 1):  # BP_k_train accuracy on each k_test set (the dashed lines)
             bp_acc[k] = _bp_set_accuracy(grammar, run, k, kt, sample_trees)
         parts.append(f"\n### {task}, k_train = {kt} ({r['n_parameters']} parameters, "
-                     f"{run['steps']} steps, {r['train_seconds']:.0f} s training, "
+                     f"{run['steps']} steps, {run['P']} training trees, "
+                     f"{r['train_seconds']:.0f} s training, "
                      f"{1000 * r['seconds_per_step']:.1f} ms/step)\n\n")
         parts.append("| k_test | model acc | BP_k_train acc | BP_k_test acc (optimal) | "
                      "KL(BP_k_train‖model) |\n|---|---|---|---|---|\n")
