@@ -27,13 +27,13 @@ def paths(tmp_path):
 @pytest.mark.parametrize("kind", ["json", "py", "published"])
 def test_run_prints_predictions(paths, kind, capsys):
     assert main(["program", "run", str(paths[kind]), "c", "a", "d", "b"]) == 0
-    assert capsys.readouterr().out.split() == ["<s>", "b", "d", "a", "c", "</s>"]
+    assert capsys.readouterr().out.split() == ["b", "d", "a", "c"]  # content positions only
 
 
 def test_run_explain_lists_feature_scores(paths, capsys):
     assert main(["program", "run", str(paths["json"]), "c", "a", "--explain", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["<s>", "a", "c", "</s>"]
+    assert out[0].split() == ["a", "c"]
     assert out[1].startswith("# position 1 ('c' -> 'a')")
     assert out[2].split()[1:4] == ["attn_1_0_outputs", "=", "a"]
 

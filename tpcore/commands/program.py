@@ -42,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     p = load_program(args.path)
     tokens = p.frame(args.tokens)
     pred = predict(p, [tokens], engine=args.engine)[0]
-    print(" ".join(pred))
+    print(" ".join(y for t, y in zip(tokens, pred) if t not in (p.bos, p.eos)))
     if args.explain is not None:
         from tpcore.programs.analysis import contributions
 
@@ -75,12 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--full", action="store_true", help="source before compression")
     show.add_argument("--no-source", action="store_true", help="statistics and graph only")
     show.set_defaults(func=_show)
-    run = verbs.add_parser("run", help="predict the tokens of one input")
+    run = verbs.add_parser("run", help="predict the tokens of one input (printed for its content "
+                                       "positions; <s>/</s> carry no target)")
     run.add_argument("path")
     run.add_argument("tokens", nargs="+", help="input tokens (BOS/EOS are added if missing)")
     run.add_argument("--engine", choices=("numba", "numpy"), default="numpy")
     run.add_argument("--explain", type=int, metavar="I",
-                     help="also list the classifier contributions at position I (Figure 7)")
+                     help="also list the classifier contributions at position I of the framed "
+                          "input (0 is <s>; the paper's Figure 7)")
     run.add_argument("--top", type=int, default=10, help="features listed by --explain")
     run.set_defaults(func=_run)
     ev = verbs.add_parser("eval", help="accuracy on a generated task split")
