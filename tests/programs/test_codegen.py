@@ -34,7 +34,7 @@ def test_command_line_run(tmp_path):
     path, _ = codegen.write(reverse_program(), tmp_path)
     out = subprocess.run([sys.executable, str(path), "3", "1", "4", "2"], capture_output=True,
                          text=True, check=True, cwd=tmp_path.parent)
-    assert out.stdout.split() == ["<s>", "2", "4", "1", "3", "</s>"]
+    assert out.stdout.split() == ["2", "4", "1", "3"]  # the content positions
     bad = subprocess.run([sys.executable, str(path), "3", "x"], capture_output=True, text=True)
     assert bad.returncode != 0 and "'x'" in bad.stderr
 

@@ -83,6 +83,22 @@ def classify(features):
     return predictions
 '''
 
+GATE_SCORE = '''
+def gate_score(bias, weights, counts):
+    """An expert's gate score: bias + weight * count for each token, added in vocabulary
+    order (the interpreter's order, so that near-ties break the same way)."""
+    score = bias
+    for weight, count in zip(weights, counts):
+        score += weight * count
+    return score
+'''
+
+FLOAT32 = '''
+def float32(x):
+    """x rounded to the nearest float32 (the model divides relative frequencies in float32)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+'''
+
 MAIN = '''
 if __name__ == "__main__":
     tokens = sys.argv[1:]
@@ -93,7 +109,7 @@ if __name__ == "__main__":
     unknown = [t for t in tokens if t not in VOCAB]
     if unknown or len(tokens) > MAX_LEN:
         sys.exit(f"tokens must be in {VOCAB}, at most {MAX_LEN} of them: {unknown}")
-    print(" ".join(str(p) for p in run(tokens)))
+    print(" ".join(str(p) for t, p in zip(tokens, run(tokens)) if t not in (BOS, EOS)))
 '''
 
 # published-format helpers (the authors' text, recognised by the importer) -----------------
