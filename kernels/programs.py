@@ -7,8 +7,9 @@ query instead of a scan over keys).
 
 Same semantics as the array reference :func:`tpcore.programs.interpret.run_reference` (tests
 compare the two on random programs): select_closest by the head's rule, select + aggregate_sum,
-MLP lookups, the classifier summed in feature order in float64 (first maximum wins), and the
-BOS/EOS pass-through. The layout of the compiled arrays is documented in
+MLP lookups, prefix counts, the expert gate (its scores added in the same order), the classifier
+summed in feature order in float64 (first maximum wins), and the BOS/EOS pass-through. The
+layout of the compiled arrays is documented in
 :func:`tpcore.programs.interpret.compile_program`.
 """
 
@@ -115,7 +116,40 @@ def _index_masks(cat, masks, slot, length):
 
 
 @numba.njit(cache=True)
-def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, num_lo,
+def _expert_count(fparams, off, n_tok, f32, tokens, length, hist, dst):
+    """The expert the gate ``argmax_e b_e + sum_v W[e, v] h[v]`` picks (first maximum, scores
+    added in token order), at each of the ``length`` positions of ``tokens``, into ``dst``.
+    ``fparams[off:]``: ``W`` row-major then ``b``; ``hist``: scratch of at least ``n_tok``;
+    ``f32``: divide relative frequencies in float32."""
+    hist[:n_tok] = 0.0
+    for i in range(length):
+        hist[tokens[i]] += 1.0
+    top = hist[:n_tok].max()
+    best, best_score = 0, 0.0
+    for e in range(5):
+        score = fparams[off + 5 * n_tok + e]
+        for v in range(n_tok):
+            score += fparams[off + e * n_tok + v] * hist[v]
+        if (e == 0) | (score > best_score):
+            best, best_score = e, score
+    for i in range(length):
+        h = hist[tokens[i]]
+        if best == 0:
+            dst[i] = length
+        elif best == 1:
+            dst[i] = h
+        elif best == 2:
+            dst[i] = 1.0 if h == top else 0.0
+        elif best == 3:
+            dst[i] = 1.0 if h == 1.0 else 0.0
+        elif f32:
+            dst[i] = np.float32(h) / np.float32(length)
+        else:
+            dst[i] = h / length
+
+
+@numba.njit(cache=True)
+def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, num_size, num_lo,
          feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out):
     bsz, n = ids.shape
     n_cls = bias.shape[0]
@@ -125,6 +159,7 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
     numi = np.full((n_num, n), -1, np.int64)  # index of each numerical value in its value set
     ones_index = _num_index(num_vals, num_size, num_lo, inputs[2], 1.0)
     logits = np.empty(n_cls)
+    hist = np.zeros(cat_width)
     for b in range(bsz):
         length = lengths[b]
         for i in range(length):
@@ -144,6 +179,11 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
                     numi[dst, i] = count
                     if cat[inputs[0], i] == a:
                         count += 1
+                continue
+            if kind == 4:  # expert count: gate parameters at fparams[a:], stride tokens
+                _expert_count(fparams, a, stride, flag, cat[inputs[0]], length, hist, num[dst])
+                for i in range(length):
+                    numi[dst, i] = _num_index(num_vals, num_size, num_lo, dst, num[dst, i])
                 continue
             if kind == 2:
                 for i in range(length):
@@ -215,13 +255,14 @@ def _run(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size,
 
 
 @numba.njit(cache=True, parallel=True)
-def _run_chunks(ids, lengths, ops, params, n_cat, n_num, cat_width, num_vals, num_size, num_lo,
-                feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out, chunks):
+def _run_chunks(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, num_size,
+                num_lo, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out,
+                chunks):
     """:func:`_run` on ``chunks`` contiguous slices of the batch, one numba thread each."""
     bsz = ids.shape[0]
     for c in numba.prange(chunks):
         lo, hi = c * bsz // chunks, (c + 1) * bsz // chunks
-        _run(ids[lo:hi], lengths[lo:hi], ops, params, n_cat, n_num, cat_width, num_vals,
+        _run(ids[lo:hi], lengths[lo:hi], ops, params, fparams, n_cat, n_num, cat_width, num_vals,
              num_size, num_lo, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs,
              out[lo:hi])
 
@@ -242,7 +283,7 @@ def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray, lengths: np.n
                           f"{ids.shape[1]}; use engine='numpy'")
     out = np.full(ids.shape, -1, dtype=np.int64)
     c = compiled
-    args = (ids, lengths, c["ops"], c["params"], int(c["n_cat"]), int(c["n_num"]),
+    args = (ids, lengths, c["ops"], c["params"], c["fparams"], int(c["n_cat"]), int(c["n_num"]),
             int(c["cat_width"]), c["num_vals"], c["num_size"], c["num_lo"], c["feat_ops"],
             c["w_off"], c["weights"], c["bias"], c["allowed"], c["framing"], bool(c["causal"]),
             c["inputs"], out)

@@ -95,11 +95,17 @@ def test_extract_checks_labels():
 
 
 def test_unsupported_stream_modules_are_named():
-    from tpcore.models.counting import CountingConfig, CountingProgramModel
+    from tpcore.models.counting import CountingConfig, CountingProgramModel, PrefixSumCounts
 
-    cfg = CountingConfig(vocab_size=6, max_len=6, n_classes=7, experts=True)
-    with pytest.raises(ValueError, match="expert_count.*experts"):
-        extract.extract(CountingProgramModel(cfg), VOCAB, [str(c) for c in range(7)])
+    class Unknown(CountingProgramModel):
+        def make_extensions(self):
+            ext = PrefixSumCounts(self.config.vocab_size)
+            ext.name = "unknown"
+            return [ext]
+
+    cfg = CountingConfig(vocab_size=6, max_len=6, n_classes=7)
+    with pytest.raises(ValueError, match="prefix_count_0.*unknown"):
+        extract.extract(Unknown(cfg), VOCAB, [str(c) for c in range(7)])
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -22,6 +22,7 @@ never counted and its features are 0).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,12 @@ import numpy as np
 from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
-from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
+from tpcore.models.program import (
+    DiscreteProgram,
+    ProgramConfig,
+    ProgramModel,
+    StreamExtension,
+)
 from tpcore.nn.module import Parameter
 
 Array = Any
@@ -73,6 +79,71 @@ def expert_features(tokens: Array, vocab_size: int, pad: Array | None = None,
     return h, e.astype(dtype)
 
 
+GATE_MARGIN = 1e-5
+"""Relative margin a fixed gate choice must win by (see :func:`fixed_expert`)."""
+
+
+def fixed_expert(w: np.ndarray, b: np.ndarray, framing: dict[int, int], content: list[int],
+                 length: int) -> int | None:
+    """The expert the discrete gate ``argmax(W h + b)`` (``w: (5, V)``, ``b: (5,)``) picks for
+    *every* input with ``length`` content tokens (ids ``content``) and the fixed ``framing``
+    counts (e.g. ``{BOS: 1}``), or None when the choice depends on the input.
+
+    Expert ``i`` wins for all histograms ``h = f + c`` (``c >= 0``, ``sum c = L``) iff for each
+    ``j != i``: ``low_ij = (w_i - w_j) f + b_i - b_j + L min_{k in content} (w_ik - w_jk) > 0``
+    (a linear function on the scaled simplex is smallest at a vertex ``L e_k``, and every vertex
+    is reachable: ``L`` copies of token ``k``). The comparison keeps a margin: ``low_ij`` must
+    exceed ``GATE_MARGIN * (|b_i| + |b_j| + (sum f + L) max_k (|w_ik| + |w_jk|))``, far more than
+    the rounding of the model's float32 logits or of a float64 program's, so that a fixed choice
+    holds for both (exact ties are never fixed; they go to the first expert at run time).
+    """
+    f = np.zeros(w.shape[1])
+    for tok, c in framing.items():
+        f[tok] = c
+    total = f.sum() + length
+    for i in range(len(b)):
+        dw, db = w[i] - w, b[i] - b
+        low = dw @ f + db + (length * dw[:, content].min(axis=1) if content else 0.0)
+        scale = np.abs(b[i]) + np.abs(b) + total * (np.abs(w[i]) + np.abs(w)).max(axis=1)
+        if all(low[j] > GATE_MARGIN * scale[j] for j in range(len(b)) if j != i):
+            return i
+    return None
+
+
+def length_rule(w: np.ndarray, b: np.ndarray, framing: dict[int, int], content: list[int],
+                lengths: Iterable[int]) -> dict[int, str | None]:
+    """Content length ``L`` -> the name of the expert :func:`fixed_expert` finds for every input
+    of that length (None: it depends on the input), for each ``L`` in ``lengths``."""
+    rule = {}
+    for length in lengths:
+        c = fixed_expert(w, b, framing, content, length)
+        rule[length] = None if c is None else EXPERTS[c]
+    return rule
+
+
+def rule_text(rule: dict[int, str | None]) -> list[str]:
+    """A :func:`length_rule` as comment text, one line per run of consecutive lengths with one
+    choice, e.g. ``1..6 content tokens: always token_count``."""
+    spans: list[list[Any]] = []
+    for length, choice in rule.items():
+        if spans and spans[-1][2] == choice and spans[-1][1] == length - 1:
+            spans[-1][1] = length
+        else:
+            spans.append([length, length, choice])
+    lines = []
+    for lo, hi, choice in spans:
+        what = (f"always {choice}" if choice is not None
+                else "expert = argmax(W @ hist + b), depends on the input")
+        lines.append(f"{lo if lo == hi else f'{lo}..{hi}'} content tokens: {what}")
+    return lines
+
+
+def only_expert(rule: dict[int, str | None]) -> str | None:
+    """The expert a :func:`length_rule` fixes at every length, or None."""
+    choices = set(rule.values())
+    return choices.pop() if len(choices) == 1 else None
+
+
 class PrefixSumCounts(StreamExtension):
     """Per-position counts of each token id strictly before the position (no parameters)."""
 
@@ -112,28 +183,15 @@ class SparseExpertCountingNetwork(StreamExtension):
         h, _ = expert_features(tokens, self.vocab_size, pad, self.dtype)
         return self.gate_logits(h).argmax(axis=1)
 
+    def host_gate(self) -> tuple[np.ndarray, np.ndarray]:
+        """``W: (5, V)`` and ``b: (5,)`` as host float64 arrays (the model's values, exactly)."""
+        return (np.asarray(to_host(self.w.data), dtype=np.float64),
+                np.asarray(to_host(self.b.data), dtype=np.float64))
+
     def fixed_choice(self, framing: dict[int, int], content: list[int], length: int
                      ) -> int | None:
-        """The expert the discrete gate picks for *every* input with ``length`` content tokens
-        (ids ``content``) and the fixed ``framing`` counts (e.g. ``{BOS: 1}``), or None when
-        the choice depends on the input.
-
-        Expert ``i`` wins for all histograms ``h = f + c`` (``c >= 0``, ``sum c = L``) iff for
-        each ``j != i``: ``(w_i - w_j) f + b_i - b_j + L min_{k in content} (w_ik - w_jk) > 0``
-        (a linear function on the scaled simplex is smallest at a vertex ``L e_k``, and every
-        vertex is reachable: ``L`` copies of token ``k``).
-        """
-        w = np.asarray(to_host(self.w.data), dtype=np.float64)
-        b = np.asarray(to_host(self.b.data), dtype=np.float64)
-        f = np.zeros(self.vocab_size)
-        for tok, c in framing.items():
-            f[tok] = c
-        for i in range(len(EXPERTS)):
-            dw, db = w[i] - w, b[i] - b
-            low = dw @ f + db + length * dw[:, content].min(axis=1)
-            if all(low[j] > 0 for j in range(len(EXPERTS)) if j != i):
-                return i
-        return None
+        """:func:`fixed_expert` of this gate."""
+        return fixed_expert(*self.host_gate(), framing, content, length)
 
     def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
                 ) -> tuple[Array, tuple]:
@@ -216,6 +274,17 @@ class CountingProgramModel(ProgramModel):
         return next((e for e in self.extensions
                      if isinstance(e, SparseExpertCountingNetwork)), None)
 
+    def discrete(self) -> DiscreteProgram:
+        """:meth:`ProgramModel.discrete`, plus the expert gate in ``meta["expert_gate"]``
+        (``weights: (5, V)``, ``bias: (5,)`` host float64, and the model's float ``dtype``) when
+        the model has one."""
+        dp = super().discrete()
+        net = self.expert_network
+        if net is not None:
+            w, b = net.host_gate()
+            dp.meta["expert_gate"] = {"weights": w, "bias": b, "dtype": net.dtype}
+        return dp
+
 
 def framing_and_content(vocab: list[str] | tuple[str, ...]) -> tuple[dict[int, int], list[int]]:
     """Framing counts (``<s>``, ``</s>``: once per input) and content ids of a task vocabulary
@@ -227,13 +296,10 @@ def framing_and_content(vocab: list[str] | tuple[str, ...]) -> tuple[dict[int, i
 def gate_rule(net: SparseExpertCountingNetwork, vocab: list[str] | tuple[str, ...],
               max_len: int) -> dict[int, str | None]:
     """Content length ``L`` -> the expert the discrete gate picks for every input of that
-    length (None: it depends on the input), for every ``L`` that fits in ``max_len``."""
+    length (None: it depends on the input), for every ``L >= 1`` that fits in ``max_len``."""
     framing, content = framing_and_content(vocab)
-    rule = {}
-    for length in range(1, max_len - sum(framing.values()) + 1):
-        c = net.fixed_choice(framing, content, length)
-        rule[length] = None if c is None else EXPERTS[c]
-    return rule
+    return length_rule(*net.host_gate(), framing, content,
+                       range(1, max_len - sum(framing.values()) + 1))
 
 
 EXPERT_CODE = {"total_count": "len(tokens)", "token_count": "hist[tokens[t]]",
@@ -255,20 +321,9 @@ def describe(model: CountingProgramModel, vocab: list[str] | tuple[str, ...]) ->
         elif isinstance(e, SparseExpertCountingNetwork):
             lines.append(f"# SparseExpertCountingNetwork (after layer {e.after}):")
             lines.append("hist = Counter(tokens)")
-            groups: list[tuple[int, int, str | None]] = []
-            for length, choice in gate_rule(e, vocab, model.config.max_len).items():
-                if groups and groups[-1][2] == choice:
-                    groups[-1] = (groups[-1][0], length, choice)
-                else:
-                    groups.append((length, length, choice))
-            for lo, hi, choice in groups:
-                span = f"{lo}" if lo == hi else f"{lo}..{hi}"
-                if choice is None:
-                    lines.append(f"# {span} content tokens: expert = argmax(W @ hist + b), "
-                                 "depends on the input")
-                else:
-                    lines.append(f"# {span} content tokens: always {choice}")
-            if len(groups) == 1 and groups[0][2] is not None:
-                lines.append(f"expert_count = [{EXPERT_CODE[groups[0][2]]} "
+            rule = gate_rule(e, vocab, model.config.max_len)
+            lines += [f"# {text}" for text in rule_text(rule)]
+            if only_expert(rule) is not None:
+                lines.append(f"expert_count = [{EXPERT_CODE[only_expert(rule)]} "
                              "for t in range(len(tokens))]")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.programs.ir import Head, Mlp, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 
 
 def reachable(program: Program) -> dict[str, np.ndarray]:
@@ -81,6 +81,9 @@ def dependency_text(program: Program) -> str:
         elif isinstance(m, PrefixCount):
             lines.append(f"{m.output:<24} <- {m.name}: count of {m.token!r} before each "
                          "position (tokens)")
+        elif isinstance(m, ExpertCount):
+            lines.append(f"{m.output:<24} <- {m.name}: the counting expert the gate picks "
+                         "(tokens)")
         else:
             lines.append(f"{m.output:<24} <- {m.name}: lookup({', '.join(m.inputs)})")
     used = used_variables(program)

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
+from tpcore.models.counting import EXPERT_CODE, EXPERTS, only_expert, rule_text
 from tpcore.programs import library
 from tpcore.programs.analysis import reachable
-from tpcore.programs.ir import Head, Label, Mlp, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, Label, Mlp, PrefixCount, Program, expert_rule
 
 WIDTH = 88
 STYLES = ("tpcore", "published")
@@ -61,6 +62,20 @@ def _wrap(indent: int, head: str, items: list[str], tail: str, sep: str = ", ") 
     return [f"{pad}{head}", *(f"{inner}{it}," for it in items), f"{pad}{tail.lstrip()}"]
 
 
+def _packed(indent: int, head: str, items: list[str], tail: str) -> list[str]:
+    """:func:`_wrap`, except that items that need several lines fill each line."""
+    lines = _wrap(indent, head, items, tail)
+    if len(lines) <= 3:
+        return lines
+    rows: list[str] = []
+    for it in items:
+        if rows and len(f"{rows[-1]} {it},") <= WIDTH:
+            rows[-1] += f" {it},"
+        else:
+            rows.append(f"{' ' * (indent + 4)}{it},")
+    return [lines[0], *rows, lines[-1]]
+
+
 def _banner(indent: int, name: str) -> str:
     text = f"{' ' * indent}# {name} "
     return text + "#" * max(4, 72 - len(text))
@@ -85,7 +100,10 @@ class _Writer:
             n: np.ones(v.size, dtype=bool) for n, v in program.variables.items()}
         rules = tuple(sorted({m.rule for m in program.modules
                               if isinstance(m, Head) and m.kind == "categorical"}))
+        self.extra: dict[str, str] = {}  # helpers the modules written so far need: name -> text
         if style == "published":
+            if any(isinstance(m, ExpertCount) for m in program.modules):
+                raise TpcoreError("the published format has no expert gate (expert_count)")
             if rules and rules != ("published",):
                 raise TpcoreError("the published format only has the 'published' select_closest "
                                   f"rule; this program uses {list(rules)}")
@@ -141,6 +159,38 @@ class _Writer:
         lines += _wrap(4, f"{m.output} = [", [f"tokens[:i].count({literal(m.token)}) for i in "
                                               "range(len(tokens))"], "]")
         return lines + self.scores(m.output) + [""]
+
+    def expert_count(self, m: ExpertCount) -> list[str]:
+        """The expert gate: the token counts and the expert's expression when the gate picks
+        one expert for every framed input, else the gate's scores with its weights written
+        out, the first highest score's expert, and the five experts' expressions."""
+        p = self.p
+        rule = expert_rule(m, p.tokens, p.bos, p.eos, p.pad, p.max_len)
+        fixed = only_expert(rule)
+        lines = [_banner(4, m.name), *(f"    # {text}" for text in rule_text(rule))]
+        if fixed != "total_count":
+            lines.append("    hist = {t: tokens.count(t) for t in VOCAB}")
+        if fixed is not None:
+            return lines + self.expert_line(4, m, fixed) + self.scores(m.output) + [""]
+        self.extra["gate_score"] = library.GATE_SCORE
+        lines.append("    gate = {  # expert: (bias, weight of each VOCAB token)")
+        for e, b, row in zip(EXPERTS, m.bias.tolist(), m.weights.tolist()):
+            lines += _packed(8, f'"{e}": ({literal(b)}, [', [literal(x) for x in row], "]),")
+        lines += ["    }",
+                  "    expert = max(gate, key=lambda e: gate_score(*gate[e], hist.values()))"]
+        for k, e in enumerate(EXPERTS):
+            lines.append(f'    {"if" if k == 0 else "elif"} expert == "{e}":')
+            lines += self.expert_line(8, m, e)
+        return lines + self.scores(m.output) + [""]
+
+    def expert_line(self, indent: int, m: ExpertCount, expert: str) -> list[str]:
+        """``expert_count = [<the expert at t> for t in ...]``; relative frequencies rounded to
+        float32 when the model divides in float32."""
+        code = EXPERT_CODE[expert]
+        if expert == "relative_frequency" and m.dtype == "float32":
+            self.extra["float32"] = library.FLOAT32
+            code = f"float32({code})"
+        return _wrap(indent, f"{m.output} = [", [f"{code} for t in range(len(tokens))"], "]")
 
     def mlp(self, m: Mlp) -> list[str]:
         v = self.p.variables
@@ -223,6 +273,8 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
             body += w.head(m)
         elif isinstance(m, PrefixCount):
             body += w.prefix_count(m)
+        elif isinstance(m, ExpertCount):
+            body += w.expert_count(m)
         else:
             body += w.mlp(m)
     feats = list(p.classifier.features)
@@ -251,6 +303,7 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
     body.append("    return predictions.tolist()" if style == "published"
                 else "    return predictions")
     helpers = [src.strip("\n") for src, _ in w.helpers.values()]
+    helpers += [src.strip("\n") for src in w.extra.values()]
     if style == "published":
         head = ["import numpy as np", "import pandas as pd"]
     else:
@@ -263,6 +316,7 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
                 "import csv",
                 "import functools",
                 "import os",
+                *(["import struct"] if "float32" in w.extra else []),
                 "import sys",
                 "",
                 f"WEIGHTS = {literal(weights_file)}",

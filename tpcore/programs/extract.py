@@ -6,8 +6,13 @@ and names values with the task's strings:
 - ``tokens`` gets the vocabulary, ``positions`` ``0 .. max_len - 1``, ``ones`` ``[1]``;
 - a learned factored embedding becomes one lookup module ``embed_i`` per variable, reading
   ``tokens``;
-- PrefixSumCounts variables ``prefix_count_{v}`` become prefix-count modules of token ``v``
-  (the expert gate of issue 5 is not expressible yet and is refused, naming it);
+- PrefixSumCounts variables ``prefix_count_{v}`` become prefix-count modules of token ``v``;
+- the SparseExpertCountingNetwork's ``expert_count`` becomes an expert-count module ``experts``
+  holding the gate's ``W, b`` (from ``DiscreteProgram.meta["expert_gate"]``) and the model's
+  float type; its values are those of the experts the gate can pick on inputs framed with
+  ``bos``/``eos`` (:func:`tpcore.programs.ir.expert_values`). A numerical head summing it when
+  those include relative frequencies is refused, naming the head: the model adds float fractions
+  in its own rounding order, which no value set can list;
 - a categorical head keeps its predicate rows for the query variable's values, with key indices
   the key variable cannot take mapped to "matches nothing"; its output takes the value
   variable's labels (the type follows the computation graph, paper A.3); rule ``closest``;
@@ -30,18 +35,23 @@ import numpy as np
 from tpcore.errors import TpcoreError
 from tpcore.programs.ir import (
     Classifier,
+    ExpertCount,
     Head,
     Mlp,
     Module,
     PrefixCount,
     Program,
     Variable,
+    expert_values,
     numerical_range,
 )
 
 PREFIX_SOURCE = "prefix_counts"
 """Module name of the PrefixSumCounts extension (:mod:`tpcore.models.counting`): its variables
 ``prefix_count_{v}`` count token id ``v`` strictly before each position."""
+EXPERT_SOURCE = "experts"
+"""Module name of the SparseExpertCountingNetwork: its variable ``expert_count`` is one expert
+of the histogram per sequence, chosen by the gate."""
 
 
 def _mlp_table(m: Any, inputs: list[Variable], width: int, dtype: Any) -> np.ndarray:
@@ -75,7 +85,7 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
     if "tokens" in specs and specs["tokens"].width != len(vocab):
         raise TpcoreError(f"model has {specs['tokens'].width} token ids but the vocabulary has "
                           f"{len(vocab)} strings")
-    known = {m.name for m in dp.modules} | {PREFIX_SOURCE}
+    known = {m.name for m in dp.modules} | {PREFIX_SOURCE, EXPERT_SOURCE}
     foreign = [x for x in dp.variables if x.source is not None and x.source not in known]
     if foreign:
         raise TpcoreError(f"variable {foreign[0].name!r} comes from module {foreign[0].source!r}, "
@@ -99,12 +109,25 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
         if x.source == PREFIX_SOURCE:
             v[x.name] = Variable(x.name, "numerical", tuple(range(dp.max_len)))
             modules.append(PrefixCount(x.name, vocab[int(x.name.rsplit("_", 1)[1])], x.name))
+        elif x.source == EXPERT_SOURCE:
+            gate = dp.meta.get("expert_gate")
+            if gate is None:
+                raise TpcoreError(f"variable {x.name!r} comes from the expert gate, whose weights "
+                                  "are missing: extract from the CountingProgramModel itself")
+            e = ExpertCount(EXPERT_SOURCE, x.name, gate["weights"], gate["bias"], gate["dtype"])
+            v[x.name] = Variable(x.name, "numerical",
+                                 expert_values(e, v["tokens"], bos, eos, pad, dp.max_len))
+            modules.append(e)
     for m in dp.modules:
         if hasattr(m, "predicate"):
             q, k, val = v[m.query], v[m.key], v[m.value]
             pred = np.asarray(m.predicate[: q.size], dtype=np.int64)
             pred = np.where(pred < k.size, pred, -1)
-            values = val.values if m.kind == "categorical" else numerical_range(val, dp.max_len)
+            try:
+                values = (val.values if m.kind == "categorical"
+                          else numerical_range(val, dp.max_len))
+            except TpcoreError as exc:
+                raise TpcoreError(f"{m.name}: {exc}") from None
             v[m.output] = Variable(m.output, m.kind, values)
             modules.append(Head(m.name, m.kind, m.query, m.key, m.value, m.output, pred, "closest"))
         else:

@@ -4,8 +4,9 @@
 or in the published format, imported without running it), or a run directory written by
 ``tpcore learn`` (its ``program.json``, else its model ``model.npz`` extracted with the vocabulary
 and classes saved beside it, else the one program file in it or in its ``program/`` folder).
-``evaluate_on_task`` scores a program on a generated task; ``fidelity`` checks that a run's
-model, both interpreter engines and its generated program agree. Host-only code.
+``evaluate_on_task`` scores a program on a generated task; ``agreement`` checks that a model,
+both interpreter engines and the generated program agree on a split, ``fidelity`` does so for a
+run's model on its test split. Host-only code.
 """
 
 from __future__ import annotations
@@ -102,30 +103,38 @@ def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples
 
 
 def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
-    """Agreement on the test split of a ``tpcore learn`` run between its discrete model, its
-    program run by the NumPy reference and by the numba kernel, and its generated Python program
-    (on the first ``n_program`` test sequences, all when None), at every target position.
+    """:func:`agreement` of a ``tpcore learn`` run's discrete model and its ``program.json`` on
+    its test split."""
+    import tpcore.models.counting  # noqa: F401  (registers the program models for load)
+    from tpcore.models.program_train import LearnConfig, make_data
+    from tpcore.nn.module import load
+    from tpcore.programs import ir
+
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    task = make_data(LearnConfig(**metrics["config"]))
+    return agreement(load(run_dir / "model.npz"), ir.load(run_dir / "program.json"),
+                     task.splits["test"], n_program)
+
+
+def agreement(model: Any, program: Program, split: dict[str, np.ndarray],
+              n_program: int | None = None) -> dict[str, Any]:
+    """Agreement on ``split`` (``tokens``, ``pad``, ``mask: (B, N)``) between the discrete
+    ``model`` and ``program`` run by the NumPy reference, by the numba kernel and as its
+    generated Python program (on the first ``n_program`` sequences, all when None), at every
+    target position.
 
     Returns the fraction of target positions where each engine equals the model, and counts.
     """
     import importlib.util
     import tempfile
 
-    import tpcore.models.program  # noqa: F401  (registers ProgramModel for load)
-    from tpcore.models.program_train import LearnConfig, make_data
-    from tpcore.nn.module import load
-    from tpcore.programs import codegen, ir
+    from tpcore.programs import codegen
     from tpcore.programs.interpret import run_ids
 
-    run_dir = Path(run_dir)
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    task = make_data(LearnConfig(**metrics["config"]))
-    test = task.splits["test"]
-    program = ir.load(run_dir / "program.json")
-    model = load(run_dir / "model.npz")
-    tokens, mask = test["tokens"], test["mask"]
-    lengths = (~test["pad"]).sum(axis=1)
-    want = np.asarray(model.forward(tokens, test["pad"]).argmax(-1))
+    tokens, mask = split["tokens"], split["mask"]
+    lengths = (~split["pad"]).sum(axis=1)
+    want = np.asarray(model.forward(tokens, split["pad"]).argmax(-1))
     out: dict[str, Any] = {"positions": int(mask.sum()), "sequences": int(len(tokens))}
     for engine in ("numpy", "numba"):
         got = np.asarray(run_ids(program, tokens, lengths, engine))

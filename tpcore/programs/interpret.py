@@ -16,7 +16,8 @@ import numpy as np
 
 from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import Head, Mlp, PrefixCount, Program
+from tpcore.models.counting import expert_features
+from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 
 ENGINES = ("numpy", "numba")
 
@@ -99,6 +100,22 @@ def mlp_index(program: Program, mlp: Mlp, env: dict[str, Any]) -> Any:
     return flat
 
 
+def expert_count(m: ExpertCount, ids: Any, lengths: Any) -> Any:
+    """``m``'s output ``(B, N)`` float64: the experts of
+    :func:`tpcore.models.counting.expert_features` (in ``m.dtype``, as the model computes them)
+    at the gate's first maximum ``argmax_i b_i + sum_v W[i, v] h[v]`` (float64, added in token
+    order, as the numba kernel and the generated program add them); 0 past each length."""
+    xp = xp_of(ids)
+    pad = xp.arange(ids.shape[1])[None, :] >= lengths[:, None]
+    h, e = expert_features(xp.where(pad, 0, ids), m.weights.shape[1], pad, m.dtype)
+    h = h.astype(np.float64)
+    w = xp.asarray(m.weights)
+    z = xp.broadcast_to(xp.asarray(m.bias), (ids.shape[0], len(m.bias)))
+    for v in range(w.shape[1]):
+        z = z + h[:, v, None] * w[:, v]
+    return xp.take_along_axis(e, z.argmax(axis=1)[None, :, None], axis=0)[0].astype(np.float64)
+
+
 def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
     """All variables of ``program`` on a batch: ``{name: (B, N) array}`` (array reference)."""
     xp = xp_of(ids)
@@ -121,6 +138,8 @@ def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
             hit = (ids == program.tokens.index(m.token)) & (xp.arange(n)[None, :] <
                                                              lengths[:, None])
             env[m.output] = (xp.cumsum(hit, axis=1) - hit).astype(np.float64)
+        elif isinstance(m, ExpertCount):
+            env[m.output] = expert_count(m, ids, lengths)
         else:
             idx = mlp_index(program, m, env)
             table = xp.asarray(m.table.ravel())
@@ -195,12 +214,15 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
 
     Variables get slots in two stores (categorical, numerical) in definition order. ``ops`` rows:
     ``(type, a, b, c, out, param_offset, stride, flag)`` with type 0 categorical head, 1 numerical
-    head, 2 MLP, 3 prefix count (``a``: the token's index); for heads ``a, b, c`` are query,
+    head, 2 MLP, 3 prefix count (``a``: the token's index), 4 expert count (``a``: offset of
+    its ``W`` (row-major) then ``b`` in ``fparams``, ``stride``: the number of tokens, ``flag``
+    1 when relative frequencies are divided in float32); for heads ``a, b, c`` are query,
     key, value slots, ``param`` the predicate and ``flag`` the rule (1: published); for MLPs
     ``a, b`` are input slots (``b = -1`` for one input), ``c`` the default, ``param`` the flat
     table, ``stride`` the second input's size and ``flag``
     1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values (``num_lo``
     the first one when they are consecutive integers, else NaN);
+    ``fparams`` the expert gates' float64 parameters;
     ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
     can be predicted; ``cat_width`` the largest categorical cardinality.
     """
@@ -209,12 +231,18 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     num = {n: i for i, n in enumerate(x for x in v if v[x].kind == "numerical")}
     slot = {**cat, **num}
     params: list[np.ndarray] = []
+    fparams: list[np.ndarray] = []
     ops = []
     offset = 0
     for m in program.modules:
         if isinstance(m, PrefixCount):
             p = np.zeros(0, dtype=np.int64)
             op = [3, program.tokens.index(m.token), -1, -1, slot[m.output], offset, 0, 0]
+        elif isinstance(m, ExpertCount):
+            p = np.zeros(0, dtype=np.int64)
+            op = [4, sum(f.size for f in fparams), -1, -1, slot[m.output], offset,
+                  m.weights.shape[1], int(m.dtype == "float32")]
+            fparams.append(np.concatenate([m.weights.ravel(), m.bias]))
         elif isinstance(m, Head):
             p = m.predicate
             op = [0 if m.kind == "categorical" else 1, slot[m.query], slot[m.key], slot[m.value],
@@ -254,6 +282,7 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     return {
         "ops": np.asarray(ops, dtype=np.int64).reshape(-1, 8),
         "params": np.concatenate(params) if params else np.zeros(0, dtype=np.int64),
+        "fparams": np.concatenate(fparams) if fparams else np.zeros(0),
         "n_cat": np.int64(len(cat)), "n_num": np.int64(len(num)),
         "cat_width": np.int64(max(v[x].size for x in cat)),
         "num_vals": num_vals, "num_size": num_size, "num_lo": num_lo,

@@ -26,6 +26,14 @@ Modules
     gives ``default``.
     :class:`PrefixCount` (PrefixSumCounts, issue 5): ``out_t = #{i < t : tokens_i = token}``, a
     numerical variable with values ``0 .. max_len - 1``.
+    :class:`ExpertCount` (the SparseExpertCountingNetwork's discrete gate, issue 5): with the
+    histogram ``h[v]`` of the sequence's tokens (every position before its length, framing
+    included) and ``n = sum h``, the experts at ``t`` are ``E1 = n``, ``E2 = h[x_t]``,
+    ``E3 = [h[x_t] = max h]``, ``E4 = [h[x_t] = 1]``, ``E5 = h[x_t] / n`` (divided in ``dtype``,
+    the model's float type); the gate scores ``z_i = b_i + sum_v W[i, v] h[v]`` (float64, added
+    in token order), the first maximum picks one expert per sequence, ``out_t = E_{i*}(t)``.
+    Its values (:func:`expert_values`) are what the experts the gate can pick on framed inputs
+    produce.
     Keys ``j`` past a sequence's length are masked, and keys after the query too when ``causal``.
 
 Classifier
@@ -50,11 +58,13 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
+from tpcore.models.counting import EXPERTS, length_rule
 
 FORMAT = "tpcore-program"
 VERSION = 1
 KINDS = ("categorical", "numerical")
 RULES = ("closest", "published")
+FLOAT_TYPES = ("float32", "float64")
 INPUTS = ("tokens", "positions", "ones")
 
 Label = str | int | float
@@ -131,7 +141,25 @@ class PrefixCount:
         return ("tokens",)
 
 
-Module = Head | Mlp | PrefixCount
+@dataclass
+class ExpertCount:
+    """The expert gate: ``weights: (5, V)`` (columns in token order), ``bias: (5,)``, both host
+    float64 (the model's values), ``dtype``: the float type relative frequencies are divided in
+    (numerical output; semantics in the module docstring)."""
+
+    name: str
+    output: str
+    weights: np.ndarray
+    bias: np.ndarray
+    dtype: str = "float32"
+    kind: str = "numerical"
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return ("tokens",)
+
+
+Module = Head | Mlp | PrefixCount | ExpertCount
 
 
 @dataclass
@@ -253,6 +281,8 @@ def validate(p: Program) -> None:
             _validate_head(m, v)
         elif isinstance(m, Mlp):
             _validate_mlp(m, v)
+        elif isinstance(m, ExpertCount):
+            _validate_expert(m, p)
         elif m.token not in v["tokens"].values or out.values != tuple(range(p.max_len)):
             _fail(m.name, f"counts a token of the vocabulary ({m.token!r}) into values "
                   f"0 .. {p.max_len - 1}")
@@ -302,6 +332,25 @@ def _validate_mlp(m: Mlp, v: dict[str, Variable]) -> None:
         _fail(m.name, f"table entries and default must be in 0 .. {k - 1}")
 
 
+def _validate_gate(m: ExpertCount, n_tokens: int) -> None:
+    """Shapes, finiteness and float type of an expert gate (what :func:`expert_values` needs)."""
+    shape = (len(EXPERTS), n_tokens)
+    if m.weights.shape != shape or m.bias.shape != shape[:1]:
+        _fail(m.name, f"weights must have shape {shape} and bias ({shape[0]},), got "
+              f"{m.weights.shape} and {m.bias.shape}")
+    if not (np.isfinite(m.weights).all() and np.isfinite(m.bias).all()):
+        _fail(m.name, "weights and bias must be finite")
+    if m.dtype not in FLOAT_TYPES:
+        _fail(m.name, f"dtype {m.dtype!r}; expected one of {FLOAT_TYPES}")
+
+
+def _validate_expert(m: ExpertCount, p: Program) -> None:
+    _validate_gate(m, p.tokens.size)
+    if p.variables[m.output].values != expert_values(m, p.tokens, p.bos, p.eos, p.pad,
+                                                     p.max_len):
+        _fail(m.name, "output values must be those of the experts its gate can pick")
+
+
 def _validate_classifier(c: Classifier, v: dict[str, Variable]) -> None:
     n = len(c.classes)
     if n == 0 or len(set(c.classes)) != n:
@@ -340,6 +389,13 @@ def to_dict(p: Program) -> dict[str, Any]:
         elif isinstance(m, PrefixCount):
             modules.append({"type": "prefix_count", "name": m.name, "kind": m.kind,
                             "token": m.token, "output": m.output})
+        elif isinstance(m, ExpertCount):
+            tok = p.tokens.values
+            modules.append({"type": "expert_count", "name": m.name, "kind": m.kind,
+                            "output": m.output, "dtype": m.dtype,
+                            "bias": dict(zip(EXPERTS, m.bias.tolist())),
+                            "weights": {e: dict(zip(tok, row))
+                                        for e, row in zip(EXPERTS, m.weights.tolist())}})
         else:
             out = v[m.output].values
             modules.append({"type": "mlp", "name": m.name, "kind": m.kind,
@@ -414,8 +470,21 @@ def from_dict(d: dict[str, Any]) -> Program:
             variables[out] = Variable(out, "numerical",
                                       tuple(range(variables["positions"].size)))
             modules.append(PrefixCount(name, _need(md, "token", name), out))
+        elif md.get("type") == "expert_count":
+            tok = variables["tokens"]
+            gate_w, gate_b = _need(md, "weights", name), _need(md, "bias", name)
+            weights = [[_need(_need(gate_w, e, name), t, name) for t in tok.values]
+                       for e in EXPERTS]
+            m = ExpertCount(name, out, np.asarray(weights, dtype=np.float64),
+                            np.asarray([_need(gate_b, e, name) for e in EXPERTS],
+                                       dtype=np.float64), _need(md, "dtype", name))
+            _validate_gate(m, tok.size)
+            variables[out] = Variable(out, "numerical", expert_values(
+                m, tok, d.get("bos"), d.get("eos"), d.get("pad"), variables["positions"].size))
+            modules.append(m)
         else:
-            _fail(where, f"type {md.get('type')!r}; expected 'head', 'mlp' or 'prefix_count'")
+            _fail(where, f"type {md.get('type')!r}; expected 'head', 'mlp', 'prefix_count' or "
+                  "'expert_count'")
     cd = _need(d, "classifier", "header")
     feats = tuple(_need(cd, "features", "classifier"))
     classes = tuple(_need(cd, "classes", "classifier"))
@@ -462,6 +531,39 @@ def numerical_range(value: Variable, max_len: int) -> tuple[int, ...]:
     bound: length times the value's largest value).
     """
     if not all(float(x).is_integer() for x in value.values):
-        raise TpcoreError(f"cannot bound sums of non-integer variable {value.name!r}")
+        raise TpcoreError(f"cannot list the sums of non-integer variable {value.name!r} (the "
+                          "model adds fractions in its own float rounding order)")
     lo, hi = int(min(value.values)), int(max(value.values))
     return tuple(range(min(0, max_len * lo), max(0, max_len * hi) + 1))
+
+
+def expert_rule(m: ExpertCount, tokens: Variable, bos: str | None, eos: str | None,
+                pad: str | None, max_len: int) -> dict[int, str | None]:
+    """Content length ``L`` -> the expert ``m``'s gate picks for every framed input with ``L``
+    content tokens, None where it depends on the input (:func:`tpcore.models.counting.
+    length_rule`): ``bos``/``eos`` occur once, every other token but ``pad`` is content, and
+    ``L`` runs over ``0 .. max_len - #framing``."""
+    framing = {tokens.values.index(t): 1 for t in (bos, eos) if t in tokens.values}
+    content = [i for i, t in enumerate(tokens.values) if t not in (bos, eos, pad)]
+    longest = max_len - len(framing) if content else 0
+    return length_rule(m.weights, m.bias, framing, content, range(longest + 1))
+
+
+def expert_values(m: ExpertCount, tokens: Variable, bos: str | None, eos: str | None,
+                  pad: str | None, max_len: int) -> tuple[int | float, ...]:
+    """Sorted values of ``m``'s output on framed inputs of at most ``max_len`` tokens: the
+    integers ``0 .. max_len`` when the gate can pick a count or an indicator expert, and every
+    ``a / n`` (``1 <= a <= n <= max_len``, divided in ``m.dtype``; integral ones as ints) when it
+    can pick ``relative_frequency``. An expert can be picked when :func:`expert_rule` fixes it
+    at some length; all can be where the choice depends on the input."""
+    rule = expert_rule(m, tokens, bos, eos, pad, max_len)
+    experts = set(EXPERTS) if None in rule.values() else set(rule.values())
+    values: set[int | float] = set()
+    if experts - {"relative_frequency"}:
+        values.update(range(max_len + 1))
+    if "relative_frequency" in experts:
+        n = np.arange(1, max_len + 1)
+        a, n = np.meshgrid(n, n, indexing="ij")
+        q = (a.astype(m.dtype) / n.astype(m.dtype))[a <= n]
+        values.update(int(x) if x.is_integer() else x for x in q.astype(np.float64).tolist())
+    return tuple(sorted(values))
