@@ -81,3 +81,12 @@ def test_reproduce_table1_smoke(tmp_path, capsys):
     assert [r["task"] for r in saved["tasks"]] == ["induction", "hist"]
     assert "| hist |" in (tmp_path / "table1.md").read_text()
     assert "paper" in capsys.readouterr().out
+
+
+def test_table1_seeds_replace_the_budgets():
+    from tpcore.experiments.table1 import configs_for
+
+    assert [c.seed for c in configs_for("sort", "medium")] == [0, 1, 2]
+    assert [c.seed for c in configs_for("sort", "medium", seeds=[4, 7])] == [4, 7]
+    assert [c.seed for c in configs_for("induction", "small", seeds=[3])] == [3]
+    assert len(configs_for("hist", "paper", seeds=[0])) == 8  # the grid, one seed
