@@ -78,9 +78,14 @@ def test_reproduce_table1_smoke(tmp_path, capsys):
                "--out", str(tmp_path)])
     assert rc == 0
     saved = json.loads((tmp_path / "table1.json").read_text())
-    assert [r["task"] for r in saved["tasks"]] == ["induction", "hist"]
+    assert [r["task"] for r in saved["tasks"]] == ["hist", "induction"]  # in TASKS order
     assert "| hist |" in (tmp_path / "table1.md").read_text()
     assert "paper" in capsys.readouterr().out
+    rc = main(["reproduce", "table1", "--budget", "smoke", "--tasks", "sort", "--out",
+               str(tmp_path)])  # another task joins the table; the others' rows stay
+    saved = json.loads((tmp_path / "table1.json").read_text())
+    assert [r["task"] for r in saved["tasks"]] == ["hist", "sort", "induction"]
+    assert len(saved["commands"]) == 2 and "--tasks sort" in saved["commands"][1]
 
 
 def test_table1_seeds_replace_the_budgets():

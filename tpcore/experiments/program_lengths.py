@@ -71,7 +71,7 @@ def run(budget: str = "small", table1_dir: str | Path = "results/table1",
     if run_dirs is None:
         t1 = table1.run(budget, out=table1_dir, tasks=tasks, epochs=epochs)
         run_dirs = [Path(table1_dir) / "runs" / r["task"] / r["selected"]["run"]
-                    for r in t1["tasks"]]
+                    for r in t1["tasks"] if r["task"] in tasks]
         command = (f"tpcore reproduce program-lengths --budget {budget} --table1 {table1_dir}"
                    + (f" --epochs {epochs}" if epochs else ""))
     else:

@@ -83,25 +83,37 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
         tasks: tuple[str, ...] = TASKS, epochs: int | None = None,
         scheduler: Any = None, seeds: list[int] | None = None) -> dict[str, Any]:
     """Sweep every task at ``budget`` into ``out/runs/<task>``; write ``out/table1.json`` and
-    ``out/table1.md``. Finished runs are reused (rerunning resumes)."""
+    ``out/table1.md``. Finished runs are reused (rerunning resumes). Rows of other tasks already
+    in ``out/table1.json`` at the same budget are kept, so tasks can be run (or given more
+    seeds) one command at a time; ``commands`` lists every command behind the table."""
+    import json
+
     from tpcore.io import write_json, write_text
 
     out = Path(out)
-    rows, start = [], time.perf_counter()
+    command = (f"tpcore reproduce table1 --budget {budget}"
+               + (f" --tasks {' '.join(tasks)}" if tuple(tasks) != TASKS else "")
+               + (f" --epochs {epochs}" if epochs else "")
+               + (f" --seeds {' '.join(map(str, seeds))}" if seeds else ""))
+    path = out / "table1.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if old.get("budget") != budget:
+        old = {}
+    rows = {r["task"]: r for r in old.get("tasks", [])}
+    result = {"budget": budget, "commands": [*old.get("commands", []), command],
+              "seconds": old.get("seconds", 0.0)}
+    start = time.perf_counter()
     for task in tasks:
         configs = configs_for(task, budget, epochs, seeds)
-        result = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler)
-        best = result["selected"]
-        rows.append({"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
-                     "selected": best,
-                     "test_acc": 100 * best["test_acc"], "paper": PAPER[task],
-                     "target": TARGETS[task], "epochs": configs[0].epochs,
-                     "seeds": sorted({c.seed for c in configs})})
-        write_text(out / "table1.md", table(rows) + "\n")
-    result = {"budget": budget, "epochs": epochs, "tasks": rows,
-              "seconds": time.perf_counter() - start,
-              "command": f"tpcore reproduce table1 --budget {budget}"
-                         + (f" --epochs {epochs}" if epochs else "")
-                         + (f" --seeds {' '.join(map(str, seeds))}" if seeds else "")}
-    write_json(out / "table1.json", result)
+        swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler)
+        best = swept["selected"]
+        rows[task] = {"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
+                      "selected": best, "test_acc": 100 * best["test_acc"],
+                      "paper": PAPER[task], "target": TARGETS[task],
+                      "epochs": configs[0].epochs, "seeds": sorted({c.seed for c in configs})}
+        result["tasks"] = [rows[t] for t in TASKS if t in rows]
+        result["seconds"] += time.perf_counter() - start
+        start = time.perf_counter()
+        write_json(path, result)
+        write_text(out / "table1.md", table(result["tasks"]) + "\n")
     return result
