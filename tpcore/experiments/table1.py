@@ -96,24 +96,24 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
                + (f" --epochs {epochs}" if epochs else "")
                + (f" --seeds {' '.join(map(str, seeds))}" if seeds else ""))
     path = out / "table1.json"
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    if old.get("budget") != budget:
-        old = {}
-    rows = {r["task"]: r for r in old.get("tasks", [])}
-    result = {"budget": budget, "commands": [*old.get("commands", []), command],
-              "seconds": old.get("seconds", 0.0)}
-    start = time.perf_counter()
+    result: dict[str, Any] = {}
     for task in tasks:
+        start = time.perf_counter()
         configs = configs_for(task, budget, epochs, seeds)
         swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler)
         best = swept["selected"]
-        rows[task] = {"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
-                      "selected": best, "test_acc": 100 * best["test_acc"],
-                      "paper": PAPER[task], "target": TARGETS[task],
-                      "epochs": configs[0].epochs, "seeds": sorted({c.seed for c in configs})}
+        row = {"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
+               "selected": best, "test_acc": 100 * best["test_acc"], "paper": PAPER[task],
+               "target": TARGETS[task], "epochs": configs[0].epochs,
+               "seeds": sorted({c.seed for c in configs})}
+        # re-read before writing: another command may have added rows meanwhile
+        result = json.loads(path.read_text()) if path.is_file() else {}
+        if result.get("budget") != budget:
+            result = {"budget": budget, "commands": [], "tasks": [], "seconds": 0.0}
+        rows = {r["task"]: r for r in result["tasks"]} | {task: row}
         result["tasks"] = [rows[t] for t in TASKS if t in rows]
+        result["commands"] = [c for c in result["commands"] if c != command] + [command]
         result["seconds"] += time.perf_counter() - start
-        start = time.perf_counter()
         write_json(path, result)
         write_text(out / "table1.md", table(result["tasks"]) + "\n")
     return result
