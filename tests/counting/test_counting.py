@@ -204,3 +204,20 @@ def test_describe_names_the_fixed_expert():
     net.w.data[1, 2] = -10.0  # many 'a' tokens now switch the gate away from token_count
     assert gate_rule(net, vocab, 7)[6] is None
     assert "depends on the input" in describe(model, vocab)
+
+
+def test_reproduce_counting_cli(tmp_path):
+    """The CLI runs a budget with other seeds and variants and records the command; bad cells
+    fail with one line."""
+    import json
+
+    from tpcore.cli import main
+
+    args = ["reproduce", "counting", "--budget", "smoke", "--variants", "none", "--seeds", "1",
+            "--out", str(tmp_path)]
+    assert main(args) == 0
+    saved = json.loads((tmp_path / "counting.json").read_text())
+    assert [(r["task"], r["seed"]) for r in saved["cells"]] == [("hist", 1)]
+    assert [r["seed"] for r in saved["lengthgen"]] == [1]
+    assert "--variants none" in saved["command"] and "--seeds 1" in saved["command"]
+    assert main(["reproduce", "counting", "--cells", "hist-base"]) == 2

@@ -20,6 +20,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                    help="(task, regime) cells instead of the budget's, e.g. double_hist:bigvocab")
     p.add_argument("--lengthgen", nargs="*", metavar="TASK",
                    help="length-test tasks instead of the budget's (none given: skip it)")
+    p.add_argument("--seeds", type=int, nargs="+", help="seeds instead of the budget's (0)")
     p.add_argument("--out", default="results/counting")
     p.set_defaults(func=run_counting)
 
@@ -36,6 +37,6 @@ def run_counting(args: argparse.Namespace) -> int:
         cells = tuple(tuple(c.split(":")) for c in args.cells)
     lengthgen = None if args.lengthgen is None else tuple(args.lengthgen)
     result = run(args.budget, args.out, args.epochs, tuple(args.variants or VARIANTS), cells,
-                 lengthgen)
+                 lengthgen, tuple(args.seeds or ()))
     print(f"wrote {args.out}/counting.md and counting.json ({result['seconds']:.0f} s)")
     return 0

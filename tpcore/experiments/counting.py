@@ -307,9 +307,11 @@ def length_table(rows: list[dict[str, Any]]) -> str:
 def run(budget: str = "target", out: str | Path = "results/counting",
         epochs: int | None = None, variants: tuple[str, ...] = VARIANTS,
         cells: tuple[tuple[str, str], ...] | None = None,
-        lengthgen: tuple[str, ...] | None = None) -> dict[str, Any]:
+        lengthgen: tuple[str, ...] | None = None,
+        seeds: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Run ``budget`` (see the module docstring) into ``out``; ``cells``/``lengthgen``/
-    ``variants`` restrict it. Writes ``counting.json`` and ``counting.md`` after every run."""
+    ``variants`` restrict it, ``seeds`` replaces the budget's. Writes ``counting.json`` and
+    ``counting.md`` after every run."""
     from tpcore.io import write_json, write_text
 
     if budget not in BUDGETS:
@@ -317,6 +319,8 @@ def run(budget: str = "target", out: str | Path = "results/counting",
     for v in variants:
         variant_flags(v)
     b = BUDGETS[budget]
+    if seeds:
+        b = dataclasses.replace(b, seeds=tuple(seeds))
     cells = b.cells if cells is None else cells
     lengthgen = b.lengthgen if lengthgen is None else lengthgen
     bad = [c for c in cells if c[0] not in TASKS or c[1] not in REGIMES]
@@ -329,7 +333,7 @@ def run(budget: str = "target", out: str | Path = "results/counting",
              f"--variants {' '.join(variants)}" if variants != VARIANTS else "",
              f"--cells {' '.join(f'{t}:{r}' for t, r in cells)}" if cells != b.cells else "",
              f"--lengthgen {' '.join(lengthgen)}".strip() if lengthgen != b.lengthgen else "",
-             f"--out {out}"]
+             f"--seeds {' '.join(map(str, seeds))}" if seeds else "", f"--out {out}"]
     command = " ".join(x for x in parts if x)
     rows: list[dict[str, Any]] = []
     lengths: list[dict[str, Any]] = []
