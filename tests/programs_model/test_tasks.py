@@ -108,3 +108,13 @@ def test_encode_rejects_unknown_tokens():
     assert task.encode(["<s>", "a", "</s>"]).tolist() == [1, 3, 2]
     with pytest.raises(TpcoreError, match="'z'"):
         task.encode(["<s>", "z"])
+
+
+def test_splits_are_not_ordered_by_frequency():
+    """Short strings are drawn (and deduplicated) first; the splits must still share them: the
+    test split holds about its share of the short inputs, not none of them."""
+    task = make_task("reverse", n_samples=20000, seed=0)
+    short = {name: int((s["mask"].sum(axis=1) <= 3).sum()) for name, s in task.splits.items()}
+    total = sum(short.values())  # 155 distinct strings of length 1-3 exist; all are drawn
+    assert total == 155
+    assert short["test"] >= 5 and short["val"] >= 5

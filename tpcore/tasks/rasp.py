@@ -12,8 +12,8 @@ A sample is ``<s> x_1 ... x_L`` (``sort`` and ``reverse`` also append ``</s>``) 
 ``<pad>`` to a common length; ``L`` is uniform in ``min_len`` .. the longest content that fits
 (Dyck: always the longest). Inputs are distinct: strings are drawn until the set of unique
 strings has the intended size (or, as in the authors' release, until ``5 n`` draws when the
-space is nearly exhausted: sort at small scale has 19,530 strings in all), then split 80 / 10 /
-10 (16,000 / 2,000 / 2,000 for 20,000). Targets exist at the content positions (``mask``);
+space is nearly exhausted: sort at small scale has 19,530 strings in all), shuffled, then split
+80 / 10 / 10 (16,000 / 2,000 / 2,000 for 20,000). Targets exist at the content positions (``mask``);
 ``<s>``, ``</s>`` and padding carry no loss.
 
 Tasks (``x`` the content, ``h(v)`` the number of occurrences of ``v`` in ``x``):
@@ -78,8 +78,10 @@ def letters(n: int) -> list[str]:
 def unique_rows(sample: Callable[[np.random.Generator, int], np.ndarray], n: int,
                 gen: np.random.Generator, what: str) -> np.ndarray:
     """Up to ``n`` distinct rows, drawing batches from ``sample(gen, size)`` (rows of ints, ``-1``
-    = padding) in draw order until ``n`` are unique or ``5 n`` rows have been drawn (then all the
-    distinct ones found). Raises if that leaves fewer than ``n / 2``: the space is too small."""
+    = padding) until ``n`` are unique or ``5 n`` rows have been drawn (then all the distinct ones
+    found); the first ``n`` distinct rows in draw order, returned shuffled. Shuffling matters:
+    frequent strings (short ones) come first in draw order, and :func:`split` cuts the rows in
+    order. Raises if fewer than ``n / 2`` are found: the space is too small."""
     rows = np.zeros((0, 0), dtype=np.int64)
     drawn = 0
     while len(rows) < n and drawn < 5 * n:
@@ -92,7 +94,8 @@ def unique_rows(sample: Callable[[np.random.Generator, int], np.ndarray], n: int
     if 2 * len(rows) < n:
         raise TpcoreError(f"cannot draw {n} distinct {what} inputs (only {len(rows)} found in "
                           f"{drawn} draws); lower n_samples or raise vocab_size / max_len")
-    return rows[:n]
+    rows = rows[:n]
+    return rows[gen.permutation(len(rows))]
 
 
 def uniform_strings(v: int, min_len: int, max_len: int) -> Callable:
@@ -213,7 +216,8 @@ def task_name(name: str) -> str:
 
 def split(data: dict[str, np.ndarray], n: int, fractions: tuple[float, float] = (0.8, 0.1)
           ) -> dict[str, Split]:
-    """First 80 % train, next 10 % validation, rest test (rows are already in random order)."""
+    """First 80 % train, next 10 % validation, rest test (rows must already be in random order,
+    as :func:`unique_rows` returns them)."""
     a, b = int(n * fractions[0]), int(n * (fractions[0] + fractions[1]))
     return {name: {k: v[lo:hi] for k, v in data.items()}
             for name, (lo, hi) in zip(SPLITS, ((0, a), (a, b), (b, n)))}
