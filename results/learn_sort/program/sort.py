@@ -77,43 +77,39 @@ def run(tokens):
 
     # attn_0_0 #########################################################
     def predicate_0_0(position, token):
-        if position in {0}:
-            return token == "a"
-        elif position in {1, 2, 3, 6}:
-            return token == "d"
-        elif position in {4, 5}:
-            return token == "e"
-        elif position in {7}:
+        if position in {0, 2, 5}:
             return token == "c"
+        elif position in {1}:
+            return token == "a"
+        elif position in {3, 4, 6, 7}:
+            return token == "d"
 
     attn_0_0_pattern = select_closest(tokens, positions, predicate_0_0)
     attn_0_0_outputs = aggregate(attn_0_0_pattern, tokens)
 
     # attn_0_1 #########################################################
     def predicate_0_1(position, token):
-        if position in {0, 4}:
+        if position in {0}:
             return token == "e"
         elif position in {1}:
             return token == "b"
-        elif position in {2, 3}:
-            return token == "a"
-        elif position in {5, 6}:
-            return token == "d"
-        elif position in {7}:
+        elif position in {2, 3, 4, 5, 6}:
             return token == "c"
+        elif position in {7}:
+            return token == "d"
 
     attn_0_1_pattern = select_closest(tokens, positions, predicate_0_1)
     attn_0_1_outputs = aggregate(attn_0_1_pattern, tokens)
 
     # attn_0_2 #########################################################
     def predicate_0_2(position, token):
-        if position in {0, 3, 6}:
-            return token == "e"
-        elif position in {1}:
+        if position in {0, 4, 7}:
+            return token == "c"
+        elif position in {1, 3}:
             return token == "a"
-        elif position in {2, 7}:
+        elif position in {2, 6}:
             return token == "b"
-        elif position in {4, 5}:
+        elif position in {5}:
             return token == "d"
 
     attn_0_2_pattern = select_closest(tokens, positions, predicate_0_2)
@@ -121,39 +117,35 @@ def run(tokens):
 
     # attn_0_3 #########################################################
     def predicate_0_3(position, token):
-        if position in {0}:
+        if position in {0, 7}:
             return token == "d"
-        elif position in {1}:
-            return token == "a"
-        elif position in {2}:
-            return token == "</s>"
-        elif position in {3, 7}:
+        elif position in {1, 4, 5, 6}:
+            return token == "b"
+        elif position in {2, 3}:
             return token == "c"
-        elif position in {4, 5, 6}:
-            return token == "e"
 
     attn_0_3_pattern = select_closest(tokens, positions, predicate_0_3)
     attn_0_3_outputs = aggregate(attn_0_3_pattern, tokens)
 
     # num_attn_0_0 #####################################################
     def num_predicate_0_0(position, token):
-        if position in {0, 2, 6}:
-            return token == "a"
-        elif position in {1, 5}:
+        if position in {0, 1, 3}:
             return token == "b"
-        elif position in {3, 4, 7}:
-            return token == "c"
+        elif position in {2, 4, 5, 6, 7}:
+            return token == "a"
 
     num_attn_0_0_pattern = select(tokens, positions, num_predicate_0_0)
     num_attn_0_0_outputs = aggregate_sum(num_attn_0_0_pattern, ones)
 
     # num_attn_0_1 #####################################################
     def num_predicate_0_1(position, token):
-        if position in {0}:
+        if position in {0, 6}:
             return token == "c"
-        elif position in {1, 2, 3, 7}:
+        elif position in {1, 2, 7}:
             return token == "b"
-        elif position in {4, 5, 6}:
+        elif position in {3, 4}:
+            return token == "a"
+        elif position in {5}:
             return token == "d"
 
     num_attn_0_1_pattern = select(tokens, positions, num_predicate_0_1)
@@ -161,61 +153,96 @@ def run(tokens):
 
     # num_attn_0_2 #####################################################
     def num_predicate_0_2(position, token):
-        if position in {0, 4, 7}:
-            return token == "b"
-        elif position in {1}:
-            return token == "d"
-        elif position in {2}:
+        if position in {0, 1, 2}:
             return token == "c"
-        elif position in {3}:
+        elif position in {3, 4}:
             return token == "a"
         elif position in {5, 6}:
             return token == "e"
+        elif position in {7}:
+            return token == "b"
 
     num_attn_0_2_pattern = select(tokens, positions, num_predicate_0_2)
     num_attn_0_2_outputs = aggregate_sum(num_attn_0_2_pattern, ones)
 
     # num_attn_0_3 #####################################################
     def num_predicate_0_3(position, token):
-        if position in {0, 4, 5, 6}:
+        if position in {0, 5, 6}:
             return token == "a"
-        elif position in {1}:
+        elif position in {1, 7}:
             return token == "c"
-        elif position in {2, 3, 7}:
+        elif position in {2, 3, 4}:
             return token == "b"
 
     num_attn_0_3_pattern = select(tokens, positions, num_predicate_0_3)
     num_attn_0_3_outputs = aggregate_sum(num_attn_0_3_pattern, ones)
 
     # mlp_0_0 ##########################################################
-    def mlp_0_0(position):
-        key = position
-        if key in {0, 5, 6}:
+    def mlp_0_0(attn_0_2_output, position):
+        key = (attn_0_2_output, position)
+        if key in {
+            ("<s>", 1),
+            ("<s>", 2),
+            ("</s>", 1),
+            ("</s>", 2),
+            ("a", 2),
+            ("b", 1),
+            ("b", 2),
+            ("c", 1),
+            ("c", 2),
+            ("d", 1),
+            ("d", 2),
+            ("e", 1),
+            ("e", 2),
+        }:
+            return 7
+        elif key in {
+            ("<s>", 5),
+            ("<s>", 6),
+            ("<s>", 7),
+            ("</s>", 5),
+            ("</s>", 6),
+            ("</s>", 7),
+            ("a", 5),
+            ("a", 6),
+            ("a", 7),
+            ("b", 5),
+            ("b", 6),
+            ("b", 7),
+            ("c", 5),
+            ("c", 6),
+            ("c", 7),
+            ("d", 5),
+            ("d", 6),
+            ("d", 7),
+            ("e", 5),
+            ("e", 6),
+            ("e", 7),
+        }:
             return 6
-        elif key in {1}:
+        elif key in {("a", 1)}:
             return 5
         return 3
 
-    mlp_0_0_outputs = [mlp_0_0(k0) for k0 in positions]
+    mlp_0_0_outputs = [mlp_0_0(k0, k1) for k0, k1 in zip(attn_0_2_outputs, positions)]
 
     # mlp_0_1 ##########################################################
     def mlp_0_1(position):
         key = position
-        if key in {0, 3}:
+        if key in {1, 2}:
+            return 1
+        elif key in {3}:
             return 7
-        elif key in {1, 2}:
-            return 4
-        return 0
+        return 6
 
     mlp_0_1_outputs = [mlp_0_1(k0) for k0 in positions]
 
     # num_mlp_0_0 ######################################################
     def num_mlp_0_0(num_attn_0_2_output, num_attn_0_3_output):
         key = (num_attn_0_2_output, num_attn_0_3_output)
-        if key in {(0, 0), (0, 1), (1, 0)}:
-            return 0
+        if key in {(0, 0), (0, 1), (0, 2), (1, 0)}:
+            return 7
         elif key in {
-            (0, 2),
             (0, 3),
             (0, 4),
             (0, 5),
@@ -226,8 +253,18 @@ def run(tokens):
             (1, 4),
             (1, 5),
             (1, 6),
+            (2, 0),
+            (2, 1),
+            (2, 2),
+            (2, 3),
+            (2, 4),
+            (2, 5),
+            (3, 0),
+            (3, 1),
         }:
-            return 7
+            return 2
+        elif key in {(2, 6), (3, 5), (3, 6)}:
+            return 1
         return 4
 
     num_mlp_0_0_outputs = [
@@ -236,25 +273,29 @@ def run(tokens):
     ]
 
     # num_mlp_0_1 ######################################################
-    def num_mlp_0_1(num_attn_0_0_output, num_attn_0_3_output):
-        key = (num_attn_0_0_output, num_attn_0_3_output)
-        return 0
+    def num_mlp_0_1(num_attn_0_1_output, num_attn_0_0_output):
+        key = (num_attn_0_1_output, num_attn_0_0_output)
+        if key in {(0, 0), (0, 1), (1, 0)}:
+            return 7
+        elif key in {(0, 2), (0, 3), (0, 4), (0, 5), (0, 6)}:
+            return 6
+        return 5
 
     num_mlp_0_1_outputs = [
         num_mlp_0_1(k0, k1)
-        for k0, k1 in zip(num_attn_0_0_outputs, num_attn_0_3_outputs)
+        for k0, k1 in zip(num_attn_0_1_outputs, num_attn_0_0_outputs)
     ]
 
     # attn_1_0 #########################################################
     def predicate_1_0(position, token):
-        if position in {0, 4, 5}:
-            return token == "d"
-        elif position in {1, 2}:
-            return token == "a"
-        elif position in {3}:
-            return token == "b"
-        elif position in {6}:
+        if position in {0}:
             return token == "e"
+        elif position in {1}:
+            return token == "b"
+        elif position in {2, 3}:
+            return token == "a"
+        elif position in {4, 5, 6}:
+            return token == "d"
         elif position in {7}:
             return token == "c"
 
@@ -262,80 +303,72 @@ def run(tokens):
     attn_1_0_outputs = aggregate(attn_1_0_pattern, tokens)
 
     # attn_1_1 #########################################################
-    def predicate_1_1(q_position, k_position):
-        if q_position in {0, 5}:
-            return k_position == 6
-        elif q_position in {1, 7}:
-            return k_position == 4
-        elif q_position in {2, 6}:
-            return k_position == 3
-        elif q_position in {3, 4}:
-            return k_position == 5
+    def predicate_1_1(position, mlp_0_1_output):
+        if position in {0, 1, 3, 5, 7}:
+            return mlp_0_1_output == 1
+        elif position in {2, 6}:
+            return mlp_0_1_output == 6
+        elif position in {4}:
+            return mlp_0_1_output == 7
 
-    attn_1_1_pattern = select_closest(positions, positions, predicate_1_1)
+    attn_1_1_pattern = select_closest(mlp_0_1_outputs, positions, predicate_1_1)
     attn_1_1_outputs = aggregate(attn_1_1_pattern, tokens)
 
     # attn_1_2 #########################################################
-    def predicate_1_2(q_position, k_position):
-        if q_position in {0, 4, 6}:
-            return k_position == 1
-        elif q_position in {1}:
-            return k_position == 2
-        elif q_position in {2, 3}:
-            return k_position == 4
-        elif q_position in {5}:
-            return k_position == 6
-        elif q_position in {7}:
-            return k_position == 3
+    def predicate_1_2(position, token):
+        if position in {0, 6}:
+            return token == "e"
+        elif position in {1, 7}:
+            return token == "b"
+        elif position in {2, 3, 4, 5}:
+            return token == "</s>"
 
-    attn_1_2_pattern = select_closest(positions, positions, predicate_1_2)
-    attn_1_2_outputs = aggregate(attn_1_2_pattern, tokens)
+    attn_1_2_pattern = select_closest(tokens, positions, predicate_1_2)
+    attn_1_2_outputs = aggregate(attn_1_2_pattern, attn_0_3_outputs)
 
     # attn_1_3 #########################################################
-    def predicate_1_3(q_position, k_position):
-        if q_position in {0}:
-            return k_position == 2
-        elif q_position in {1, 4}:
-            return k_position == 3
-        elif q_position in {2, 3, 5}:
-            return k_position == 1
-        elif q_position in {6}:
-            return k_position == 0
-        elif q_position in {7}:
-            return k_position == 4
+    def predicate_1_3(position, token):
+        if position in {0}:
+            return token == "c"
+        elif position in {1, 5}:
+            return token == "b"
+        elif position in {2}:
+            return token == "d"
+        elif position in {3, 4, 6}:
+            return token == "e"
+        elif position in {7}:
+            return token == "a"
 
-    attn_1_3_pattern = select_closest(positions, positions, predicate_1_3)
+    attn_1_3_pattern = select_closest(tokens, positions, predicate_1_3)
     attn_1_3_outputs = aggregate(attn_1_3_pattern, tokens)
 
     # num_attn_1_0 #####################################################
-    def num_predicate_1_0(mlp_0_1_output, token):
-        if mlp_0_1_output in {0}:
+    def num_predicate_1_0(position, token):
+        if position in {0}:
+            return token == "a"
+        elif position in {1, 5, 6}:
             return token == "b"
-        elif mlp_0_1_output in {4}:
-            return token == "e"
-        elif mlp_0_1_output in {7}:
+        elif position in {2, 3, 4, 7}:
             return token == "c"
 
-    num_attn_1_0_pattern = select(tokens, mlp_0_1_outputs, num_predicate_1_0)
-    num_attn_1_0_outputs = aggregate_sum(num_attn_1_0_pattern, num_attn_0_1_outputs)
+    num_attn_1_0_pattern = select(tokens, positions, num_predicate_1_0)
+    num_attn_1_0_outputs = aggregate_sum(num_attn_1_0_pattern, num_attn_0_3_outputs)
 
     # num_attn_1_1 #####################################################
-    def num_predicate_1_1(num_mlp_0_1_output, mlp_0_1_output):
-        if num_mlp_0_1_output in {0}:
-            return mlp_0_1_output == 4
+    def num_predicate_1_1(position, num_mlp_0_1_output):
+        if position in {5}:
+            return num_mlp_0_1_output == 5
+        elif position in {7}:
+            return num_mlp_0_1_output == 6
 
-    num_attn_1_1_pattern = select(
-        mlp_0_1_outputs, num_mlp_0_1_outputs, num_predicate_1_1
-    )
-    num_attn_1_1_outputs = aggregate_sum(num_attn_1_1_pattern, num_attn_0_0_outputs)
+    num_attn_1_1_pattern = select(num_mlp_0_1_outputs, positions, num_predicate_1_1)
+    num_attn_1_1_outputs = aggregate_sum(num_attn_1_1_pattern, num_attn_0_1_outputs)
 
     # num_attn_1_2 #####################################################
     def num_predicate_1_2(position, token):
-        if position in {0}:
-            return token == "d"
-        elif position in {1, 3, 7}:
+        if position in {0, 6}:
             return token == "b"
-        elif position in {2, 4, 6}:
+        elif position in {1, 2, 3, 4, 7}:
             return token == "a"
         elif position in {5}:
             return token == "c"
@@ -344,668 +377,158 @@ def run(tokens):
     num_attn_1_2_outputs = aggregate_sum(num_attn_1_2_pattern, num_attn_0_0_outputs)
 
     # num_attn_1_3 #####################################################
-    def num_predicate_1_3(mlp_0_1_output, token):
-        if mlp_0_1_output in {0}:
-            return token == "d"
-        elif mlp_0_1_output in {4, 7}:
-            return token == "a"
+    def num_predicate_1_3(attn_0_1_output, attn_0_2_output):
+        if attn_0_1_output in {"<s>", "a"}:
+            return attn_0_2_output == "a"
+        elif attn_0_1_output in {"</s>", "b"}:
+            return attn_0_2_output == "b"
+        elif attn_0_1_output in {"c", "d", "e"}:
+            return attn_0_2_output == "c"
 
-    num_attn_1_3_pattern = select(tokens, mlp_0_1_outputs, num_predicate_1_3)
-    num_attn_1_3_outputs = aggregate_sum(num_attn_1_3_pattern, num_attn_0_3_outputs)
+    num_attn_1_3_pattern = select(attn_0_2_outputs, attn_0_1_outputs, num_predicate_1_3)
+    num_attn_1_3_outputs = aggregate_sum(num_attn_1_3_pattern, num_attn_0_1_outputs)
 
     # mlp_1_0 ##########################################################
-    def mlp_1_0(position, attn_1_2_output):
-        key = (position, attn_1_2_output)
+    def mlp_1_0(position, attn_1_0_output):
+        key = (position, attn_1_0_output)
         if key in {
-            (0, "<s>"),
-            (0, "</s>"),
-            (0, "c"),
-            (0, "d"),
-            (0, "e"),
-            (5, "<s>"),
-            (5, "</s>"),
-            (5, "a"),
-            (5, "b"),
-            (5, "c"),
-            (5, "d"),
-            (5, "e"),
-            (6, "<s>"),
-            (6, "</s>"),
+            (0, "a"),
+            (2, "a"),
+            (2, "d"),
+            (2, "e"),
+            (3, "</s>"),
+            (3, "a"),
+            (3, "b"),
+            (3, "c"),
+            (3, "d"),
+            (3, "e"),
             (6, "a"),
-            (6, "b"),
-            (6, "c"),
-            (6, "d"),
-            (6, "e"),
-        }:
-            return 6
-        elif key in {
-            (1, "<s>"),
-            (1, "</s>"),
-            (1, "a"),
-            (1, "b"),
-            (1, "c"),
-            (1, "d"),
-            (1, "e"),
             (7, "a"),
         }:
             return 2
-        return 7
+        elif key in {
+            (1, "<s>"),
+            (1, "</s>"),
+            (1, "c"),
+            (1, "d"),
+            (1, "e"),
+            (2, "b"),
+            (4, "a"),
+            (5, "a"),
+            (7, "b"),
+            (7, "e"),
+        }:
+            return 3
+        elif key in {(1, "a"), (1, "b")}:
+            return 5
+        elif key in {(2, "</s>"), (7, "d")}:
+            return 7
+        return 4
 
-    mlp_1_0_outputs = [mlp_1_0(k0, k1) for k0, k1 in zip(positions, attn_1_2_outputs)]
+    mlp_1_0_outputs = [mlp_1_0(k0, k1) for k0, k1 in zip(positions, attn_1_0_outputs)]
 
     # mlp_1_1 ##########################################################
-    def mlp_1_1(mlp_0_1_output, position):
-        key = (mlp_0_1_output, position)
-        if key in {(0, 1), (0, 2), (4, 1), (4, 2), (7, 1), (7, 2)}:
+    def mlp_1_1(position):
+        key = position
+        if key in {1, 2, 3}:
             return 7
-        return 5
+        elif key in {4}:
+            return 0
+        return 2
 
-    mlp_1_1_outputs = [mlp_1_1(k0, k1) for k0, k1 in zip(mlp_0_1_outputs, positions)]
+    mlp_1_1_outputs = [mlp_1_1(k0) for k0 in positions]
 
     # num_mlp_1_0 ######################################################
-    def num_mlp_1_0(num_attn_1_0_output, num_attn_1_3_output):
-        key = (num_attn_1_0_output, num_attn_1_3_output)
-        if key in {(0, 0)}:
-            return 6
-        elif key in {(0, 1)}:
-            return 5
-        elif key in {
-            (0, 2),
-            (0, 3),
-            (0, 4),
-            (0, 5),
-            (0, 6),
-            (0, 7),
-            (0, 8),
-            (0, 9),
-            (0, 10),
-            (0, 11),
-            (0, 12),
-            (0, 13),
-            (0, 14),
-            (0, 15),
-            (0, 16),
-            (0, 17),
-            (0, 18),
-            (0, 19),
-            (0, 20),
-            (0, 21),
-            (0, 22),
-            (0, 23),
-            (0, 24),
-            (0, 25),
-            (0, 26),
-            (0, 27),
-            (0, 28),
-            (0, 29),
-            (0, 30),
-            (0, 31),
-            (0, 32),
-            (0, 33),
-            (0, 34),
-            (0, 35),
-            (0, 36),
-            (1, 3),
-            (1, 4),
-            (1, 5),
-            (1, 6),
-            (1, 7),
-            (1, 8),
-            (1, 9),
-            (1, 10),
-            (1, 11),
-            (1, 12),
-            (1, 13),
-            (1, 14),
-            (1, 15),
-            (1, 16),
-            (1, 17),
-            (1, 18),
-            (1, 19),
-            (1, 20),
-            (1, 21),
-            (1, 22),
-            (1, 23),
-            (1, 24),
-            (1, 25),
-            (1, 26),
-            (1, 27),
-            (1, 28),
-            (1, 29),
-            (1, 30),
-            (1, 31),
-            (1, 32),
-            (1, 33),
-            (1, 34),
-            (1, 35),
-            (1, 36),
-            (2, 4),
-            (2, 5),
-            (2, 6),
-            (2, 7),
-            (2, 8),
-            (2, 9),
-            (2, 10),
-            (2, 11),
-            (2, 12),
-            (2, 13),
-            (2, 14),
-            (2, 15),
-            (2, 16),
-            (2, 17),
-            (2, 18),
-            (2, 19),
-            (2, 20),
-            (2, 21),
-            (2, 22),
-            (2, 23),
-            (2, 24),
-            (2, 25),
-            (2, 26),
-            (2, 27),
-            (2, 28),
-            (2, 29),
-            (2, 30),
-            (2, 31),
-            (2, 32),
-            (2, 33),
-            (2, 34),
-            (2, 35),
-            (2, 36),
-            (3, 5),
-            (3, 6),
-            (3, 7),
-            (3, 8),
-            (3, 9),
-            (3, 10),
-            (3, 11),
-            (3, 12),
-            (3, 13),
-            (3, 14),
-            (3, 15),
-            (3, 16),
-            (3, 17),
-            (3, 18),
-            (3, 19),
-            (3, 20),
-            (3, 21),
-            (3, 22),
-            (3, 23),
-            (3, 24),
-            (3, 25),
-            (3, 26),
-            (3, 27),
-            (3, 28),
-            (3, 29),
-            (3, 30),
-            (3, 31),
-            (3, 32),
-            (3, 33),
-            (3, 34),
-            (3, 35),
-            (3, 36),
-            (4, 7),
-            (4, 8),
-            (4, 9),
-            (4, 10),
-            (4, 11),
-            (4, 12),
-            (4, 13),
-            (4, 14),
-            (4, 15),
-            (4, 16),
-            (4, 17),
-            (4, 18),
-            (4, 19),
-            (4, 20),
-            (4, 21),
-            (4, 22),
-            (4, 23),
-            (4, 24),
-            (4, 25),
-            (4, 26),
-            (4, 27),
-            (4, 28),
-            (4, 29),
-            (4, 30),
-            (4, 31),
-            (4, 32),
-            (4, 33),
-            (4, 34),
-            (4, 35),
-            (4, 36),
-            (5, 8),
-            (5, 9),
-            (5, 10),
-            (5, 11),
-            (5, 12),
-            (5, 13),
-            (5, 14),
-            (5, 15),
-            (5, 16),
-            (5, 17),
-            (5, 18),
-            (5, 19),
-            (5, 20),
-            (5, 21),
-            (5, 22),
-            (5, 23),
-            (5, 24),
-            (5, 25),
-            (5, 26),
-            (5, 27),
-            (5, 28),
-            (5, 29),
-            (5, 30),
-            (5, 31),
-            (5, 32),
-            (5, 33),
-            (5, 34),
-            (5, 35),
-            (5, 36),
-            (6, 9),
-            (6, 10),
-            (6, 11),
-            (6, 12),
-            (6, 13),
-            (6, 14),
-            (6, 15),
-            (6, 16),
-            (6, 17),
-            (6, 18),
-            (6, 19),
-            (6, 20),
-            (6, 21),
-            (6, 22),
-            (6, 23),
-            (6, 24),
-            (6, 25),
-            (6, 26),
-            (6, 27),
-            (6, 28),
-            (6, 29),
-            (6, 30),
-            (6, 31),
-            (6, 32),
-            (6, 33),
-            (6, 34),
-            (6, 35),
-            (6, 36),
-            (7, 11),
-            (7, 12),
-            (7, 13),
-            (7, 14),
-            (7, 15),
-            (7, 16),
-            (7, 17),
-            (7, 18),
-            (7, 19),
-            (7, 20),
-            (7, 21),
-            (7, 22),
-            (7, 23),
-            (7, 24),
-            (7, 25),
-            (7, 26),
-            (7, 27),
-            (7, 28),
-            (7, 29),
-            (7, 30),
-            (7, 31),
-            (7, 32),
-            (7, 33),
-            (7, 34),
-            (7, 35),
-            (7, 36),
-            (8, 12),
-            (8, 13),
-            (8, 14),
-            (8, 15),
-            (8, 16),
-            (8, 17),
-            (8, 18),
-            (8, 19),
-            (8, 20),
-            (8, 21),
-            (8, 22),
-            (8, 23),
-            (8, 24),
-            (8, 25),
-            (8, 26),
-            (8, 27),
-            (8, 28),
-            (8, 29),
-            (8, 30),
-            (8, 31),
-            (8, 32),
-            (8, 33),
-            (8, 34),
-            (8, 35),
-            (8, 36),
-            (9, 13),
-            (9, 14),
-            (9, 15),
-            (9, 16),
-            (9, 17),
-            (9, 18),
-            (9, 19),
-            (9, 20),
-            (9, 21),
-            (9, 22),
-            (9, 23),
-            (9, 24),
-            (9, 25),
-            (9, 26),
-            (9, 27),
-            (9, 28),
-            (9, 29),
-            (9, 30),
-            (9, 31),
-            (9, 32),
-            (9, 33),
-            (9, 34),
-            (9, 35),
-            (9, 36),
-            (10, 14),
-            (10, 15),
-            (10, 16),
-            (10, 17),
-            (10, 18),
-            (10, 19),
-            (10, 20),
-            (10, 21),
-            (10, 22),
-            (10, 23),
-            (10, 24),
-            (10, 25),
-            (10, 26),
-            (10, 27),
-            (10, 28),
-            (10, 29),
-            (10, 30),
-            (10, 31),
-            (10, 32),
-            (10, 33),
-            (10, 34),
-            (10, 35),
-            (10, 36),
-            (11, 16),
-            (11, 17),
-            (11, 18),
-            (11, 19),
-            (11, 20),
-            (11, 21),
-            (11, 22),
-            (11, 23),
-            (11, 24),
-            (11, 25),
-            (11, 26),
-            (11, 27),
-            (11, 28),
-            (11, 29),
-            (11, 30),
-            (11, 31),
-            (11, 32),
-            (11, 33),
-            (11, 34),
-            (11, 35),
-            (11, 36),
-            (12, 17),
-            (12, 18),
-            (12, 19),
-            (12, 20),
-            (12, 21),
-            (12, 22),
-            (12, 23),
-            (12, 24),
-            (12, 25),
-            (12, 26),
-            (12, 27),
-            (12, 28),
-            (12, 29),
-            (12, 30),
-            (12, 31),
-            (12, 32),
-            (12, 33),
-            (12, 34),
-            (12, 35),
-            (12, 36),
-            (13, 18),
-            (13, 19),
-            (13, 20),
-            (13, 21),
-            (13, 22),
-            (13, 23),
-            (13, 24),
-            (13, 25),
-            (13, 26),
-            (13, 27),
-            (13, 28),
-            (13, 29),
-            (13, 30),
-            (13, 31),
-            (13, 32),
-            (13, 33),
-            (13, 34),
-            (13, 35),
-            (13, 36),
-            (14, 20),
-            (14, 21),
-            (14, 22),
-            (14, 23),
-            (14, 24),
-            (14, 25),
-            (14, 26),
-            (14, 27),
-            (14, 28),
-            (14, 29),
-            (14, 30),
-            (14, 31),
-            (14, 32),
-            (14, 33),
-            (14, 34),
-            (14, 35),
-            (14, 36),
-            (15, 21),
-            (15, 22),
-            (15, 23),
-            (15, 24),
-            (15, 25),
-            (15, 26),
-            (15, 27),
-            (15, 28),
-            (15, 29),
-            (15, 30),
-            (15, 31),
-            (15, 32),
-            (15, 33),
-            (15, 34),
-            (15, 35),
-            (15, 36),
-            (16, 22),
-            (16, 23),
-            (16, 24),
-            (16, 25),
-            (16, 26),
-            (16, 27),
-            (16, 28),
-            (16, 29),
-            (16, 30),
-            (16, 31),
-            (16, 32),
-            (16, 33),
-            (16, 34),
-            (16, 35),
-            (16, 36),
-            (17, 24),
-            (17, 25),
-            (17, 26),
-            (17, 27),
-            (17, 28),
-            (17, 29),
-            (17, 30),
-            (17, 31),
-            (17, 32),
-            (17, 33),
-            (17, 34),
-            (17, 35),
-            (17, 36),
-            (18, 25),
-            (18, 26),
-            (18, 27),
-            (18, 28),
-            (18, 29),
-            (18, 30),
-            (18, 31),
-            (18, 32),
-            (18, 33),
-            (18, 34),
-            (18, 35),
-            (18, 36),
-            (19, 26),
-            (19, 27),
-            (19, 28),
-            (19, 29),
-            (19, 30),
-            (19, 31),
-            (19, 32),
-            (19, 33),
-            (19, 34),
-            (19, 35),
-            (19, 36),
-            (20, 27),
-            (20, 28),
-            (20, 29),
-            (20, 30),
-            (20, 31),
-            (20, 32),
-            (20, 33),
-            (20, 34),
-            (20, 35),
-            (20, 36),
-            (21, 29),
-            (21, 30),
-            (21, 31),
-            (21, 32),
-            (21, 33),
-            (21, 34),
-            (21, 35),
-            (21, 36),
-            (22, 30),
-            (22, 31),
-            (22, 32),
-            (22, 33),
-            (22, 34),
-            (22, 35),
-            (22, 36),
-            (23, 31),
-            (23, 32),
-            (23, 33),
-            (23, 34),
-            (23, 35),
-            (23, 36),
-            (24, 33),
-            (24, 34),
-            (24, 35),
-            (24, 36),
-            (25, 34),
-            (25, 35),
-            (25, 36),
-            (26, 35),
-            (26, 36),
-            (27, 36),
-        }:
-            return 4
+    def num_mlp_1_0(num_attn_1_2_output):
+        key = num_attn_1_2_output
+        if key in {22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36}:
+            return 2
         return 7
 
-    num_mlp_1_0_outputs = [
-        num_mlp_1_0(k0, k1)
-        for k0, k1 in zip(num_attn_1_0_outputs, num_attn_1_3_outputs)
-    ]
+    num_mlp_1_0_outputs = [num_mlp_1_0(k0) for k0 in num_attn_1_2_outputs]
 
     # num_mlp_1_1 ######################################################
-    def num_mlp_1_1(num_attn_1_2_output, num_attn_1_0_output):
-        key = (num_attn_1_2_output, num_attn_1_0_output)
-        if key in {(0, 0), (0, 1), (1, 0)}:
+    def num_mlp_1_1(num_attn_1_0_output):
+        key = num_attn_1_0_output
+        if key in {0}:
+            return 7
+        elif key in {1}:
             return 6
-        return 1
+        return 3
 
-    num_mlp_1_1_outputs = [
-        num_mlp_1_1(k0, k1)
-        for k0, k1 in zip(num_attn_1_2_outputs, num_attn_1_0_outputs)
-    ]
+    num_mlp_1_1_outputs = [num_mlp_1_1(k0) for k0 in num_attn_1_0_outputs]
 
     # attn_2_0 #########################################################
-    def predicate_2_0(mlp_0_1_output, position):
-        if mlp_0_1_output in {0, 7}:
-            return position == 1
-        elif mlp_0_1_output in {4}:
-            return position == 5
-
-    attn_2_0_pattern = select_closest(positions, mlp_0_1_outputs, predicate_2_0)
-    attn_2_0_outputs = aggregate(attn_2_0_pattern, attn_1_2_outputs)
-
-    # attn_2_1 #########################################################
-    def predicate_2_1(q_position, k_position):
-        if q_position in {0}:
-            return k_position == 6
-        elif q_position in {1, 2, 6}:
+    def predicate_2_0(q_position, k_position):
+        if q_position in {0, 6, 7}:
+            return k_position == 1
+        elif q_position in {1}:
+            return k_position == 0
+        elif q_position in {2}:
+            return k_position == 3
+        elif q_position in {3}:
             return k_position == 4
-        elif q_position in {3, 4}:
+        elif q_position in {4}:
             return k_position == 5
         elif q_position in {5}:
-            return k_position == 2
-        elif q_position in {7}:
-            return k_position == 0
+            return k_position == 6
 
-    attn_2_1_pattern = select_closest(positions, positions, predicate_2_1)
+    attn_2_0_pattern = select_closest(positions, positions, predicate_2_0)
+    attn_2_0_outputs = aggregate(attn_2_0_pattern, tokens)
+
+    # attn_2_1 #########################################################
+    def predicate_2_1(token, mlp_0_0_output):
+        if token in {"<s>", "a"}:
+            return mlp_0_0_output == 3
+        elif token in {"</s>", "d", "e"}:
+            return mlp_0_0_output == 5
+
+    attn_2_1_pattern = select_closest(mlp_0_0_outputs, tokens, predicate_2_1)
     attn_2_1_outputs = aggregate(attn_2_1_pattern, attn_1_1_outputs)
 
     # attn_2_2 #########################################################
-    def predicate_2_2(position, token):
-        if position in {0, 4, 6}:
-            return token == "d"
-        elif position in {1}:
-            return token == "b"
-        elif position in {2, 3}:
-            return token == "</s>"
-        elif position in {5}:
+    def predicate_2_2(mlp_0_1_output, token):
+        if mlp_0_1_output in {1}:
+            return token == "a"
+        elif mlp_0_1_output in {6}:
             return token == "e"
+        elif mlp_0_1_output in {7}:
+            return token == "d"
 
-    attn_2_2_pattern = select_closest(tokens, positions, predicate_2_2)
+    attn_2_2_pattern = select_closest(tokens, mlp_0_1_outputs, predicate_2_2)
     attn_2_2_outputs = aggregate(attn_2_2_pattern, tokens)
 
     # attn_2_3 #########################################################
-    def predicate_2_3(position, token):
-        if position in {1, 2}:
-            return token == "a"
-        elif position in {3, 4}:
-            return token == "<s>"
-        elif position in {5}:
-            return token == "</s>"
-        elif position in {6}:
+    def predicate_2_3(mlp_0_0_output, token):
+        if mlp_0_0_output in {3}:
+            return token == "d"
+        elif mlp_0_0_output in {6}:
             return token == "e"
-        elif position in {7}:
+        elif mlp_0_0_output in {7}:
             return token == "b"
 
-    attn_2_3_pattern = select_closest(tokens, positions, predicate_2_3)
-    attn_2_3_outputs = aggregate(attn_2_3_pattern, attn_1_1_outputs)
+    attn_2_3_pattern = select_closest(tokens, mlp_0_0_outputs, predicate_2_3)
+    attn_2_3_outputs = aggregate(attn_2_3_pattern, tokens)
 
     # num_attn_2_0 #####################################################
     def num_predicate_2_0(mlp_0_0_output, token):
-        if mlp_0_0_output in {3, 5, 6}:
+        if mlp_0_0_output in {3, 6, 7}:
             return token == "c"
+        elif mlp_0_0_output in {5}:
+            return token == "a"
 
     num_attn_2_0_pattern = select(tokens, mlp_0_0_outputs, num_predicate_2_0)
-    num_attn_2_0_outputs = aggregate_sum(num_attn_2_0_pattern, num_attn_1_1_outputs)
+    num_attn_2_0_outputs = aggregate_sum(num_attn_2_0_pattern, num_attn_1_3_outputs)
 
     # num_attn_2_1 #####################################################
     def num_predicate_2_1(position, token):
-        if position in {0, 2, 4, 7}:
+        if position in {0, 2, 3, 4}:
             return token == "b"
         elif position in {1}:
             return token == "e"
-        elif position in {3, 5}:
+        elif position in {5}:
+            return token == "<s>"
+        elif position in {7}:
             return token == "a"
 
     num_attn_2_1_pattern = select(tokens, positions, num_predicate_2_1)
@@ -1013,355 +536,2154 @@ def run(tokens):
 
     # num_attn_2_2 #####################################################
     def num_predicate_2_2(position, mlp_0_0_output):
-        if position in {0, 1, 2, 3, 4}:
+        if position in {0, 1, 2, 3, 4, 5, 7}:
             return mlp_0_0_output == 6
-        elif position in {5}:
-            return mlp_0_0_output == 5
 
     num_attn_2_2_pattern = select(mlp_0_0_outputs, positions, num_predicate_2_2)
-    num_attn_2_2_outputs = aggregate_sum(num_attn_2_2_pattern, num_attn_1_2_outputs)
+    num_attn_2_2_outputs = aggregate_sum(num_attn_2_2_pattern, num_attn_1_1_outputs)
 
     # num_attn_2_3 #####################################################
-    def num_predicate_2_3(mlp_1_0_output, token):
-        if mlp_1_0_output in {2, 7}:
+    def num_predicate_2_3(mlp_1_1_output, token):
+        if mlp_1_1_output in {0, 7}:
             return token == "a"
-        elif mlp_1_0_output in {6}:
+        elif mlp_1_1_output in {2}:
             return token == "<s>"
 
-    num_attn_2_3_pattern = select(tokens, mlp_1_0_outputs, num_predicate_2_3)
-    num_attn_2_3_outputs = aggregate_sum(num_attn_2_3_pattern, num_attn_1_1_outputs)
+    num_attn_2_3_pattern = select(tokens, mlp_1_1_outputs, num_predicate_2_3)
+    num_attn_2_3_outputs = aggregate_sum(num_attn_2_3_pattern, num_attn_1_2_outputs)
 
     # mlp_2_0 ##########################################################
-    def mlp_2_0(attn_2_3_output, position):
-        key = (attn_2_3_output, position)
-        if key in {("<s>", 1), ("</s>", 1), ("d", 1), ("d", 2), ("e", 1)}:
-            return 1
-        elif key in {("<s>", 3), ("</s>", 3), ("c", 2), ("d", 0), ("d", 7), ("e", 3)}:
-            return 4
-        elif key in {("<s>", 4), ("</s>", 4), ("a", 0), ("a", 7), ("b", 5), ("c", 5)}:
-            return 0
-        elif key in {("<s>", 6), ("</s>", 6), ("a", 6), ("c", 6), ("d", 6), ("e", 6)}:
-            return 3
-        elif key in {("a", 1), ("b", 1), ("c", 1)}:
+    def mlp_2_0(num_mlp_1_0_output, position):
+        key = (num_mlp_1_0_output, position)
+        if key in {(2, 1), (2, 2), (4, 1), (7, 1)}:
             return 6
-        elif key in {
-            ("a", 3),
-            ("a", 4),
-            ("b", 0),
-            ("b", 3),
-            ("b", 4),
-            ("b", 6),
-            ("b", 7),
-            ("c", 0),
-            ("c", 3),
-            ("c", 4),
-            ("c", 7),
-            ("d", 3),
-            ("d", 4),
-        }:
-            return 7
-        return 5
+        elif key in {(4, 2)}:
+            return 2
+        return 3
 
-    mlp_2_0_outputs = [mlp_2_0(k0, k1) for k0, k1 in zip(attn_2_3_outputs, positions)]
-
-    # mlp_2_1 ##########################################################
-    def mlp_2_1(attn_2_0_output, mlp_0_1_output):
-        key = (attn_2_0_output, mlp_0_1_output)
-        if key in {
-            ("<s>", 0), ("</s>", 0), ("a", 0), ("b", 0), ("c", 0), ("d", 0), ("e", 0)
-        }:
-            return 0
-        return 7
-
-    mlp_2_1_outputs = [
-        mlp_2_1(k0, k1) for k0, k1 in zip(attn_2_0_outputs, mlp_0_1_outputs)
+    mlp_2_0_outputs = [
+        mlp_2_0(k0, k1) for k0, k1 in zip(num_mlp_1_0_outputs, positions)
     ]
 
-    # num_mlp_2_0 ######################################################
-    def num_mlp_2_0(num_attn_2_3_output, num_attn_0_2_output):
-        key = (num_attn_2_3_output, num_attn_0_2_output)
-        if key in {(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6)}:
-            return 1
-        elif key in {
-            (1, 2),
-            (1, 3),
-            (1, 4),
-            (1, 5),
-            (1, 6),
-            (2, 3),
-            (2, 4),
-            (2, 5),
-            (2, 6),
-            (3, 4),
-            (3, 5),
-            (3, 6),
-            (4, 5),
-            (4, 6),
-            (5, 6),
+    # mlp_2_1 ##########################################################
+    def mlp_2_1(attn_2_1_output, position):
+        key = (attn_2_1_output, position)
+        if key in {
+            ("<s>", 0),
+            ("<s>", 7),
+            ("</s>", 0),
+            ("</s>", 3),
+            ("</s>", 5),
+            ("</s>", 7),
+            ("d", 0),
+            ("d", 2),
+            ("d", 3),
+            ("d", 5),
+            ("d", 7),
         }:
-            return 0
+            return 2
         elif key in {
+            ("<s>", 1),
+            ("</s>", 1),
+            ("a", 1),
+            ("b", 1),
+            ("b", 3),
+            ("c", 0),
+            ("c", 1),
+            ("c", 3),
+            ("c", 5),
+            ("c", 7),
+            ("d", 1),
+            ("e", 1),
+        }:
+            return 4
+        elif key in {
+            ("<s>", 2),
+            ("</s>", 2),
+            ("a", 0),
+            ("a", 2),
+            ("a", 3),
+            ("a", 5),
+            ("a", 7),
+            ("b", 2),
+            ("c", 2),
+            ("e", 0),
+            ("e", 2),
+            ("e", 3),
+            ("e", 5),
+            ("e", 7),
+        }:
+            return 6
+        elif key in {("<s>", 3), ("<s>", 5), ("b", 0), ("b", 5), ("b", 7)}:
+            return 0
+        return 3
+
+    mlp_2_1_outputs = [mlp_2_1(k0, k1) for k0, k1 in zip(attn_2_1_outputs, positions)]
+
+    # num_mlp_2_0 ######################################################
+    def num_mlp_2_0(num_attn_2_1_output, num_attn_2_0_output):
+        key = (num_attn_2_1_output, num_attn_2_0_output)
+        if key in {
+            (0, 0),
+            (1, 0),
+            (2, 0),
+            (3, 0),
+            (4, 0),
+            (5, 0),
+            (6, 0),
+            (7, 0),
+            (8, 0),
+            (9, 0),
+            (10, 0),
+            (11, 0),
+            (12, 0),
+            (13, 0),
+            (14, 0),
+            (15, 0),
+            (16, 0),
+            (17, 0),
+            (18, 0),
+            (19, 0),
+            (20, 0),
+            (21, 0),
+            (22, 0),
+            (22, 1),
+            (23, 0),
+            (23, 1),
+            (24, 0),
+            (24, 1),
+            (25, 0),
+            (25, 1),
+            (26, 0),
+            (26, 1),
+            (27, 0),
+            (27, 1),
+            (28, 0),
+            (28, 1),
+            (29, 0),
+            (29, 1),
+            (30, 0),
+            (30, 1),
+            (31, 0),
+            (31, 1),
+            (32, 0),
+            (32, 1),
+            (33, 0),
+            (33, 1),
+            (34, 0),
+            (34, 1),
+            (35, 0),
+            (35, 1),
+            (36, 0),
+            (36, 1),
+            (37, 0),
+            (37, 1),
+            (38, 0),
+            (38, 1),
+            (39, 0),
+            (39, 1),
+            (40, 0),
+            (40, 1),
+            (41, 0),
+            (41, 1),
+            (42, 0),
+            (42, 1),
+            (43, 0),
+            (43, 1),
+            (44, 0),
+            (44, 1),
+            (45, 0),
+            (45, 1),
+            (46, 0),
+            (46, 1),
+            (46, 2),
+            (47, 0),
+            (47, 1),
+            (47, 2),
+            (48, 0),
+            (48, 1),
+            (48, 2),
+            (49, 0),
+            (49, 1),
+            (49, 2),
+            (50, 0),
+            (50, 1),
+            (50, 2),
+            (51, 0),
+            (51, 1),
+            (51, 2),
+            (52, 0),
+            (52, 1),
+            (52, 2),
+            (53, 0),
+            (53, 1),
+            (53, 2),
+            (54, 0),
+            (54, 1),
+            (54, 2),
+            (55, 0),
+            (55, 1),
+            (55, 2),
+            (56, 0),
+            (56, 1),
+            (56, 2),
+            (57, 0),
+            (57, 1),
+            (57, 2),
+            (58, 0),
+            (58, 1),
+            (58, 2),
+            (59, 0),
+            (59, 1),
+            (59, 2),
+            (60, 0),
+            (60, 1),
+            (60, 2),
+            (61, 0),
+            (61, 1),
+            (61, 2),
+            (62, 0),
+            (62, 1),
+            (62, 2),
+            (63, 0),
+            (63, 1),
+            (63, 2),
+            (64, 0),
+            (64, 1),
+            (64, 2),
+            (65, 0),
+            (65, 1),
+            (65, 2),
+            (66, 0),
+            (66, 1),
+            (66, 2),
+            (67, 0),
+            (67, 1),
+            (67, 2),
+            (68, 0),
+            (68, 1),
+            (68, 2),
+            (69, 0),
+            (69, 1),
+            (69, 2),
+            (70, 0),
+            (70, 1),
+            (70, 2),
+            (71, 0),
+            (71, 1),
+            (71, 2),
+            (71, 3),
+            (72, 0),
+            (72, 1),
+            (72, 2),
+            (72, 3),
+            (73, 0),
+            (73, 1),
+            (73, 2),
+            (73, 3),
+            (74, 0),
+            (74, 1),
+            (74, 2),
+            (74, 3),
+            (75, 0),
+            (75, 1),
+            (75, 2),
+            (75, 3),
+            (76, 0),
+            (76, 1),
+            (76, 2),
+            (76, 3),
+            (77, 0),
+            (77, 1),
+            (77, 2),
+            (77, 3),
+            (78, 0),
+            (78, 1),
+            (78, 2),
+            (78, 3),
+            (79, 0),
+            (79, 1),
+            (79, 2),
+            (79, 3),
+            (80, 0),
+            (80, 1),
+            (80, 2),
+            (80, 3),
+            (81, 0),
+            (81, 1),
+            (81, 2),
+            (81, 3),
+            (82, 0),
+            (82, 1),
+            (82, 2),
+            (82, 3),
+            (83, 0),
+            (83, 1),
+            (83, 2),
+            (83, 3),
+            (84, 0),
+            (84, 1),
+            (84, 2),
+            (84, 3),
+            (85, 0),
+            (85, 1),
+            (85, 2),
+            (85, 3),
+            (86, 0),
+            (86, 1),
+            (86, 2),
+            (86, 3),
+            (87, 0),
+            (87, 1),
+            (87, 2),
+            (87, 3),
+            (88, 0),
+            (88, 1),
+            (88, 2),
+            (88, 3),
+            (89, 0),
+            (89, 1),
+            (89, 2),
+            (89, 3),
+            (90, 0),
+            (90, 1),
+            (90, 2),
+            (90, 3),
+            (91, 0),
+            (91, 1),
+            (91, 2),
+            (91, 3),
+            (92, 0),
+            (92, 1),
+            (92, 2),
+            (92, 3),
+            (93, 0),
+            (93, 1),
+            (93, 2),
+            (93, 3),
+            (94, 0),
+            (94, 1),
+            (94, 2),
+            (94, 3),
+            (95, 0),
+            (95, 1),
+            (95, 2),
+            (95, 3),
+            (95, 4),
+            (96, 0),
+            (96, 1),
+            (96, 2),
+            (96, 3),
+            (96, 4),
+            (97, 0),
+            (97, 1),
+            (97, 2),
+            (97, 3),
+            (97, 4),
+            (98, 0),
+            (98, 1),
+            (98, 2),
+            (98, 3),
+            (98, 4),
+            (99, 0),
+            (99, 1),
+            (99, 2),
+            (99, 3),
+            (99, 4),
+            (100, 0),
+            (100, 1),
+            (100, 2),
+            (100, 3),
+            (100, 4),
+            (101, 0),
+            (101, 1),
+            (101, 2),
+            (101, 3),
+            (101, 4),
+            (102, 0),
+            (102, 1),
+            (102, 2),
+            (102, 3),
+            (102, 4),
+            (103, 0),
+            (103, 1),
+            (103, 2),
+            (103, 3),
+            (103, 4),
+            (104, 0),
+            (104, 1),
+            (104, 2),
+            (104, 3),
+            (104, 4),
+            (105, 0),
+            (105, 1),
+            (105, 2),
+            (105, 3),
+            (105, 4),
+            (106, 0),
+            (106, 1),
+            (106, 2),
+            (106, 3),
+            (106, 4),
+            (107, 0),
+            (107, 1),
+            (107, 2),
+            (107, 3),
+            (107, 4),
+            (108, 0),
+            (108, 1),
+            (108, 2),
+            (108, 3),
+            (108, 4),
+            (109, 0),
+            (109, 1),
+            (109, 2),
+            (109, 3),
+            (109, 4),
+            (110, 0),
+            (110, 1),
+            (110, 2),
+            (110, 3),
+            (110, 4),
+            (111, 0),
+            (111, 1),
+            (111, 2),
+            (111, 3),
+            (111, 4),
+            (112, 0),
+            (112, 1),
+            (112, 2),
+            (112, 3),
+            (112, 4),
+            (113, 0),
+            (113, 1),
+            (113, 2),
+            (113, 3),
+            (113, 4),
+            (114, 0),
+            (114, 1),
+            (114, 2),
+            (114, 3),
+            (114, 4),
+            (115, 0),
+            (115, 1),
+            (115, 2),
+            (115, 3),
+            (115, 4),
+            (116, 0),
+            (116, 1),
+            (116, 2),
+            (116, 3),
+            (116, 4),
+            (117, 0),
+            (117, 1),
+            (117, 2),
+            (117, 3),
+            (117, 4),
+            (118, 0),
+            (118, 1),
+            (118, 2),
+            (118, 3),
+            (118, 4),
+            (119, 0),
+            (119, 1),
+            (119, 2),
+            (119, 3),
+            (119, 4),
+            (119, 5),
+            (120, 0),
+            (120, 1),
+            (120, 2),
+            (120, 3),
+            (120, 4),
+            (120, 5),
+            (121, 0),
+            (121, 1),
+            (121, 2),
+            (121, 3),
+            (121, 4),
+            (121, 5),
+            (122, 0),
+            (122, 1),
+            (122, 2),
+            (122, 3),
+            (122, 4),
+            (122, 5),
+            (123, 0),
+            (123, 1),
+            (123, 2),
+            (123, 3),
+            (123, 4),
+            (123, 5),
+            (124, 0),
+            (124, 1),
+            (124, 2),
+            (124, 3),
+            (124, 4),
+            (124, 5),
+            (125, 0),
+            (125, 1),
+            (125, 2),
+            (125, 3),
+            (125, 4),
+            (125, 5),
+            (126, 0),
+            (126, 1),
+            (126, 2),
+            (126, 3),
+            (126, 4),
+            (126, 5),
+            (127, 0),
+            (127, 1),
+            (127, 2),
+            (127, 3),
+            (127, 4),
+            (127, 5),
+            (128, 0),
+            (128, 1),
+            (128, 2),
+            (128, 3),
+            (128, 4),
+            (128, 5),
+            (129, 0),
+            (129, 1),
+            (129, 2),
+            (129, 3),
+            (129, 4),
+            (129, 5),
+            (130, 0),
+            (130, 1),
+            (130, 2),
+            (130, 3),
+            (130, 4),
+            (130, 5),
+            (131, 0),
+            (131, 1),
+            (131, 2),
+            (131, 3),
+            (131, 4),
+            (131, 5),
+            (132, 0),
+            (132, 1),
+            (132, 2),
+            (132, 3),
+            (132, 4),
+            (132, 5),
+            (133, 0),
+            (133, 1),
+            (133, 2),
+            (133, 3),
+            (133, 4),
+            (133, 5),
+            (134, 0),
+            (134, 1),
+            (134, 2),
+            (134, 3),
+            (134, 4),
+            (134, 5),
+            (135, 0),
+            (135, 1),
+            (135, 2),
+            (135, 3),
+            (135, 4),
+            (135, 5),
+            (136, 0),
+            (136, 1),
+            (136, 2),
+            (136, 3),
+            (136, 4),
+            (136, 5),
+            (137, 0),
+            (137, 1),
+            (137, 2),
+            (137, 3),
+            (137, 4),
+            (137, 5),
+            (138, 0),
+            (138, 1),
+            (138, 2),
+            (138, 3),
+            (138, 4),
+            (138, 5),
+            (139, 0),
+            (139, 1),
+            (139, 2),
+            (139, 3),
+            (139, 4),
+            (139, 5),
+            (140, 0),
+            (140, 1),
+            (140, 2),
+            (140, 3),
+            (140, 4),
+            (140, 5),
+            (141, 0),
+            (141, 1),
+            (141, 2),
+            (141, 3),
+            (141, 4),
+            (141, 5),
+            (142, 0),
+            (142, 1),
+            (142, 2),
+            (142, 3),
+            (142, 4),
+            (142, 5),
+            (143, 0),
+            (143, 1),
+            (143, 2),
+            (143, 3),
+            (143, 4),
+            (143, 5),
+            (143, 6),
+            (144, 0),
+            (144, 1),
+            (144, 2),
+            (144, 3),
+            (144, 4),
+            (144, 5),
+            (144, 6),
+            (145, 0),
+            (145, 1),
+            (145, 2),
+            (145, 3),
+            (145, 4),
+            (145, 5),
+            (145, 6),
+            (146, 0),
+            (146, 1),
+            (146, 2),
+            (146, 3),
+            (146, 4),
+            (146, 5),
+            (146, 6),
+            (147, 0),
+            (147, 1),
+            (147, 2),
+            (147, 3),
+            (147, 4),
+            (147, 5),
+            (147, 6),
+            (148, 0),
+            (148, 1),
+            (148, 2),
+            (148, 3),
+            (148, 4),
+            (148, 5),
+            (148, 6),
+            (149, 0),
+            (149, 1),
+            (149, 2),
+            (149, 3),
+            (149, 4),
+            (149, 5),
+            (149, 6),
+            (150, 0),
+            (150, 1),
+            (150, 2),
+            (150, 3),
+            (150, 4),
+            (150, 5),
+            (150, 6),
+            (151, 0),
+            (151, 1),
+            (151, 2),
+            (151, 3),
+            (151, 4),
+            (151, 5),
+            (151, 6),
+            (152, 0),
+            (152, 1),
+            (152, 2),
+            (152, 3),
+            (152, 4),
+            (152, 5),
+            (152, 6),
+            (153, 0),
+            (153, 1),
+            (153, 2),
+            (153, 3),
+            (153, 4),
+            (153, 5),
+            (153, 6),
+            (154, 0),
+            (154, 1),
+            (154, 2),
+            (154, 3),
+            (154, 4),
+            (154, 5),
+            (154, 6),
+            (155, 0),
+            (155, 1),
+            (155, 2),
+            (155, 3),
+            (155, 4),
+            (155, 5),
+            (155, 6),
+            (156, 0),
+            (156, 1),
+            (156, 2),
+            (156, 3),
+            (156, 4),
+            (156, 5),
+            (156, 6),
+            (157, 0),
+            (157, 1),
+            (157, 2),
+            (157, 3),
+            (157, 4),
+            (157, 5),
+            (157, 6),
+            (158, 0),
+            (158, 1),
+            (158, 2),
+            (158, 3),
+            (158, 4),
+            (158, 5),
+            (158, 6),
+            (159, 0),
+            (159, 1),
+            (159, 2),
+            (159, 3),
+            (159, 4),
+            (159, 5),
+            (159, 6),
+            (160, 0),
+            (160, 1),
+            (160, 2),
+            (160, 3),
+            (160, 4),
+            (160, 5),
+            (160, 6),
+            (161, 0),
+            (161, 1),
+            (161, 2),
+            (161, 3),
+            (161, 4),
+            (161, 5),
+            (161, 6),
+            (162, 0),
+            (162, 1),
+            (162, 2),
+            (162, 3),
+            (162, 4),
+            (162, 5),
+            (162, 6),
+            (163, 0),
+            (163, 1),
+            (163, 2),
+            (163, 3),
+            (163, 4),
+            (163, 5),
+            (163, 6),
+            (164, 0),
+            (164, 1),
+            (164, 2),
+            (164, 3),
+            (164, 4),
+            (164, 5),
+            (164, 6),
+            (165, 0),
+            (165, 1),
+            (165, 2),
+            (165, 3),
+            (165, 4),
+            (165, 5),
+            (165, 6),
+            (166, 0),
+            (166, 1),
+            (166, 2),
+            (166, 3),
+            (166, 4),
+            (166, 5),
+            (166, 6),
+            (167, 0),
+            (167, 1),
+            (167, 2),
+            (167, 3),
+            (167, 4),
+            (167, 5),
+            (167, 6),
+            (167, 7),
+            (168, 0),
+            (168, 1),
+            (168, 2),
+            (168, 3),
+            (168, 4),
+            (168, 5),
+            (168, 6),
+            (168, 7),
+            (169, 0),
+            (169, 1),
+            (169, 2),
+            (169, 3),
+            (169, 4),
+            (169, 5),
+            (169, 6),
+            (169, 7),
+            (170, 0),
+            (170, 1),
+            (170, 2),
+            (170, 3),
+            (170, 4),
+            (170, 5),
+            (170, 6),
+            (170, 7),
+            (171, 0),
+            (171, 1),
+            (171, 2),
+            (171, 3),
+            (171, 4),
+            (171, 5),
+            (171, 6),
+            (171, 7),
+            (172, 0),
+            (172, 1),
+            (172, 2),
+            (172, 3),
+            (172, 4),
+            (172, 5),
+            (172, 6),
+            (172, 7),
+            (173, 0),
+            (173, 1),
+            (173, 2),
+            (173, 3),
+            (173, 4),
+            (173, 5),
+            (173, 6),
+            (173, 7),
+            (174, 0),
+            (174, 1),
+            (174, 2),
+            (174, 3),
+            (174, 4),
+            (174, 5),
+            (174, 6),
+            (174, 7),
+            (175, 0),
+            (175, 1),
+            (175, 2),
+            (175, 3),
+            (175, 4),
+            (175, 5),
+            (175, 6),
+            (175, 7),
+            (176, 0),
+            (176, 1),
+            (176, 2),
+            (176, 3),
+            (176, 4),
+            (176, 5),
+            (176, 6),
+            (176, 7),
+            (177, 0),
+            (177, 1),
+            (177, 2),
+            (177, 3),
+            (177, 4),
+            (177, 5),
+            (177, 6),
+            (177, 7),
+            (178, 0),
+            (178, 1),
+            (178, 2),
+            (178, 3),
+            (178, 4),
+            (178, 5),
+            (178, 6),
+            (178, 7),
+            (179, 0),
+            (179, 1),
+            (179, 2),
+            (179, 3),
+            (179, 4),
+            (179, 5),
+            (179, 6),
+            (179, 7),
+            (180, 0),
+            (180, 1),
+            (180, 2),
+            (180, 3),
+            (180, 4),
+            (180, 5),
+            (180, 6),
+            (180, 7),
+            (181, 0),
+            (181, 1),
+            (181, 2),
+            (181, 3),
+            (181, 4),
+            (181, 5),
+            (181, 6),
+            (181, 7),
+            (182, 0),
+            (182, 1),
+            (182, 2),
+            (182, 3),
+            (182, 4),
+            (182, 5),
+            (182, 6),
+            (182, 7),
+            (183, 0),
+            (183, 1),
+            (183, 2),
+            (183, 3),
+            (183, 4),
+            (183, 5),
+            (183, 6),
+            (183, 7),
+            (184, 0),
+            (184, 1),
+            (184, 2),
+            (184, 3),
+            (184, 4),
+            (184, 5),
+            (184, 6),
+            (184, 7),
+            (185, 0),
+            (185, 1),
+            (185, 2),
+            (185, 3),
+            (185, 4),
+            (185, 5),
+            (185, 6),
+            (185, 7),
+            (186, 0),
+            (186, 1),
+            (186, 2),
+            (186, 3),
+            (186, 4),
+            (186, 5),
+            (186, 6),
+            (186, 7),
+            (187, 0),
+            (187, 1),
+            (187, 2),
+            (187, 3),
+            (187, 4),
+            (187, 5),
+            (187, 6),
+            (187, 7),
+            (188, 0),
+            (188, 1),
+            (188, 2),
+            (188, 3),
+            (188, 4),
+            (188, 5),
+            (188, 6),
+            (188, 7),
+            (189, 0),
+            (189, 1),
+            (189, 2),
+            (189, 3),
+            (189, 4),
+            (189, 5),
+            (189, 6),
+            (189, 7),
+            (190, 0),
+            (190, 1),
+            (190, 2),
+            (190, 3),
+            (190, 4),
+            (190, 5),
+            (190, 6),
+            (190, 7),
+            (191, 0),
+            (191, 1),
+            (191, 2),
+            (191, 3),
+            (191, 4),
+            (191, 5),
+            (191, 6),
+            (191, 7),
+            (191, 8),
+            (192, 0),
+            (192, 1),
+            (192, 2),
+            (192, 3),
+            (192, 4),
+            (192, 5),
+            (192, 6),
+            (192, 7),
+            (192, 8),
+            (193, 0),
+            (193, 1),
+            (193, 2),
+            (193, 3),
+            (193, 4),
+            (193, 5),
+            (193, 6),
+            (193, 7),
+            (193, 8),
+            (194, 0),
+            (194, 1),
+            (194, 2),
+            (194, 3),
+            (194, 4),
+            (194, 5),
+            (194, 6),
+            (194, 7),
+            (194, 8),
+            (195, 0),
+            (195, 1),
+            (195, 2),
+            (195, 3),
+            (195, 4),
+            (195, 5),
+            (195, 6),
+            (195, 7),
+            (195, 8),
+            (196, 0),
+            (196, 1),
+            (196, 2),
+            (196, 3),
+            (196, 4),
+            (196, 5),
+            (196, 6),
+            (196, 7),
+            (196, 8),
+            (197, 0),
+            (197, 1),
+            (197, 2),
+            (197, 3),
+            (197, 4),
+            (197, 5),
+            (197, 6),
+            (197, 7),
+            (197, 8),
+            (198, 0),
+            (198, 1),
+            (198, 2),
+            (198, 3),
+            (198, 4),
+            (198, 5),
+            (198, 6),
+            (198, 7),
+            (198, 8),
+            (199, 0),
+            (199, 1),
+            (199, 2),
+            (199, 3),
+            (199, 4),
+            (199, 5),
+            (199, 6),
+            (199, 7),
+            (199, 8),
             (200, 0),
+            (200, 1),
+            (200, 2),
+            (200, 3),
+            (200, 4),
+            (200, 5),
+            (200, 6),
+            (200, 7),
+            (200, 8),
             (201, 0),
+            (201, 1),
+            (201, 2),
+            (201, 3),
+            (201, 4),
+            (201, 5),
+            (201, 6),
+            (201, 7),
+            (201, 8),
             (202, 0),
+            (202, 1),
+            (202, 2),
+            (202, 3),
+            (202, 4),
+            (202, 5),
+            (202, 6),
+            (202, 7),
+            (202, 8),
             (203, 0),
+            (203, 1),
+            (203, 2),
+            (203, 3),
+            (203, 4),
+            (203, 5),
+            (203, 6),
+            (203, 7),
+            (203, 8),
             (204, 0),
+            (204, 1),
+            (204, 2),
+            (204, 3),
+            (204, 4),
+            (204, 5),
+            (204, 6),
+            (204, 7),
+            (204, 8),
             (205, 0),
+            (205, 1),
+            (205, 2),
+            (205, 3),
+            (205, 4),
+            (205, 5),
+            (205, 6),
+            (205, 7),
+            (205, 8),
             (206, 0),
+            (206, 1),
+            (206, 2),
+            (206, 3),
+            (206, 4),
+            (206, 5),
+            (206, 6),
+            (206, 7),
+            (206, 8),
             (207, 0),
+            (207, 1),
+            (207, 2),
+            (207, 3),
+            (207, 4),
+            (207, 5),
+            (207, 6),
+            (207, 7),
+            (207, 8),
             (208, 0),
+            (208, 1),
+            (208, 2),
+            (208, 3),
+            (208, 4),
+            (208, 5),
+            (208, 6),
+            (208, 7),
+            (208, 8),
             (209, 0),
+            (209, 1),
+            (209, 2),
+            (209, 3),
+            (209, 4),
+            (209, 5),
+            (209, 6),
+            (209, 7),
+            (209, 8),
             (210, 0),
+            (210, 1),
+            (210, 2),
+            (210, 3),
+            (210, 4),
+            (210, 5),
+            (210, 6),
+            (210, 7),
+            (210, 8),
             (211, 0),
+            (211, 1),
+            (211, 2),
+            (211, 3),
+            (211, 4),
+            (211, 5),
+            (211, 6),
+            (211, 7),
+            (211, 8),
             (212, 0),
+            (212, 1),
+            (212, 2),
+            (212, 3),
+            (212, 4),
+            (212, 5),
+            (212, 6),
+            (212, 7),
+            (212, 8),
             (213, 0),
+            (213, 1),
+            (213, 2),
+            (213, 3),
+            (213, 4),
+            (213, 5),
+            (213, 6),
+            (213, 7),
+            (213, 8),
             (214, 0),
+            (214, 1),
+            (214, 2),
+            (214, 3),
+            (214, 4),
+            (214, 5),
+            (214, 6),
+            (214, 7),
+            (214, 8),
             (215, 0),
+            (215, 1),
+            (215, 2),
+            (215, 3),
+            (215, 4),
+            (215, 5),
+            (215, 6),
+            (215, 7),
+            (215, 8),
+            (215, 9),
             (216, 0),
+            (216, 1),
+            (216, 2),
+            (216, 3),
+            (216, 4),
+            (216, 5),
+            (216, 6),
+            (216, 7),
+            (216, 8),
+            (216, 9),
             (217, 0),
+            (217, 1),
+            (217, 2),
+            (217, 3),
+            (217, 4),
+            (217, 5),
+            (217, 6),
+            (217, 7),
+            (217, 8),
+            (217, 9),
             (218, 0),
+            (218, 1),
+            (218, 2),
+            (218, 3),
+            (218, 4),
+            (218, 5),
+            (218, 6),
+            (218, 7),
+            (218, 8),
+            (218, 9),
             (219, 0),
+            (219, 1),
+            (219, 2),
+            (219, 3),
+            (219, 4),
+            (219, 5),
+            (219, 6),
+            (219, 7),
+            (219, 8),
+            (219, 9),
             (220, 0),
+            (220, 1),
+            (220, 2),
+            (220, 3),
+            (220, 4),
+            (220, 5),
+            (220, 6),
+            (220, 7),
+            (220, 8),
+            (220, 9),
             (221, 0),
             (221, 1),
+            (221, 2),
+            (221, 3),
+            (221, 4),
+            (221, 5),
+            (221, 6),
+            (221, 7),
+            (221, 8),
+            (221, 9),
             (222, 0),
             (222, 1),
+            (222, 2),
+            (222, 3),
+            (222, 4),
+            (222, 5),
+            (222, 6),
+            (222, 7),
+            (222, 8),
+            (222, 9),
             (223, 0),
             (223, 1),
+            (223, 2),
+            (223, 3),
+            (223, 4),
+            (223, 5),
+            (223, 6),
+            (223, 7),
+            (223, 8),
+            (223, 9),
             (224, 0),
             (224, 1),
+            (224, 2),
+            (224, 3),
+            (224, 4),
+            (224, 5),
+            (224, 6),
+            (224, 7),
+            (224, 8),
+            (224, 9),
             (225, 0),
             (225, 1),
+            (225, 2),
+            (225, 3),
+            (225, 4),
+            (225, 5),
+            (225, 6),
+            (225, 7),
+            (225, 8),
+            (225, 9),
             (226, 0),
             (226, 1),
+            (226, 2),
+            (226, 3),
+            (226, 4),
+            (226, 5),
+            (226, 6),
+            (226, 7),
+            (226, 8),
+            (226, 9),
             (227, 0),
             (227, 1),
+            (227, 2),
+            (227, 3),
+            (227, 4),
+            (227, 5),
+            (227, 6),
+            (227, 7),
+            (227, 8),
+            (227, 9),
             (228, 0),
             (228, 1),
+            (228, 2),
+            (228, 3),
+            (228, 4),
+            (228, 5),
+            (228, 6),
+            (228, 7),
+            (228, 8),
+            (228, 9),
             (229, 0),
             (229, 1),
+            (229, 2),
+            (229, 3),
+            (229, 4),
+            (229, 5),
+            (229, 6),
+            (229, 7),
+            (229, 8),
+            (229, 9),
             (230, 0),
             (230, 1),
+            (230, 2),
+            (230, 3),
+            (230, 4),
+            (230, 5),
+            (230, 6),
+            (230, 7),
+            (230, 8),
+            (230, 9),
             (231, 0),
             (231, 1),
+            (231, 2),
+            (231, 3),
+            (231, 4),
+            (231, 5),
+            (231, 6),
+            (231, 7),
+            (231, 8),
+            (231, 9),
             (232, 0),
             (232, 1),
+            (232, 2),
+            (232, 3),
+            (232, 4),
+            (232, 5),
+            (232, 6),
+            (232, 7),
+            (232, 8),
+            (232, 9),
             (233, 0),
             (233, 1),
+            (233, 2),
+            (233, 3),
+            (233, 4),
+            (233, 5),
+            (233, 6),
+            (233, 7),
+            (233, 8),
+            (233, 9),
             (234, 0),
             (234, 1),
+            (234, 2),
+            (234, 3),
+            (234, 4),
+            (234, 5),
+            (234, 6),
+            (234, 7),
+            (234, 8),
+            (234, 9),
             (235, 0),
             (235, 1),
+            (235, 2),
+            (235, 3),
+            (235, 4),
+            (235, 5),
+            (235, 6),
+            (235, 7),
+            (235, 8),
+            (235, 9),
             (236, 0),
             (236, 1),
+            (236, 2),
+            (236, 3),
+            (236, 4),
+            (236, 5),
+            (236, 6),
+            (236, 7),
+            (236, 8),
+            (236, 9),
             (237, 0),
             (237, 1),
+            (237, 2),
+            (237, 3),
+            (237, 4),
+            (237, 5),
+            (237, 6),
+            (237, 7),
+            (237, 8),
+            (237, 9),
             (238, 0),
             (238, 1),
+            (238, 2),
+            (238, 3),
+            (238, 4),
+            (238, 5),
+            (238, 6),
+            (238, 7),
+            (238, 8),
+            (238, 9),
             (239, 0),
             (239, 1),
+            (239, 2),
+            (239, 3),
+            (239, 4),
+            (239, 5),
+            (239, 6),
+            (239, 7),
+            (239, 8),
+            (239, 9),
             (240, 0),
             (240, 1),
             (240, 2),
+            (240, 3),
+            (240, 4),
+            (240, 5),
+            (240, 6),
+            (240, 7),
+            (240, 8),
+            (240, 9),
+            (240, 10),
             (241, 0),
             (241, 1),
             (241, 2),
+            (241, 3),
+            (241, 4),
+            (241, 5),
+            (241, 6),
+            (241, 7),
+            (241, 8),
+            (241, 9),
+            (241, 10),
             (242, 0),
             (242, 1),
             (242, 2),
+            (242, 3),
+            (242, 4),
+            (242, 5),
+            (242, 6),
+            (242, 7),
+            (242, 8),
+            (242, 9),
+            (242, 10),
             (243, 0),
             (243, 1),
             (243, 2),
+            (243, 3),
+            (243, 4),
+            (243, 5),
+            (243, 6),
+            (243, 7),
+            (243, 8),
+            (243, 9),
+            (243, 10),
             (244, 0),
             (244, 1),
             (244, 2),
+            (244, 3),
+            (244, 4),
+            (244, 5),
+            (244, 6),
+            (244, 7),
+            (244, 8),
+            (244, 9),
+            (244, 10),
             (245, 0),
             (245, 1),
             (245, 2),
+            (245, 3),
+            (245, 4),
+            (245, 5),
+            (245, 6),
+            (245, 7),
+            (245, 8),
+            (245, 9),
+            (245, 10),
             (246, 0),
             (246, 1),
             (246, 2),
+            (246, 3),
+            (246, 4),
+            (246, 5),
+            (246, 6),
+            (246, 7),
+            (246, 8),
+            (246, 9),
+            (246, 10),
             (247, 0),
             (247, 1),
             (247, 2),
+            (247, 3),
+            (247, 4),
+            (247, 5),
+            (247, 6),
+            (247, 7),
+            (247, 8),
+            (247, 9),
+            (247, 10),
             (248, 0),
             (248, 1),
             (248, 2),
+            (248, 3),
+            (248, 4),
+            (248, 5),
+            (248, 6),
+            (248, 7),
+            (248, 8),
+            (248, 9),
+            (248, 10),
             (249, 0),
             (249, 1),
             (249, 2),
+            (249, 3),
+            (249, 4),
+            (249, 5),
+            (249, 6),
+            (249, 7),
+            (249, 8),
+            (249, 9),
+            (249, 10),
             (250, 0),
             (250, 1),
             (250, 2),
+            (250, 3),
+            (250, 4),
+            (250, 5),
+            (250, 6),
+            (250, 7),
+            (250, 8),
+            (250, 9),
+            (250, 10),
             (251, 0),
             (251, 1),
             (251, 2),
+            (251, 3),
+            (251, 4),
+            (251, 5),
+            (251, 6),
+            (251, 7),
+            (251, 8),
+            (251, 9),
+            (251, 10),
             (252, 0),
             (252, 1),
             (252, 2),
+            (252, 3),
+            (252, 4),
+            (252, 5),
+            (252, 6),
+            (252, 7),
+            (252, 8),
+            (252, 9),
+            (252, 10),
             (253, 0),
             (253, 1),
             (253, 2),
+            (253, 3),
+            (253, 4),
+            (253, 5),
+            (253, 6),
+            (253, 7),
+            (253, 8),
+            (253, 9),
+            (253, 10),
             (254, 0),
             (254, 1),
             (254, 2),
+            (254, 3),
+            (254, 4),
+            (254, 5),
+            (254, 6),
+            (254, 7),
+            (254, 8),
+            (254, 9),
+            (254, 10),
             (255, 0),
             (255, 1),
             (255, 2),
+            (255, 3),
+            (255, 4),
+            (255, 5),
+            (255, 6),
+            (255, 7),
+            (255, 8),
+            (255, 9),
+            (255, 10),
             (256, 0),
             (256, 1),
             (256, 2),
+            (256, 3),
+            (256, 4),
+            (256, 5),
+            (256, 6),
+            (256, 7),
+            (256, 8),
+            (256, 9),
+            (256, 10),
             (257, 0),
             (257, 1),
             (257, 2),
+            (257, 3),
+            (257, 4),
+            (257, 5),
+            (257, 6),
+            (257, 7),
+            (257, 8),
+            (257, 9),
+            (257, 10),
             (258, 0),
             (258, 1),
             (258, 2),
+            (258, 3),
+            (258, 4),
+            (258, 5),
+            (258, 6),
+            (258, 7),
+            (258, 8),
+            (258, 9),
+            (258, 10),
             (259, 0),
             (259, 1),
             (259, 2),
+            (259, 3),
+            (259, 4),
+            (259, 5),
+            (259, 6),
+            (259, 7),
+            (259, 8),
+            (259, 9),
+            (259, 10),
             (260, 0),
             (260, 1),
             (260, 2),
             (260, 3),
+            (260, 4),
+            (260, 5),
+            (260, 6),
+            (260, 7),
+            (260, 8),
+            (260, 9),
+            (260, 10),
             (261, 0),
             (261, 1),
             (261, 2),
             (261, 3),
+            (261, 4),
+            (261, 5),
+            (261, 6),
+            (261, 7),
+            (261, 8),
+            (261, 9),
+            (261, 10),
             (262, 0),
             (262, 1),
             (262, 2),
             (262, 3),
+            (262, 4),
+            (262, 5),
+            (262, 6),
+            (262, 7),
+            (262, 8),
+            (262, 9),
+            (262, 10),
             (263, 0),
             (263, 1),
             (263, 2),
             (263, 3),
+            (263, 4),
+            (263, 5),
+            (263, 6),
+            (263, 7),
+            (263, 8),
+            (263, 9),
+            (263, 10),
             (264, 0),
             (264, 1),
             (264, 2),
             (264, 3),
+            (264, 4),
+            (264, 5),
+            (264, 6),
+            (264, 7),
+            (264, 8),
+            (264, 9),
+            (264, 10),
+            (264, 11),
             (265, 0),
             (265, 1),
             (265, 2),
             (265, 3),
+            (265, 4),
+            (265, 5),
+            (265, 6),
+            (265, 7),
+            (265, 8),
+            (265, 9),
+            (265, 10),
+            (265, 11),
             (266, 0),
             (266, 1),
             (266, 2),
             (266, 3),
+            (266, 4),
+            (266, 5),
+            (266, 6),
+            (266, 7),
+            (266, 8),
+            (266, 9),
+            (266, 10),
+            (266, 11),
             (267, 0),
             (267, 1),
             (267, 2),
             (267, 3),
+            (267, 4),
+            (267, 5),
+            (267, 6),
+            (267, 7),
+            (267, 8),
+            (267, 9),
+            (267, 10),
+            (267, 11),
             (268, 0),
             (268, 1),
             (268, 2),
             (268, 3),
+            (268, 4),
+            (268, 5),
+            (268, 6),
+            (268, 7),
+            (268, 8),
+            (268, 9),
+            (268, 10),
+            (268, 11),
             (269, 0),
             (269, 1),
             (269, 2),
             (269, 3),
+            (269, 4),
+            (269, 5),
+            (269, 6),
+            (269, 7),
+            (269, 8),
+            (269, 9),
+            (269, 10),
+            (269, 11),
             (270, 0),
             (270, 1),
             (270, 2),
             (270, 3),
+            (270, 4),
+            (270, 5),
+            (270, 6),
+            (270, 7),
+            (270, 8),
+            (270, 9),
+            (270, 10),
+            (270, 11),
             (271, 0),
             (271, 1),
             (271, 2),
             (271, 3),
+            (271, 4),
+            (271, 5),
+            (271, 6),
+            (271, 7),
+            (271, 8),
+            (271, 9),
+            (271, 10),
+            (271, 11),
             (272, 0),
             (272, 1),
             (272, 2),
             (272, 3),
+            (272, 4),
+            (272, 5),
+            (272, 6),
+            (272, 7),
+            (272, 8),
+            (272, 9),
+            (272, 10),
+            (272, 11),
             (273, 0),
             (273, 1),
             (273, 2),
             (273, 3),
+            (273, 4),
+            (273, 5),
+            (273, 6),
+            (273, 7),
+            (273, 8),
+            (273, 9),
+            (273, 10),
+            (273, 11),
             (274, 0),
             (274, 1),
             (274, 2),
             (274, 3),
+            (274, 4),
+            (274, 5),
+            (274, 6),
+            (274, 7),
+            (274, 8),
+            (274, 9),
+            (274, 10),
+            (274, 11),
             (275, 0),
             (275, 1),
             (275, 2),
             (275, 3),
+            (275, 4),
+            (275, 5),
+            (275, 6),
+            (275, 7),
+            (275, 8),
+            (275, 9),
+            (275, 10),
+            (275, 11),
             (276, 0),
             (276, 1),
             (276, 2),
             (276, 3),
+            (276, 4),
+            (276, 5),
+            (276, 6),
+            (276, 7),
+            (276, 8),
+            (276, 9),
+            (276, 10),
+            (276, 11),
             (277, 0),
             (277, 1),
             (277, 2),
             (277, 3),
+            (277, 4),
+            (277, 5),
+            (277, 6),
+            (277, 7),
+            (277, 8),
+            (277, 9),
+            (277, 10),
+            (277, 11),
             (278, 0),
             (278, 1),
             (278, 2),
             (278, 3),
+            (278, 4),
+            (278, 5),
+            (278, 6),
+            (278, 7),
+            (278, 8),
+            (278, 9),
+            (278, 10),
+            (278, 11),
             (279, 0),
             (279, 1),
             (279, 2),
             (279, 3),
+            (279, 4),
+            (279, 5),
+            (279, 6),
+            (279, 7),
+            (279, 8),
+            (279, 9),
+            (279, 10),
+            (279, 11),
             (280, 0),
             (280, 1),
             (280, 2),
             (280, 3),
             (280, 4),
+            (280, 5),
+            (280, 6),
+            (280, 7),
+            (280, 8),
+            (280, 9),
+            (280, 10),
+            (280, 11),
             (281, 0),
             (281, 1),
             (281, 2),
             (281, 3),
             (281, 4),
+            (281, 5),
+            (281, 6),
+            (281, 7),
+            (281, 8),
+            (281, 9),
+            (281, 10),
+            (281, 11),
             (282, 0),
             (282, 1),
             (282, 2),
             (282, 3),
             (282, 4),
+            (282, 5),
+            (282, 6),
+            (282, 7),
+            (282, 8),
+            (282, 9),
+            (282, 10),
+            (282, 11),
             (283, 0),
             (283, 1),
             (283, 2),
             (283, 3),
             (283, 4),
+            (283, 5),
+            (283, 6),
+            (283, 7),
+            (283, 8),
+            (283, 9),
+            (283, 10),
+            (283, 11),
             (284, 0),
             (284, 1),
             (284, 2),
             (284, 3),
             (284, 4),
+            (284, 5),
+            (284, 6),
+            (284, 7),
+            (284, 8),
+            (284, 9),
+            (284, 10),
+            (284, 11),
             (285, 0),
             (285, 1),
             (285, 2),
             (285, 3),
             (285, 4),
+            (285, 5),
+            (285, 6),
+            (285, 7),
+            (285, 8),
+            (285, 9),
+            (285, 10),
+            (285, 11),
             (286, 0),
             (286, 1),
             (286, 2),
             (286, 3),
             (286, 4),
+            (286, 5),
+            (286, 6),
+            (286, 7),
+            (286, 8),
+            (286, 9),
+            (286, 10),
+            (286, 11),
             (287, 0),
             (287, 1),
             (287, 2),
             (287, 3),
             (287, 4),
+            (287, 5),
+            (287, 6),
+            (287, 7),
+            (287, 8),
+            (287, 9),
+            (287, 10),
+            (287, 11),
             (288, 0),
             (288, 1),
             (288, 2),
             (288, 3),
             (288, 4),
+            (288, 5),
+            (288, 6),
+            (288, 7),
+            (288, 8),
+            (288, 9),
+            (288, 10),
+            (288, 11),
+            (288, 12),
         }:
-            return 7
-        return 6
+            return 6
+        return 0
 
     num_mlp_2_0_outputs = [
         num_mlp_2_0(k0, k1)
-        for k0, k1 in zip(num_attn_2_3_outputs, num_attn_0_2_outputs)
+        for k0, k1 in zip(num_attn_2_1_outputs, num_attn_2_0_outputs)
     ]
 
     # num_mlp_2_1 ######################################################
-    def num_mlp_2_1(num_attn_2_2_output):
-        key = num_attn_2_2_output
-        if key in {0, 1}:
+    def num_mlp_2_1(num_attn_1_0_output, num_attn_2_2_output):
+        key = (num_attn_1_0_output, num_attn_2_2_output)
+        if key in {
+            (0, 0),
+            (1, 0),
+            (2, 0),
+            (3, 0),
+            (4, 0),
+            (4, 1),
+            (5, 0),
+            (5, 1),
+            (6, 0),
+            (6, 1),
+            (7, 0),
+            (7, 1),
+            (8, 0),
+            (8, 1),
+            (9, 0),
+            (9, 1),
+            (10, 0),
+            (10, 1),
+            (10, 2),
+            (11, 0),
+            (11, 1),
+            (11, 2),
+            (12, 0),
+            (12, 1),
+            (12, 2),
+            (13, 0),
+            (13, 1),
+            (13, 2),
+            (14, 0),
+            (14, 1),
+            (14, 2),
+            (15, 0),
+            (15, 1),
+            (15, 2),
+            (16, 0),
+            (16, 1),
+            (16, 2),
+            (16, 3),
+            (17, 0),
+            (17, 1),
+            (17, 2),
+            (17, 3),
+            (18, 0),
+            (18, 1),
+            (18, 2),
+            (18, 3),
+            (19, 0),
+            (19, 1),
+            (19, 2),
+            (19, 3),
+            (20, 0),
+            (20, 1),
+            (20, 2),
+            (20, 3),
+            (21, 0),
+            (21, 1),
+            (21, 2),
+            (21, 3),
+            (22, 0),
+            (22, 1),
+            (22, 2),
+            (22, 3),
+            (23, 0),
+            (23, 1),
+            (23, 2),
+            (23, 3),
+            (23, 4),
+            (24, 0),
+            (24, 1),
+            (24, 2),
+            (24, 3),
+            (24, 4),
+            (25, 0),
+            (25, 1),
+            (25, 2),
+            (25, 3),
+            (25, 4),
+            (26, 0),
+            (26, 1),
+            (26, 2),
+            (26, 3),
+            (26, 4),
+            (27, 0),
+            (27, 1),
+            (27, 2),
+            (27, 3),
+            (27, 4),
+            (28, 0),
+            (28, 1),
+            (28, 2),
+            (28, 3),
+            (28, 4),
+            (29, 0),
+            (29, 1),
+            (29, 2),
+            (29, 3),
+            (29, 4),
+            (29, 5),
+            (30, 0),
+            (30, 1),
+            (30, 2),
+            (30, 3),
+            (30, 4),
+            (30, 5),
+            (31, 0),
+            (31, 1),
+            (31, 2),
+            (31, 3),
+            (31, 4),
+            (31, 5),
+            (32, 0),
+            (32, 1),
+            (32, 2),
+            (32, 3),
+            (32, 4),
+            (32, 5),
+            (33, 0),
+            (33, 1),
+            (33, 2),
+            (33, 3),
+            (33, 4),
+            (33, 5),
+            (34, 0),
+            (34, 1),
+            (34, 2),
+            (34, 3),
+            (34, 4),
+            (34, 5),
+            (35, 0),
+            (35, 1),
+            (35, 2),
+            (35, 3),
+            (35, 4),
+            (35, 5),
+            (36, 0),
+            (36, 1),
+            (36, 2),
+            (36, 3),
+            (36, 4),
+            (36, 5),
+            (36, 6),
+        }:
             return 7
-        return 4
+        elif key in {(0, 1), (1, 1), (2, 1), (3, 1)}:
+            return 0
+        return 3
 
-    num_mlp_2_1_outputs = [num_mlp_2_1(k0) for k0 in num_attn_2_2_outputs]
+    num_mlp_2_1_outputs = [
+        num_mlp_2_1(k0, k1)
+        for k0, k1 in zip(num_attn_1_0_outputs, num_attn_2_2_outputs)
+    ]
 
     features = [
         ("tokens", tokens),
