@@ -147,9 +147,11 @@ def test_bad_settings():
         variant_flags("all")
 
 
-def test_fixed_choice_matches_enumeration():
+def test_fixed_expert_matches_enumeration():
     """The vertex rule agrees with the gate's argmax over every histogram of L content tokens."""
     import itertools
+
+    from tpcore.models.counting import fixed_expert
 
     content, framing = [2, 3, 4], {1: 1}
     found = set()
@@ -165,7 +167,7 @@ def test_fixed_choice_matches_enumeration():
                 h[1], h[content] = 1, c
                 choices.add(int(net.gate_logits(h[None]).argmax()))
             want = choices.pop() if len(choices) == 1 else None
-            assert net.fixed_choice(framing, content, length) == want
+            assert fixed_expert(*net.host_gate(), framing, content, length) == want
             found.add(want is None)
     assert found == {True, False}  # both kinds of gate were exercised
 

@@ -188,11 +188,6 @@ class SparseExpertCountingNetwork(StreamExtension):
         return (np.asarray(to_host(self.w.data), dtype=np.float64),
                 np.asarray(to_host(self.b.data), dtype=np.float64))
 
-    def fixed_choice(self, framing: dict[int, int], content: list[int], length: int
-                     ) -> int | None:
-        """:func:`fixed_expert` of this gate."""
-        return fixed_expert(*self.host_gate(), framing, content, length)
-
     def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
                 ) -> tuple[Array, tuple]:
         """``y = sum_i alpha_i E_i``: ``(1, B, N)``; ``alpha`` relaxed at ``tau`` (argmax when
