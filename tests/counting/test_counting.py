@@ -3,14 +3,12 @@
 import numpy as np
 import pytest
 
+from tpcore.counts import EXPERTS, expert_features, prefix_counts
 from tpcore.errors import TpcoreError
 from tpcore.models.counting import (
-    EXPERTS,
     CountingConfig,
     CountingProgramModel,
     SparseExpertCountingNetwork,
-    expert_features,
-    prefix_counts,
     variant_flags,
 )
 from tpcore.nn.gradcheck import assert_gradients
@@ -151,7 +149,7 @@ def test_fixed_expert_matches_enumeration():
     """The vertex rule agrees with the gate's argmax over every histogram of L content tokens."""
     import itertools
 
-    from tpcore.models.counting import fixed_expert
+    from tpcore.counts import fixed_expert
 
     content, framing = [2, 3, 4], {1: 1}
     found = set()
@@ -221,5 +219,10 @@ def test_reproduce_counting_cli(tmp_path):
     saved = json.loads((tmp_path / "counting.json").read_text())
     assert [(r["task"], r["seed"]) for r in saved["cells"]] == [("hist", 1)]
     assert [r["seed"] for r in saved["lengthgen"]] == [1]
-    assert "--variants none" in saved["command"] and "--seeds 1" in saved["command"]
+    assert "--variants none" in saved["commands"][-1] and "--seeds 1" in saved["commands"][-1]
+    assert main(args[:-3] + ["2", "--out", str(tmp_path)]) == 0  # a second seed joins the table
+    saved = json.loads((tmp_path / "counting.json").read_text())
+    assert len(saved["commands"]) == 2 and saved["cells"][0]["seeds"] == [1, 2]
+    assert saved["cells"][0]["seed"] in (1, 2) and "of 2]" in (tmp_path / "counting.md").read_text()
+    assert main(args[:-2] + ["--epochs", "3", "--out", str(tmp_path)]) == 2  # other length
     assert main(["reproduce", "counting", "--cells", "hist-base"]) == 2

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.counts import EXPERTS
 from tpcore.errors import TpcoreError
 from tpcore.models.counting import (
-    EXPERTS,
     VARIANTS,
     CountingConfig,
     CountingProgramModel,
@@ -155,12 +155,12 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     ref = shifted or data
     model = build(cfg, variant, len(ref.vocab), ref.max_len, len(ref.classes))
     start = time.perf_counter()
-    model, metrics = train(cfg, data, model=model)
+    model, metrics = train(cfg, data, quiet=False, model=model)
     row = {"task": task, "regime": regime, "variant": variant, "seed": seed,
            "vocab_size": v, "max_len": n, "n_train": len(data.splits["train"]["tokens"]),
            "epochs": cfg.epochs, "steps": metrics["steps"],
            "ms_per_step": metrics["ms_per_step"], "seconds": time.perf_counter() - start,
-           "selected_at_step": metrics["selected_at_step"],
+           "selected_at_step": metrics["selected_at_step"], "history": metrics["history"],
            "test": metrics["test"], "val": metrics["val"],
            "gate_usage": gate_usage(model, data.splits["test"]),
            "config": dataclasses.asdict(cfg)}
@@ -232,16 +232,47 @@ def range_shift(model: CountingProgramModel, train: dict[str, np.ndarray],
             for name, x, y, row in zip(model.variable_names("numerical"), a, b, w) if y > x}
 
 
-def _cached(path: Path, fn: Any) -> dict[str, Any]:
+def _cached(path: Path, epochs: int, fn: Any) -> dict[str, Any]:
+    """The run saved at ``path`` if there is one (it must have been trained for ``epochs``),
+    else ``fn()``, saved there."""
     import json
 
     from tpcore.io import write_json
 
     if path.is_file():
-        return json.loads(path.read_text())
+        row = json.loads(path.read_text())
+        if row["epochs"] != epochs:
+            raise TpcoreError(f"{path} was trained for {row['epochs']} epochs, not {epochs}; "
+                              "give runs of another length their own --out")
+        return row
     row = fn()
     write_json(path, row)
     return row
+
+
+def saved_runs(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every finished run under ``out/runs``: the table's cells and the length tests."""
+    import json
+
+    rows = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*-s*.json"))
+            if not p.name.endswith("-model.json")]
+    return ([r for r in rows if "test_regime" not in r],
+            [r for r in rows if "test_regime" in r])
+
+
+def select_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (task, regime, variant, test regime), the run with the best validation token
+    accuracy (the first seed on a tie), with ``seeds``: every seed run for it."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["task"], r["regime"], r["variant"], r.get("test_regime"))
+        groups.setdefault(key, []).append(r)
+    picked = []
+    for runs in groups.values():
+        runs = sorted(runs, key=lambda r: r["seed"])
+        best = max(runs, key=lambda r: r["val"]["acc"])
+        picked.append({**best, "seeds": [r["seed"] for r in runs]})
+    return picked
 
 
 def _pct(x: float | None) -> str:
@@ -259,8 +290,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for v in VARIANTS:
             r = by.get((task, regime, v))
+            seeds = "" if r is None or len(r.get("seeds", ())) < 2 else \
+                f" [seed {r['seed']} of {len(r['seeds'])}]"
             cells.append("-" if r is None else
-                         f"{_pct(r['test']['acc'])} ({_pct(r['test']['seq_acc'])})")
+                         f"{_pct(r['test']['acc'])} ({_pct(r['test']['seq_acc'])}){seeds}")
         paper = " / ".join(f"{x:.2f}" for x in PAPER[(task, regime)])
         v, n = REGIMES[regime]
         lines.append(f"| {task} | {regime} (V={v}, N={n}) | {' | '.join(cells)} | {paper} |")
@@ -310,8 +343,12 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         lengthgen: tuple[str, ...] | None = None,
         seeds: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Run ``budget`` (see the module docstring) into ``out``; ``cells``/``lengthgen``/
-    ``variants`` restrict it, ``seeds`` replaces the budget's. Writes ``counting.json`` and
-    ``counting.md`` after every run."""
+    ``variants`` restrict it, ``seeds`` replaces the budget's. After every run, writes
+    ``counting.json`` and ``counting.md`` from every run saved in ``out`` (so commands with other
+    seeds or cells add to one table; per cell the seed with the best validation accuracy is
+    shown) and the list of commands behind them."""
+    import json
+
     from tpcore.io import write_json, write_text
 
     if budget not in BUDGETS:
@@ -335,33 +372,43 @@ def run(budget: str = "target", out: str | Path = "results/counting",
              f"--lengthgen {' '.join(lengthgen)}".strip() if lengthgen != b.lengthgen else "",
              f"--seeds {' '.join(map(str, seeds))}" if seeds else "", f"--out {out}"]
     command = " ".join(x for x in parts if x)
-    rows: list[dict[str, Any]] = []
-    lengths: list[dict[str, Any]] = []
     start = time.perf_counter()
+    runs, path = out / "runs", out / "counting.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if old.get("epochs", epochs or b.epochs) != (epochs or b.epochs):
+        raise TpcoreError(f"{path} holds {old['epochs']}-epoch runs, not {epochs or b.epochs}; "
+                          "give runs of another length their own --out")
+    spent = old.get("seconds", 0.0)
 
     def write() -> dict[str, Any]:
-        result = {"budget": budget, "command": command, "settings": dataclasses.asdict(b),
-                  "epochs": epochs or b.epochs, "target": TARGET, "cells": rows,
-                  "lengthgen": lengths, "seconds": time.perf_counter() - start}
-        write_json(out / "counting.json", result)
-        write_text(out / "counting.md", "\n\n".join([
-            f"Command: `{command}` (seeds {list(b.seeds)})", table(rows) if rows else "",
-            gate_table(rows) if rows else "", length_table(lengths) if lengths else ""]) + "\n")
+        old = json.loads(path.read_text()) if path.is_file() else {}
+        rows, lengths = saved_runs(out)
+        cells, tests = select_seeds(rows), select_seeds(lengths)
+        commands = [c for c in old.get("commands", []) if c != command] + [command]
+        result = {"budget": budget, "commands": commands, "settings": dataclasses.asdict(b),
+                  "epochs": epochs or b.epochs, "target": TARGET, "cells": cells,
+                  "lengthgen": tests,
+                  "seconds": spent + time.perf_counter() - start}
+        write_json(path, result)
+        write_text(out / "counting.md", "\n\n".join(
+            ["Commands:\n" + "\n".join(f"- `{c}`" for c in commands)]
+            + [t for t in (table(cells) if cells else "", gate_table(cells) if cells else "",
+                           length_table(tests) if tests else "") if t]) + "\n")
         return result
 
     for seed in b.seeds:
         for task, regime in cells:
             for v in variants:
-                name = out / "runs" / f"{task}-{regime}-{v}-s{seed}"
-                rows.append(_cached(name.with_suffix(".json"),
-                                    partial(train_run, task, regime, v, b, seed, epochs,
-                                            out=name.with_name(name.name + "-model.npz"))))
+                name = runs / f"{task}-{regime}-{v}-s{seed}"
+                _cached(name.with_suffix(".json"), epochs or b.epochs,
+                        partial(train_run, task, regime, v, b, seed, epochs,
+                                out=name.with_name(name.name + "-model.npz")))
                 write()
         for task in lengthgen:
             for v in variants:
-                name = out / "runs" / f"length-{task}-{v}-s{seed}"
-                lengths.append(_cached(name.with_suffix(".json"), partial(
+                name = runs / f"length-{task}-{v}-s{seed}"
+                _cached(name.with_suffix(".json"), epochs or b.epochs, partial(
                     train_run, task, "base", v, b, seed, epochs, test_regime="longer",
-                    out=name.with_name(name.name + "-model.npz"))))
+                    out=name.with_name(name.name + "-model.npz")))
                 write()
     return write()

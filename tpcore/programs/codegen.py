@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.counts import EXPERT_CODE, EXPERTS, only_expert, rule_text
 from tpcore.errors import TpcoreError
-from tpcore.models.counting import EXPERT_CODE, EXPERTS, only_expert, rule_text
 from tpcore.programs import library
 from tpcore.programs.analysis import reachable
 from tpcore.programs.ir import ExpertCount, Head, Label, Mlp, PrefixCount, Program, expert_rule

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from tpcore.backend import to_host, xp_of
+from tpcore.counts import expert_features
 from tpcore.errors import TpcoreError
-from tpcore.models.counting import expert_features
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 
 ENGINES = ("numpy", "numba")
@@ -102,7 +102,7 @@ def mlp_index(program: Program, mlp: Mlp, env: dict[str, Any]) -> Any:
 
 def expert_count(m: ExpertCount, ids: Any, lengths: Any) -> Any:
     """``m``'s output ``(B, N)`` float64: the experts of
-    :func:`tpcore.models.counting.expert_features` (in ``m.dtype``, as the model computes them)
+    :func:`tpcore.counts.expert_features` (in ``m.dtype``, as the model computes them)
     at the gate's first maximum ``argmax_i b_i + sum_v W[i, v] h[v]`` (float64, added in token
     order, as the numba kernel and the generated program add them); 0 past each length."""
     xp = xp_of(ids)

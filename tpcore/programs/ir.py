@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.counts import EXPERTS, length_rule
 from tpcore.errors import TpcoreError
-from tpcore.models.counting import EXPERTS, length_rule
 
 FORMAT = "tpcore-program"
 VERSION = 1
@@ -540,7 +540,7 @@ def numerical_range(value: Variable, max_len: int) -> tuple[int, ...]:
 def expert_rule(m: ExpertCount, tokens: Variable, bos: str | None, eos: str | None,
                 pad: str | None, max_len: int) -> dict[int, str | None]:
     """Content length ``L`` -> the expert ``m``'s gate picks for every framed input with ``L``
-    content tokens, None where it depends on the input (:func:`tpcore.models.counting.
+    content tokens, None where it depends on the input (:func:`tpcore.counts.
     length_rule`): ``bos``/``eos`` occur once, every other token but ``pad`` is content, and
     ``L`` runs over ``0 .. max_len - #framing``."""
     framing = {tokens.values.index(t): 1 for t in (bos, eos) if t in tokens.values}
