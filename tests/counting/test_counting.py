@@ -226,3 +226,28 @@ def test_reproduce_counting_cli(tmp_path):
     assert saved["cells"][0]["seed"] in (1, 2) and "of 2]" in (tmp_path / "counting.md").read_text()
     assert main(args[:-2] + ["--epochs", "3", "--out", str(tmp_path)]) == 2  # other length
     assert main(["reproduce", "counting", "--cells", "hist-base"]) == 2
+
+
+def test_histogram_heads_finds_the_own_token_count():
+    """A numerical head reading tokens with the identity predicate on content tokens is named;
+    mapping one content token elsewhere, or reading positions, is not."""
+    from tpcore.experiments.counting import histogram_heads
+
+    vocab = ["<pad>", "<s>", "a", "b", "c"]
+    model = _model("prefix", n_layers=1)
+    layer = model.layers[0]
+    cat = model.variable_names("categorical")
+    gates = layer.attn_gates.data
+    gates[3:5] = 0.0
+    gates[3:5, cat.index("tokens")] = 10.0  # the numerical head's query and key read tokens
+    layer.value_gates.data[0] = 0.0
+    layer.value_gates.data[0, model.variable_names("numerical").index("ones")] = 10.0
+    layer.num_pred.data[0] = 10.0 * np.eye(layer.num_pred.data.shape[-1])
+    assert histogram_heads(model, vocab) == ["num_attn_0_0(ones)"]
+    layer.num_pred.data[0, 4] = 0.0
+    layer.num_pred.data[0, 4, 2] = 10.0  # 'c' now counts 'a'
+    assert histogram_heads(model, vocab) == []
+    layer.num_pred.data[0] = 10.0 * np.eye(layer.num_pred.data.shape[-1])
+    gates[4, cat.index("tokens")] = 0.0
+    gates[4, cat.index("positions")] = 10.0
+    assert histogram_heads(model, vocab) == []

@@ -127,6 +127,18 @@ def gate_usage(model: CountingProgramModel, split: dict[str, np.ndarray]) -> dic
     return {name: float(c) for name, c in zip(EXPERTS, counts)}
 
 
+def histogram_heads(model: CountingProgramModel, vocab: list[str] | tuple[str, ...]
+                    ) -> list[str]:
+    """The numerical heads that count the query's own token: query and key ``tokens`` and a
+    predicate matching every content token to itself, so the head sums its value over the
+    positions holding the same token (with value ``ones``, the histogram double hist builds on).
+    Each is named with its value, e.g. ``num_attn_0_1(ones)``."""
+    content = [i for i, t in enumerate(vocab) if not t.startswith("<")]
+    return [f"{m.name}({m.value})" for m in model.discrete().modules
+            if m.name.startswith("num_attn") and m.query == m.key == "tokens"
+            and all(m.predicate[i] == i for i in content)]
+
+
 def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
               epochs: int | None = None, test_regime: str | None = None,
               out: Path | None = None) -> dict[str, Any]:
@@ -163,6 +175,7 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
            "selected_at_step": metrics["selected_at_step"], "history": metrics["history"],
            "test": metrics["test"], "val": metrics["val"],
            "gate_usage": gate_usage(model, data.splits["test"]),
+           "histogram_heads": histogram_heads(model, data.vocab),
            "config": dataclasses.asdict(cfg)}
     if model.expert_network is not None:
         rule = gate_rule(model.expert_network, ref.vocab, ref.max_len)
@@ -311,6 +324,19 @@ def gate_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def runs_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: every run, seed by seed, with the heads that count the query's own token."""
+    lines = ["| task | regime | variant | seed | val tok | test tok (seq) | selected at step | "
+             "heads counting the own token |", "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["task"], r["regime"], r["variant"], r["seed"])):
+        heads = ", ".join(r["histogram_heads"]) if "histogram_heads" in r else "not recorded"
+        lines.append(f"| {r['task']} | {r['regime']} | {r['variant']} | {r['seed']} | "
+                     f"{_pct(r['val']['acc'])} | {_pct(r['test']['acc'])} "
+                     f"({_pct(r['test']['seq_acc'])}) | {r['selected_at_step']} | "
+                     f"{heads or '-'} |")
+    return "\n".join(lines)
+
+
 def _shift_text(shift: dict[str, list[float]]) -> str:
     return ", ".join(f"{k.removesuffix('_outputs')} {a:.0f}->{b:.0f}"
                      for k, (a, b, _) in shift.items()) or "-"
@@ -393,7 +419,8 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         write_text(out / "counting.md", "\n\n".join(
             ["Commands:\n" + "\n".join(f"- `{c}`" for c in commands)]
             + [t for t in (table(cells) if cells else "", gate_table(cells) if cells else "",
-                           length_table(tests) if tests else "") if t]) + "\n")
+                           length_table(tests) if tests else "",
+                           runs_table(rows) if len(rows) > len(cells) else "") if t]) + "\n")
         return result
 
     for seed in b.seeds:
