@@ -251,3 +251,22 @@ def test_histogram_heads_finds_the_own_token_count():
     gates[4, cat.index("tokens")] = 0.0
     gates[4, cat.index("positions")] = 10.0
     assert histogram_heads(model, vocab) == []
+
+
+def test_reproduce_counting_arch(tmp_path):
+    """--arch sets layers, heads and MLPs per layer (split between the two kinds), is recorded,
+    and an out dir holding another architecture is refused."""
+    import json
+
+    from tpcore.cli import main
+
+    args = ["reproduce", "counting", "--budget", "smoke", "--variants", "prefix", "--lengthgen",
+            "--out", str(tmp_path)]
+    assert main(args + ["--arch", "1", "3", "2"]) == 0
+    saved = json.loads((tmp_path / "counting.json").read_text())
+    c = saved["cells"][0]["config"]
+    assert saved["arch"] == [1, 3, 2] and "--arch 1 3 2" in saved["commands"][0]
+    assert (c["n_layers"], c["n_cat_heads"], c["n_num_heads"], c["n_cat_mlps"],
+            c["n_num_mlps"]) == (1, 1, 2, 1, 1)
+    assert main(args) == 2  # the default architecture does not mix into this out dir
+    assert main(args + ["--arch", "1", "0", "2"]) == 2

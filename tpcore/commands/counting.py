@@ -21,6 +21,9 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--lengthgen", nargs="*", metavar="TASK",
                    help="length-test tasks instead of the budget's (none given: skip it)")
     p.add_argument("--seeds", type=int, nargs="+", help="seeds instead of the budget's (0)")
+    p.add_argument("--arch", type=int, nargs=3, metavar=("LAYERS", "HEADS", "MLPS"),
+                   help="architecture instead of 3 4 2 (heads and MLPs per layer, half "
+                        "categorical, half numerical)")
     p.add_argument("--out", default="results/counting")
     p.set_defaults(func=run_counting)
 
@@ -37,6 +40,6 @@ def run_counting(args: argparse.Namespace) -> int:
         cells = tuple(tuple(c.split(":")) for c in args.cells)
     lengthgen = None if args.lengthgen is None else tuple(args.lengthgen)
     result = run(args.budget, args.out, args.epochs, tuple(args.variants or VARIANTS), cells,
-                 lengthgen, tuple(args.seeds or ()))
+                 lengthgen, tuple(args.seeds or ()), args.arch and tuple(args.arch))
     print(f"wrote {args.out}/counting.md and counting.json ({result['seconds']:.0f} s)")
     return 0

@@ -13,7 +13,8 @@ Length generalisation (not in the paper): a model whose context holds N = 16 (po
 exist; those past the training length are never seen) is trained at |V| = 8, N = 8 and tested on
 the N = 16 test split.
 
-Budgets (the architecture is fixed: 3 layers, 2 categorical + 2 numerical heads, 1 + 1 MLPs):
+Budgets (architecture by default, ``arch = (3, 4, 2)``: 3 layers, 2 categorical + 2 numerical
+heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 
 - ``smoke``: hist in the base regime and its length test, 256 training inputs, 2 epochs;
 - ``target``: the issue's target row (double_hist at |V| = N = 16, all four variants) and the
@@ -85,6 +86,8 @@ class Budget:
     batch_size: int = 512
     seeds: tuple[int, ...] = (0,)
     eval_every: int = 5
+    arch: tuple[int, int, int] = (3, 4, 2)
+    """Layers, heads and MLPs per layer (each half categorical, half numerical)."""
 
 
 ALL_CELLS = tuple((t, r) for t in TASKS for r in REGIMES)
@@ -98,9 +101,11 @@ BUDGETS = {
 
 def learn_config(task: str, vocab_size: int, max_len: int, budget: Budget, seed: int,
                  epochs: int | None = None) -> LearnConfig:
-    """The training settings of one run (paper optimisation settings, fixed architecture)."""
-    return LearnConfig(task=task, n_layers=3, n_cat_heads=2, n_num_heads=2, n_cat_mlps=1,
-                       n_num_mlps=1, epochs=epochs or budget.epochs,
+    """The training settings of one run (paper optimisation settings, ``budget.arch``)."""
+    layers, heads, mlps = budget.arch
+    return LearnConfig(task=task, n_layers=layers, n_cat_heads=heads // 2,
+                       n_num_heads=heads - heads // 2, n_cat_mlps=mlps // 2,
+                       n_num_mlps=mlps - mlps // 2, epochs=epochs or budget.epochs,
                        batch_size=budget.batch_size, lr=0.02, tau_start=3.0, tau_end=0.1,
                        eval_every=budget.eval_every, seed=seed, vocab_size=vocab_size,
                        max_len=max_len, n_samples=20000, data_seed=seed)
@@ -245,18 +250,25 @@ def range_shift(model: CountingProgramModel, train: dict[str, np.ndarray],
             for name, x, y, row in zip(model.variable_names("numerical"), a, b, w) if y > x}
 
 
-def _cached(path: Path, epochs: int, fn: Any) -> dict[str, Any]:
-    """The run saved at ``path`` if there is one (it must have been trained for ``epochs``),
-    else ``fn()``, saved there."""
+def run_arch(row: dict[str, Any]) -> list[int]:
+    """Layers, heads and MLPs per layer of a saved run."""
+    c = row["config"]
+    return [c["n_layers"], c["n_cat_heads"] + c["n_num_heads"], c["n_cat_mlps"] + c["n_num_mlps"]]
+
+
+def _cached(path: Path, epochs: int, arch: tuple[int, int, int], fn: Any) -> dict[str, Any]:
+    """The run saved at ``path`` if there is one (it must have been trained for ``epochs`` with
+    ``arch``), else ``fn()``, saved there."""
     import json
 
     from tpcore.io import write_json
 
     if path.is_file():
         row = json.loads(path.read_text())
-        if row["epochs"] != epochs:
-            raise TpcoreError(f"{path} was trained for {row['epochs']} epochs, not {epochs}; "
-                              "give runs of another length their own --out")
+        if (row["epochs"], run_arch(row)) != (epochs, list(arch)):
+            raise TpcoreError(f"{path} was trained for {row['epochs']} epochs with --arch "
+                              f"{' '.join(map(str, run_arch(row)))}, not {epochs} with --arch "
+                              f"{' '.join(map(str, arch))}; give other settings their own --out")
         return row
     row = fn()
     write_json(path, row)
@@ -367,9 +379,11 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         epochs: int | None = None, variants: tuple[str, ...] = VARIANTS,
         cells: tuple[tuple[str, str], ...] | None = None,
         lengthgen: tuple[str, ...] | None = None,
-        seeds: tuple[int, ...] | None = None) -> dict[str, Any]:
+        seeds: tuple[int, ...] | None = None, arch: tuple[int, int, int] | None = None
+        ) -> dict[str, Any]:
     """Run ``budget`` (see the module docstring) into ``out``; ``cells``/``lengthgen``/
-    ``variants`` restrict it, ``seeds`` replaces the budget's. After every run, writes
+    ``variants`` restrict it, ``seeds`` and ``arch`` (layers, heads, MLPs per layer) replace
+    the budget's. After every run, writes
     ``counting.json`` and ``counting.md`` from every run saved in ``out`` (so commands with other
     seeds or cells add to one table; per cell the seed with the best validation accuracy is
     shown) and the list of commands behind them."""
@@ -384,6 +398,11 @@ def run(budget: str = "target", out: str | Path = "results/counting",
     b = BUDGETS[budget]
     if seeds:
         b = dataclasses.replace(b, seeds=tuple(seeds))
+    if arch:
+        if len(arch) != 3 or min(arch) < 1:
+            raise TpcoreError(f"arch must be three numbers >= 1 (layers, heads, MLPs per "
+                              f"layer), got {list(arch)}")
+        b = dataclasses.replace(b, arch=tuple(arch))
     cells = b.cells if cells is None else cells
     lengthgen = b.lengthgen if lengthgen is None else lengthgen
     bad = [c for c in cells if c[0] not in TASKS or c[1] not in REGIMES]
@@ -396,14 +415,17 @@ def run(budget: str = "target", out: str | Path = "results/counting",
              f"--variants {' '.join(variants)}" if variants != VARIANTS else "",
              f"--cells {' '.join(f'{t}:{r}' for t, r in cells)}" if cells != b.cells else "",
              f"--lengthgen {' '.join(lengthgen)}".strip() if lengthgen != b.lengthgen else "",
-             f"--seeds {' '.join(map(str, seeds))}" if seeds else "", f"--out {out}"]
+             f"--seeds {' '.join(map(str, seeds))}" if seeds else "",
+             f"--arch {' '.join(map(str, arch))}" if arch else "", f"--out {out}"]
     command = " ".join(x for x in parts if x)
     start = time.perf_counter()
     runs, path = out / "runs", out / "counting.json"
     old = json.loads(path.read_text()) if path.is_file() else {}
-    if old.get("epochs", epochs or b.epochs) != (epochs or b.epochs):
-        raise TpcoreError(f"{path} holds {old['epochs']}-epoch runs, not {epochs or b.epochs}; "
-                          "give runs of another length their own --out")
+    held = (old.get("epochs", epochs or b.epochs), list(old.get("arch", b.arch)))
+    if held != (epochs or b.epochs, list(b.arch)):
+        raise TpcoreError(f"{path} holds {held[0]}-epoch runs with --arch "
+                          f"{' '.join(map(str, held[1]))}, not {epochs or b.epochs} with --arch "
+                          f"{' '.join(map(str, b.arch))}; give other settings their own --out")
     spent = old.get("seconds", 0.0)
 
     def write() -> dict[str, Any]:
@@ -412,8 +434,8 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         cells, tests = select_seeds(rows), select_seeds(lengths)
         commands = [c for c in old.get("commands", []) if c != command] + [command]
         result = {"budget": budget, "commands": commands, "settings": dataclasses.asdict(b),
-                  "epochs": epochs or b.epochs, "target": TARGET, "cells": cells,
-                  "lengthgen": tests,
+                  "epochs": epochs or b.epochs, "arch": list(b.arch), "target": TARGET,
+                  "cells": cells, "lengthgen": tests,
                   "seconds": spent + time.perf_counter() - start}
         write_json(path, result)
         write_text(out / "counting.md", "\n\n".join(
@@ -427,14 +449,14 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         for task, regime in cells:
             for v in variants:
                 name = runs / f"{task}-{regime}-{v}-s{seed}"
-                _cached(name.with_suffix(".json"), epochs or b.epochs,
+                _cached(name.with_suffix(".json"), epochs or b.epochs, b.arch,
                         partial(train_run, task, regime, v, b, seed, epochs,
                                 out=name.with_name(name.name + "-model.npz")))
                 write()
         for task in lengthgen:
             for v in variants:
                 name = runs / f"length-{task}-{v}-s{seed}"
-                _cached(name.with_suffix(".json"), epochs or b.epochs, partial(
+                _cached(name.with_suffix(".json"), epochs or b.epochs, b.arch, partial(
                     train_run, task, "base", v, b, seed, epochs, test_regime="longer",
                     out=name.with_name(name.name + "-model.npz")))
                 write()
