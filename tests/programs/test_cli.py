@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tpcore.cli import main
+from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
 from tpcore.programs import codegen, ir
@@ -58,6 +59,12 @@ def test_run_directory_with_only_a_model(tmp_path):
                                          "classes": ["1", "2", "3"]})
     p = load_program(tmp_path)
     assert p.name == "hist" and p.tokens.values == tuple(vocab)
+    save(model, tmp_path / "hist-s0-model.npz", {"task": "hist", "vocab": vocab,
+                                                 "classes": ["1", "2", "3"]})
+    assert load_program(tmp_path / "hist-s0-model.npz").name == "hist"  # a saved model file
+    (tmp_path / "hist-s0-model.json").unlink()
+    with pytest.raises(TpcoreError, match="hist-s0-model.json beside it"):
+        load_program(tmp_path / "hist-s0-model.npz")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,9 +1,10 @@
 """Open a program from whatever holds it, and score it on a task.
 
 ``load_program(path)`` accepts a saved IR (``.json``), a program file (``.py``, tpcore-generated
-or in the published format, imported without running it), or a run directory written by
-``tpcore learn`` (its ``program.json``, else its model ``model.npz`` extracted with the vocabulary
-and classes saved beside it, else the one program file in it or in its ``program/`` folder).
+or in the published format, imported without running it), a saved model (``.npz``, extracted
+with the vocabulary and classes of the ``.json`` beside it, as ``tpcore reproduce counting``
+saves them), or a run directory written by ``tpcore learn`` (its ``program.json``, else its
+``model.npz``, else the one program file in it or in its ``program/`` folder).
 ``evaluate_on_task`` scores a program on a generated task; ``agreement`` checks that a model,
 both interpreter engines and the generated program agree on a split, ``fidelity`` does so for a
 run's model on its test split. Host-only code.
@@ -34,7 +35,10 @@ def load_program(path: str | Path) -> Program:
         return ir.load(path)
     if path.suffix == ".py":
         return parse.parse_file(path)
-    raise TpcoreError(f"{path}: expected a run directory, a .json program or a .py program")
+    if path.suffix == ".npz":
+        return _from_model(path)
+    raise TpcoreError(f"{path}: expected a run directory, a .json or .py program or a saved "
+                      "model (.npz)")
 
 
 def _from_run_dir(path: Path) -> Program:
@@ -43,7 +47,7 @@ def _from_run_dir(path: Path) -> Program:
     if (path / "program.json").exists():
         return ir.load(path / "program.json")
     if (path / "model.npz").exists() and (path / "model.json").exists():
-        return _from_model(path)
+        return _from_model(path / "model.npz")
     files = sorted(p for d in (path, path / "program") if d.is_dir() for p in d.glob("*.py"))
     if len(files) == 1:
         return parse.parse_file(files[0])
@@ -51,17 +55,21 @@ def _from_run_dir(path: Path) -> Program:
 
 
 def _from_model(path: Path) -> Program:
+    """Extract the program of the model saved at ``path`` (``.npz``, beside its ``.json``)."""
     import tpcore.models.counting  # noqa: F401  (registers the program models for load)
     import tpcore.models.program  # noqa: F401
     from tpcore.nn.module import load
     from tpcore.programs.extract import extract
 
-    meta: dict[str, Any] = json.loads((path / "model.json").read_text())
+    meta_path = path.with_suffix(".json")
+    if not meta_path.is_file():
+        raise TpcoreError(f"{path}: no {meta_path.name} beside it to name the program's values")
+    meta: dict[str, Any] = json.loads(meta_path.read_text())
     extra = meta.get("extra", meta)
     if "vocab" not in extra or "classes" not in extra:
-        raise TpcoreError(f"{path / 'model.json'}: no vocab/classes to name the program's values")
+        raise TpcoreError(f"{meta_path}: no vocab/classes to name the program's values")
     vocab = list(extra["vocab"])
-    return extract(load(path / "model.npz"), vocab, list(extra["classes"]),
+    return extract(load(path), vocab, list(extra["classes"]),
                    name=str(extra.get("task", "program")), bos="<s>" if "<s>" in vocab else None,
                    eos="</s>" if "</s>" in vocab else None,
                    pad="<pad>" if "<pad>" in vocab else None)
