@@ -270,3 +270,28 @@ def test_reproduce_counting_arch(tmp_path):
             c["n_num_mlps"]) == (1, 1, 2, 1, 1)
     assert main(args) == 2  # the default architecture does not mix into this out dir
     assert main(args + ["--arch", "1", "0", "2"]) == 2
+
+
+def test_prefix_ablation_removes_what_the_classifier_reads(rng):
+    """A model whose prediction is "an 'a' came before": perfect as trained, at chance of the
+    other class with content prefix counts set to 0; the model is unchanged afterwards."""
+    from tpcore.experiments.counting import prefix_ablation
+    from tpcore.train import evaluate_supervised
+
+    vocab = ["<pad>", "<s>", "a", "b", "c"]
+    model = _model("prefix", n_layers=1, masked_classes=())
+    assert prefix_ablation(_model("none"), {}, vocab) == {}
+    d, m_all = model.config.width, len(model.variable_names("categorical"))
+    slot = next(v.slot for v in model.variables if v.name == "prefix_count_2")
+    model.w_out.data[:] = 0.0
+    model.w_out.data[d * m_all + slot, 1] = 10.0  # class 1 iff some 'a' is before
+    model.b_out.data[:] = [5.0, 0.0, -10.0, -10.0]
+    tokens, pad = _batch(rng)
+    targets = np.asarray(model.forward(tokens, pad).argmax(-1))
+    split = {"tokens": tokens, "pad": pad, "targets": targets, "mask": ~pad}
+    before = evaluate_supervised(model, split)
+    got = prefix_ablation(model, split, vocab)
+    assert before["acc"] == 1.0 and 0 < np.mean(targets[~pad] == 0) < 1
+    for case in ("content_zero", "bos_one"):
+        assert got[case]["acc"] == pytest.approx(np.mean(targets[~pad] == 0))
+    assert evaluate_supervised(model, split) == before

@@ -43,6 +43,7 @@ from tpcore.models.counting import (
     VARIANTS,
     CountingConfig,
     CountingProgramModel,
+    PrefixSumCounts,
     describe,
     gate_rule,
     variant_flags,
@@ -144,6 +145,37 @@ def histogram_heads(model: CountingProgramModel, vocab: list[str] | tuple[str, .
             and all(m.predicate[i] == i for i in content)]
 
 
+def prefix_ablation(model: CountingProgramModel, split: dict[str, np.ndarray],
+                    vocab: list[str] | tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """How much a trained model's accuracy on ``split`` rests on its prefix counts ({} without
+    PrefixSumCounts): ``content_zero`` evaluates it with every content token's prefix count set
+    to 0; ``bos_one`` also sets the count of ``<s>`` to 1 at ``<s>`` itself, where it is 0, so that
+    the one prefix count left no longer tells ``<s>`` from the content positions."""
+    from tpcore.train import evaluate_supervised
+
+    ext = next((e for e in model.extensions if isinstance(e, PrefixSumCounts)), None)
+    if ext is None:
+        return {}
+    content = [i for i, t in enumerate(vocab) if not t.startswith("<")]
+    bos = vocab.index("<s>")
+
+    def ablated(bos_one: bool) -> dict[str, float]:
+        def forward(tokens: Any, pad: Any, noise: Any, tau: float | None) -> tuple[Any, None]:
+            values, cache = PrefixSumCounts.forward(ext, tokens, pad, noise, tau)
+            values[content] = 0.0
+            if bos_one:
+                values[bos] = 1.0 if pad is None else (~pad).astype(values.dtype)
+            return values, cache
+
+        ext.forward = forward  # this instance only, for this evaluation
+        try:
+            return evaluate_supervised(model, split)
+        finally:
+            del ext.forward
+
+    return {"content_zero": ablated(False), "bos_one": ablated(True)}
+
+
 def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
               epochs: int | None = None, test_regime: str | None = None,
               out: Path | None = None) -> dict[str, Any]:
@@ -181,6 +213,7 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
            "test": metrics["test"], "val": metrics["val"],
            "gate_usage": gate_usage(model, data.splits["test"]),
            "histogram_heads": histogram_heads(model, data.vocab),
+           "prefix_ablation": prefix_ablation(model, data.splits["test"], data.vocab),
            "config": dataclasses.asdict(cfg)}
     if model.expert_network is not None:
         rule = gate_rule(model.expert_network, ref.vocab, ref.max_len)
@@ -339,13 +372,16 @@ def gate_table(rows: list[dict[str, Any]]) -> str:
 def runs_table(rows: list[dict[str, Any]]) -> str:
     """Markdown: every run, seed by seed, with the heads that count the query's own token."""
     lines = ["| task | regime | variant | seed | val tok | test tok (seq) | selected at step | "
-             "heads counting the own token |", "|---|---|---|---|---|---|---|---|"]
+             "heads counting the own token | test tok, content prefix counts 0 | and <s> "
+             "count 1 |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["task"], r["regime"], r["variant"], r["seed"])):
         heads = ", ".join(r["histogram_heads"]) if "histogram_heads" in r else "not recorded"
+        ablation = r.get("prefix_ablation", {})
         lines.append(f"| {r['task']} | {r['regime']} | {r['variant']} | {r['seed']} | "
                      f"{_pct(r['val']['acc'])} | {_pct(r['test']['acc'])} "
                      f"({_pct(r['test']['seq_acc'])}) | {r['selected_at_step']} | "
-                     f"{heads or '-'} |")
+                     f"{heads or '-'} | {_pct(ablation.get('content_zero', {}).get('acc'))} | "
+                     f"{_pct(ablation.get('bos_one', {}).get('acc'))} |")
     return "\n".join(lines)
 
 
