@@ -45,6 +45,7 @@ from tpcore.models.counting import (
     CountingProgramModel,
     PrefixSumCounts,
     describe,
+    framing_and_content,
     gate_rule,
     variant_flags,
 )
@@ -139,7 +140,7 @@ def histogram_heads(model: CountingProgramModel, vocab: list[str] | tuple[str, .
     predicate matching every content token to itself, so the head sums its value over the
     positions holding the same token (with value ``ones``, the histogram double hist builds on).
     Each is named with its value, e.g. ``num_attn_0_1(ones)``."""
-    content = [i for i, t in enumerate(vocab) if not t.startswith("<")]
+    content = framing_and_content(vocab)[1]
     return [f"{m.name}({m.value})" for m in model.discrete().modules
             if m.name.startswith("num_attn") and m.query == m.key == "tokens"
             and all(m.predicate[i] == i for i in content)]
@@ -156,7 +157,7 @@ def prefix_ablation(model: CountingProgramModel, split: dict[str, np.ndarray],
     ext = next((e for e in model.extensions if isinstance(e, PrefixSumCounts)), None)
     if ext is None:
         return {}
-    content = [i for i, t in enumerate(vocab) if not t.startswith("<")]
+    content = framing_and_content(vocab)[1]
     bos = vocab.index("<s>")
 
     def ablated(bos_one: bool) -> dict[str, float]:
@@ -419,10 +420,10 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         ) -> dict[str, Any]:
     """Run ``budget`` (see the module docstring) into ``out``; ``cells``/``lengthgen``/
     ``variants`` restrict it, ``seeds`` and ``arch`` (layers, heads, MLPs per layer) replace
-    the budget's. After every run, writes
-    ``counting.json`` and ``counting.md`` from every run saved in ``out`` (so commands with other
-    seeds or cells add to one table; per cell the seed with the best validation accuracy is
-    shown) and the list of commands behind them."""
+    the budget's. After every run, writes ``counting.json`` and ``counting.md`` from every run
+    saved in ``out`` (so commands with other seeds or cells add to one table; per cell the seed
+    with the best validation accuracy is shown) and the list of commands behind them;
+    ``seconds`` is the training time of all those runs."""
     import json
 
     from tpcore.io import write_json, write_text
@@ -454,7 +455,6 @@ def run(budget: str = "target", out: str | Path = "results/counting",
              f"--seeds {' '.join(map(str, seeds))}" if seeds else "",
              f"--arch {' '.join(map(str, arch))}" if arch else "", f"--out {out}"]
     command = " ".join(x for x in parts if x)
-    start = time.perf_counter()
     runs, path = out / "runs", out / "counting.json"
     old = json.loads(path.read_text()) if path.is_file() else {}
     held = (old.get("epochs", epochs or b.epochs), list(old.get("arch", b.arch)))
@@ -462,7 +462,6 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         raise TpcoreError(f"{path} holds {held[0]}-epoch runs with --arch "
                           f"{' '.join(map(str, held[1]))}, not {epochs or b.epochs} with --arch "
                           f"{' '.join(map(str, b.arch))}; give other settings their own --out")
-    spent = old.get("seconds", 0.0)
 
     def write() -> dict[str, Any]:
         old = json.loads(path.read_text()) if path.is_file() else {}
@@ -472,7 +471,7 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         result = {"budget": budget, "commands": commands, "settings": dataclasses.asdict(b),
                   "epochs": epochs or b.epochs, "arch": list(b.arch), "target": TARGET,
                   "cells": cells, "lengthgen": tests,
-                  "seconds": spent + time.perf_counter() - start}
+                  "seconds": sum(r["seconds"] for r in rows + lengths)}
         write_json(path, result)
         write_text(out / "counting.md", "\n\n".join(
             ["Commands:\n" + "\n".join(f"- `{c}`" for c in commands)]
