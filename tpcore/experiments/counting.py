@@ -360,14 +360,15 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def gate_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: share of test sequences routed to each expert (runs with the expert network)."""
+    """Markdown: share of test sequences routed to each expert (runs with the expert network;
+    empty when there are none)."""
+    gated = [r for r in rows if r["gate_usage"]]
     lines = ["| task | regime | variant | " + " | ".join(EXPERTS) + " |",
              "|---|---|---|" + "---|" * len(EXPERTS)]
-    for r in rows:
-        if r["gate_usage"]:
-            lines.append(f"| {r['task']} | {r['regime']} | {r['variant']} | "
-                         + " | ".join(f"{r['gate_usage'][e]:.2f}" for e in EXPERTS) + " |")
-    return "\n".join(lines)
+    for r in gated:
+        lines.append(f"| {r['task']} | {r['regime']} | {r['variant']} | "
+                     + " | ".join(f"{r['gate_usage'][e]:.2f}" for e in EXPERTS) + " |")
+    return "\n".join(lines) if gated else ""
 
 
 def runs_table(rows: list[dict[str, Any]]) -> str:
