@@ -290,20 +290,14 @@ def run_arch(row: dict[str, Any]) -> list[int]:
     return [c["n_layers"], c["n_cat_heads"] + c["n_num_heads"], c["n_cat_mlps"] + c["n_num_mlps"]]
 
 
-def _cached(path: Path, epochs: int, arch: tuple[int, int, int], fn: Any) -> dict[str, Any]:
-    """The run saved at ``path`` if there is one (it must have been trained for ``epochs`` with
-    ``arch``), else ``fn()``, saved there."""
+def _cached(path: Path, fn: Any) -> dict[str, Any]:
+    """The run saved at ``path`` if there is one, else ``fn()``, saved there."""
     import json
 
     from tpcore.io import write_json
 
     if path.is_file():
-        row = json.loads(path.read_text())
-        if (row["epochs"], run_arch(row)) != (epochs, list(arch)):
-            raise TpcoreError(f"{path} was trained for {row['epochs']} epochs with --arch "
-                              f"{' '.join(map(str, run_arch(row)))}, not {epochs} with --arch "
-                              f"{' '.join(map(str, arch))}; give other settings their own --out")
-        return row
+        return json.loads(path.read_text())
     row = fn()
     write_json(path, row)
     return row
@@ -457,12 +451,13 @@ def run(budget: str = "target", out: str | Path = "results/counting",
              f"--arch {' '.join(map(str, arch))}" if arch else "", f"--out {out}"]
     command = " ".join(x for x in parts if x)
     runs, path = out / "runs", out / "counting.json"
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    held = (old.get("epochs", epochs or b.epochs), list(old.get("arch", b.arch)))
-    if held != (epochs or b.epochs, list(b.arch)):
-        raise TpcoreError(f"{path} holds {held[0]}-epoch runs with --arch "
-                          f"{' '.join(map(str, held[1]))}, not {epochs or b.epochs} with --arch "
-                          f"{' '.join(map(str, b.arch))}; give other settings their own --out")
+    want = (epochs or b.epochs, list(b.arch))
+    for r in sum(saved_runs(out), []):
+        if (r["epochs"], run_arch(r)) != want:
+            raise TpcoreError(f"{out} holds {r['epochs']}-epoch runs with --arch "
+                              f"{' '.join(map(str, run_arch(r)))}, not {want[0]} with --arch "
+                              f"{' '.join(map(str, want[1]))}; give other settings their own "
+                              "--out")
 
     def write() -> dict[str, Any]:
         old = json.loads(path.read_text()) if path.is_file() else {}
@@ -485,14 +480,14 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         for task, regime in cells:
             for v in variants:
                 name = runs / f"{task}-{regime}-{v}-s{seed}"
-                _cached(name.with_suffix(".json"), epochs or b.epochs, b.arch,
-                        partial(train_run, task, regime, v, b, seed, epochs,
-                                out=name.with_name(name.name + "-model.npz")))
+                _cached(name.with_suffix(".json"), partial(
+                    train_run, task, regime, v, b, seed, epochs,
+                    out=name.with_name(name.name + "-model.npz")))
                 write()
         for task in lengthgen:
             for v in variants:
                 name = runs / f"length-{task}-{v}-s{seed}"
-                _cached(name.with_suffix(".json"), epochs or b.epochs, b.arch, partial(
+                _cached(name.with_suffix(".json"), partial(
                     train_run, task, "base", v, b, seed, epochs, test_regime="longer",
                     out=name.with_name(name.name + "-model.npz")))
                 write()
