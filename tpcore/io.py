@@ -1,18 +1,77 @@
 """Atomic file writing: write to a temporary name in the same folder, then rename, so an
 interrupted run never leaves a half-written file.
+
+Temporary names are ``.<name>.<pid>-<random>.tmp`` beside the target, for files and for the
+run directories of :mod:`tpcore.rundir` alike; the process id lets a later start tell the
+leftovers of a killed process (:func:`remove_stale_temps`) from work in progress. Files and
+folders are created with the permissions the user's umask allows (``0o666`` and ``0o777``
+less the umask), as ``open`` and ``mkdir`` would.
 Host-only code (NumPy and the standard library)."""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import re
+import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
+_TEMP = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}\.tmp")
+"""Names made by :func:`temp_sibling`; group 1 is the creating process's id."""
+
+
+def temp_sibling(path: str | os.PathLike, directory: bool = False) -> Path:
+    """Create an empty file (or, with ``directory``, a folder) named
+    ``.<name>.<pid>-<random>.tmp`` beside ``path`` and return its path. The umask applies."""
+    path = Path(path)
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            if directory:
+                tmp.mkdir(mode=0o777)
+            else:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files and folders in ``folder`` whose creating process no longer
+    runs on this machine; returns what was removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for entry in folder.iterdir():
+        match = _TEMP.fullmatch(entry.name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (this process counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 @contextmanager
@@ -23,15 +82,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = temp_sibling(path)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        tmp_path.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -56,6 +112,12 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     """Write arrays to an ``.npz`` file atomically."""
     with atomic_open(path, "wb") as f:
         np.savez(f, **arrays)
+
+
+def json_value(obj: Any) -> Any:
+    """``obj`` as it reads back from :func:`write_json` (tuples become lists, NumPy values
+    Python ones)."""
+    return json.loads(json.dumps(obj, default=_json_default))
 
 
 def _json_default(obj: Any) -> Any:

@@ -1,7 +1,9 @@
 """``tpcore learn TASK``: train a Transformer Program on a task and decompile it.
 
-Writes ``runs/TASK`` (or ``--out``): ``model.npz``/``model.json``, ``metrics.json`` and the
-extracted program (``program.json``, ``program/TASK.py`` with its weights CSV).
+Writes ``runs/TASK`` (or ``--out``): ``model.npz``/``model.json``, ``metrics.json``, the
+extracted program (``program.json``, ``program/TASK.py`` with its weights CSV) and ``run.json``.
+A finished run of the same settings there is reused; one of other settings is refused unless
+``--overwrite``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="numerical MLPs per layer")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="run directory (default runs/TASK)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run of other settings in --out")
     add_model_options(p)
     p.set_defaults(func=run)
 
@@ -92,9 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     out = Path(args.out or f"runs/{cfg.task}")
-    metrics = learn(cfg, out, quiet=args.quiet)
+    metrics = learn(cfg, out, quiet=args.quiet, overwrite=args.overwrite)
     print(f"tpcore learn {cfg.task}: {cfg.n_layers} layers, {cfg.n_cat_heads}+{cfg.n_num_heads} "
           f"heads, {cfg.n_cat_mlps}+{cfg.n_num_mlps} MLPs, seed {cfg.seed} -> {out}")
+    if metrics["reused"]:
+        print(f"reused the finished run of these settings in {out}")
     print(summary(metrics))
     return 0
 
@@ -113,6 +119,8 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=1, help="local worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address")
     p.add_argument("--out", default="results/table1")
+    p.add_argument("--overwrite", action="store_true",
+                   help="retrain runs in --out made with other settings")
     p.set_defaults(func=run_table1)
 
 
@@ -121,6 +129,7 @@ def run_table1(args: argparse.Namespace) -> int:
     from tpcore.tasks.rasp import task_name
 
     tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else TASKS
-    result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler, args.seeds)
+    result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler, args.seeds,
+                 args.overwrite)
     print(table(result["tasks"]))
     return 0

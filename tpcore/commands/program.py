@@ -108,6 +108,8 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                    help="measure these learn run directories instead of the Table 1 selection")
     p.add_argument("--no-fidelity", action="store_true", help="skip the fidelity check")
     p.add_argument("--out", default="results/program_lengths")
+    p.add_argument("--overwrite", action="store_true",
+                   help="retrain Table 1 runs made with other settings")
     p.set_defaults(func=_reproduce_lengths)
 
 
@@ -115,7 +117,8 @@ def _reproduce_lengths(args: argparse.Namespace) -> int:
     from tpcore.experiments.program_lengths import run, table
 
     result = run(args.budget, args.table1, args.out, epochs=args.epochs,
-                 check_fidelity=not args.no_fidelity, run_dirs=args.run_dirs)
+                 check_fidelity=not args.no_fidelity, run_dirs=args.run_dirs,
+                 overwrite=args.overwrite)
     print(table(result["tasks"]))
     print(f"{result['at_or_below_paper']} of {len(result['tasks'])} programs at or below the "
           "paper's pruned length")

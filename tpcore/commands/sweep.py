@@ -1,8 +1,8 @@
 """``tpcore sweep TASK``: the paper's grid search for one task, in local processes or on Dask.
 
-Runs go to ``OUT/<run>`` (default ``runs/sweep/TASK``); rerunning resumes (finished runs are
-read back). Writes ``sweep.json`` and ``sweep.md``; the selected run has the best validation
-accuracy.
+Runs go to ``OUT/<run>`` (default ``runs/sweep/TASK``); rerunning resumes (finished runs of
+the same settings are read back; a run of other settings is refused unless ``--overwrite``).
+Writes ``sweep.json`` and ``sweep.md``; the selected run has the best validation accuracy.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port) instead of "
                                        "local processes")
     p.add_argument("--out", help="sweep directory (default runs/sweep/TASK)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="retrain runs in --out made with other settings")
     add_model_options(p)
     p.set_defaults(func=run)
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                   f"test {100 * row['test_acc']:.2f}%", flush=True)
 
     print(f"tpcore sweep {base.task}: {len(configs)} runs -> {out}", flush=True)
-    result = sweep(configs, out, args.jobs, args.scheduler, report)
+    result = sweep(configs, out, args.jobs, args.scheduler, report, args.overwrite)
     print(table(result["runs"]))
     best = result["selected"]
     print(f"selected {best['run']}: test token accuracy {100 * best['test_acc']:.2f}%")

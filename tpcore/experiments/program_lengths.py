@@ -60,16 +60,20 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
 def run(budget: str = "small", table1_dir: str | Path = "results/table1",
         out: str | Path = "results/program_lengths", tasks: tuple[str, ...] = TASKS,
         epochs: int | None = None, check_fidelity: bool = True,
-        run_dirs: list[str | Path] | None = None) -> dict[str, Any]:
-    """Rows for the selected Table 1 runs at ``budget`` (trained when missing), or for the given
-    ``run_dirs`` (then ``budget``, ``epochs`` and ``tasks`` are not used); writes
-    ``program_lengths.json`` and ``program_lengths.md`` into ``out``."""
+        run_dirs: list[str | Path] | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Rows for the selected Table 1 runs at ``budget`` (trained when missing; runs of other
+    settings in ``table1_dir`` are refused unless ``overwrite``, see
+    :func:`tpcore.experiments.table1.run`), or for the given ``run_dirs`` (then ``budget``,
+    ``epochs`` and ``tasks`` are not used); writes ``program_lengths.json`` and
+    ``program_lengths.md`` into ``out``. Nothing is cached: the rows are measured anew."""
     from tpcore.experiments import table1
     from tpcore.io import write_json, write_text
+    from tpcore.rundir import check_out_dir
 
     start = time.perf_counter()
+    out = check_out_dir(out)
     if run_dirs is None:
-        t1 = table1.run(budget, out=table1_dir, tasks=tasks, epochs=epochs)
+        t1 = table1.run(budget, out=table1_dir, tasks=tasks, epochs=epochs, overwrite=overwrite)
         run_dirs = [Path(table1_dir) / "runs" / r["task"] / r["selected"]["run"]
                     for r in t1["tasks"] if r["task"] in tasks]
         command = (f"tpcore reproduce program-lengths --budget {budget} --table1 {table1_dir}"
@@ -77,7 +81,6 @@ def run(budget: str = "small", table1_dir: str | Path = "results/table1",
     else:
         command = f"tpcore reproduce program-lengths --run-dirs {' '.join(map(str, run_dirs))}"
     rows = [measure(d, check_fidelity) for d in run_dirs]
-    out = Path(out)
     write_text(out / "program_lengths.md", table(rows) + "\n")
     result = {"budget": None if "--run-dirs" in command else budget, "epochs": epochs,
               "tasks": rows,

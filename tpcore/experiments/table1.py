@@ -81,16 +81,20 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1,
         tasks: tuple[str, ...] = TASKS, epochs: int | None = None,
-        scheduler: Any = None, seeds: list[int] | None = None) -> dict[str, Any]:
+        scheduler: Any = None, seeds: list[int] | None = None, overwrite: bool = False
+        ) -> dict[str, Any]:
     """Sweep every task at ``budget`` into ``out/runs/<task>``; write ``out/table1.json`` and
-    ``out/table1.md``. Finished runs are reused (rerunning resumes). Rows of other tasks already
-    in ``out/table1.json`` at the same budget are kept, so tasks can be run (or given more
-    seeds) one command at a time; ``commands`` lists every command behind the table."""
+    ``out/table1.md``. Finished runs of the same configuration are reused (rerunning resumes);
+    a run directory of another configuration is refused before training, unless
+    ``overwrite`` retrains it (:func:`tpcore.models.program_sweep.execute`). Rows of other tasks
+    already in ``out/table1.json`` at the same budget are kept, so tasks can be run (or given
+    more seeds) one command at a time; ``commands`` lists every command behind the table."""
     import json
 
     from tpcore.io import write_json, write_text
+    from tpcore.rundir import check_out_dir
 
-    out = Path(out)
+    out = check_out_dir(out)
     command = (f"tpcore reproduce table1 --budget {budget}"
                + (f" --tasks {' '.join(tasks)}" if tuple(tasks) != TASKS else "")
                + (f" --epochs {epochs}" if epochs else "")
@@ -100,7 +104,8 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
     for task in tasks:
         start = time.perf_counter()
         configs = configs_for(task, budget, epochs, seeds)
-        swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler)
+        swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler,
+                      overwrite=overwrite)
         best = swept["selected"]
         row = {"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
                "selected": best, "test_acc": 100 * best["test_acc"], "paper": PAPER[task],

@@ -1,10 +1,13 @@
 """Grid sweeps of Transformer Programs: local processes or a Dask cluster, resumable.
 
 A sweep is a list of :class:`~tpcore.models.program_train.LearnConfig`; each run writes its own
-directory ``<out>/<run name>`` through :func:`~tpcore.models.program_train.learn`, whose
-``metrics.json`` (written last, atomically) marks it finished, so rerunning a sweep skips
-finished runs. The paper's grid: layers {2, 3} x heads {4, 8} x MLPs {2, 4} x 5 seeds, heads and
-MLPs split evenly between categorical and numerical. Selection: best validation token accuracy.
+directory ``<out>/<run name>`` through :func:`~tpcore.models.program_train.learn`, as a unit
+with its configuration recorded (:mod:`tpcore.rundir`), so rerunning a sweep reuses the finished
+runs of the same configuration. A run directory holding another configuration (say, another
+``epochs``) is refused before anything is trained, unless ``overwrite`` retrains it.
+
+The paper's grid: layers {2, 3} x heads {4, 8} x MLPs {2, 4} x 5 seeds, heads and MLPs split
+evenly between categorical and numerical. Selection: best validation token accuracy.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.errors import TpcoreError
-from tpcore.models.program_train import LearnConfig
+from tpcore.models import program_train
+from tpcore.models.program_train import LearnConfig, run_dir
+from tpcore.rundir import check_out_dir
 
 PAPER_GRID = {"layers": (2, 3), "heads": (4, 8), "mlps": (2, 4), "seeds": (0, 1, 2, 3, 4)}
 
@@ -43,15 +48,11 @@ def run_name(cfg: LearnConfig) -> str:
             f"M{cfg.n_cat_mlps}+{cfg.n_num_mlps}_s{cfg.seed}")
 
 
-def run_one(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
-    """Worker entry point: train one configuration into ``out`` (skipped when finished) and
-    return a one-line summary."""
-    path = Path(out)
-    if not (path / "metrics.json").is_file():
-        from tpcore.models.program_train import learn
-
-        learn(LearnConfig(**cfg_dict), path, quiet=True)
-    return summarise(path)
+def run_one(cfg_dict: dict[str, Any], out: str, overwrite: bool = False) -> dict[str, Any]:
+    """Worker entry point: train one configuration into ``out`` (a finished run of it is
+    reused) and return a one-line summary."""
+    program_train.learn(LearnConfig(**cfg_dict), Path(out), quiet=True, overwrite=overwrite)
+    return summarise(Path(out))
 
 
 def summarise(path: Path) -> dict[str, Any]:
@@ -68,14 +69,17 @@ def summarise(path: Path) -> dict[str, Any]:
 
 
 def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str | None = None,
-            on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+            on_done: Callable[[dict[str, Any]], None] | None = None, overwrite: bool = False
+            ) -> list[dict[str, Any]]:
     """Run ``configs`` into ``out/<run name>``: ``jobs`` local processes, or the Dask scheduler at
     ``scheduler`` (an address, or a ``distributed.Client``/``LocalCluster`` object). Finished
-    runs are read back, not repeated. Returns one summary per run, in ``configs`` order."""
+    runs of the same configuration are read back, not repeated; every run directory is checked
+    before the first run starts (one of another configuration is refused unless ``overwrite``).
+    Returns one summary per run, in ``configs`` order."""
     names = [run_name(c) for c in configs]
     if len(set(names)) != len(names):
         raise TpcoreError("sweep has duplicate configurations")
-    args = [(dataclasses.asdict(c), str(out / n)) for c, n in zip(configs, names)]
+    out = check_out_dir(out)
     results: dict[str, dict[str, Any]] = {}
 
     def done(row: dict[str, Any]) -> None:
@@ -84,11 +88,11 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str
             on_done(row)
 
     todo = []
-    for a in args:
-        if (Path(a[1]) / "metrics.json").is_file():
-            done(summarise(Path(a[1])))
+    for cfg, name in zip(configs, names):
+        if run_dir(cfg, out / name, overwrite).finished:
+            done(summarise(out / name))
         else:
-            todo.append(a)
+            todo.append((dataclasses.asdict(cfg), str(out / name), overwrite))
     if scheduler is not None and todo:
         _execute_dask(todo, scheduler, done)
     elif jobs > 1 and len(todo) > 1:
@@ -140,11 +144,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any = None,
-          on_done: Callable | None = None) -> dict[str, Any]:
-    """Run the sweep and write ``sweep.json`` and ``sweep.md`` into ``out``; returns the JSON."""
+          on_done: Callable | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Run the sweep (:func:`execute`) and write ``sweep.json`` and ``sweep.md`` into ``out``;
+    returns the JSON."""
     from tpcore.io import write_json, write_text
 
-    rows = execute(configs, out, jobs, scheduler, on_done)
+    rows = execute(configs, out, jobs, scheduler, on_done, overwrite)
     result = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
     write_json(out / "sweep.json", result)
     write_text(out / "sweep.md", table(rows) + "\n")

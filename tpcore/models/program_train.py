@@ -3,13 +3,15 @@
 :class:`LearnConfig` holds a run's settings (the paper's RASP defaults: Adam lr 0.05, batch 512,
 Gumbel temperature 3.0 -> 0.01 geometric per step, one sample per step, selection on validation
 token accuracy of the discrete model). :func:`learn` builds the model for a task, trains it and
-writes the run directory atomically: ``model.npz`` + ``model.json``, ``metrics.json`` and, when
-:mod:`tpcore.programs` can extract it, ``program.json`` plus the readable ``program/<task>.py``.
+writes the run directory as a unit (:class:`tpcore.rundir.RunDir`): ``model.npz`` +
+``model.json``, ``metrics.json``, when :mod:`tpcore.programs` can extract it ``program.json``
+plus the readable ``program/<task>.py``, and last the completion record ``run.json``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import resource
 import sys
 import time
@@ -23,6 +25,7 @@ from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
+from tpcore.rundir import RunDir
 from tpcore.train import Batch, StepContext
 
 if TYPE_CHECKING:
@@ -170,23 +173,43 @@ def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
             "fidelity": float((pred[mask] == want[mask]).mean())}
 
 
-def learn(cfg: LearnConfig, out: Path, quiet: bool = True) -> dict[str, Any]:
-    """Generate the data, train, write the run directory; returns the metrics."""
+def run_dir(cfg: LearnConfig, out: Path, overwrite: bool = False) -> RunDir:
+    """The run directory of ``cfg`` at ``out``; its configuration is ``dataclasses.asdict(cfg)``
+    (a run written before ``run.json`` existed: the ``config`` of its ``metrics.json``)."""
+    return RunDir(out, dataclasses.asdict(cfg), overwrite, legacy=_metrics_config)
+
+
+def _metrics_config(path: Path) -> dict[str, Any] | None:
+    metrics = path / "metrics.json"
+    return json.loads(metrics.read_text()).get("config") if metrics.is_file() else None
+
+
+def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = False
+          ) -> dict[str, Any]:
+    """Generate the data, train, and write the run directory ``out`` as a unit
+    (:func:`run_dir`); returns the metrics, with ``reused``: True when ``out`` already held a
+    finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
+    settings is refused before any work, unless ``overwrite``, which replaces it whole."""
     from tpcore.io import write_json
     from tpcore.nn.module import save
 
     cfg.check()
+    run = run_dir(cfg, Path(out), overwrite)
+    if run.finished:
+        return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
     blas_threads(1)
-    task = make_data(cfg)
-    start = time.perf_counter()
-    model, metrics = train(cfg, task, quiet=quiet)
-    out.mkdir(parents=True, exist_ok=True)
-    save(model, out / "model.npz", {"task": task.name, "vocab": list(task.vocab),
-                                    "classes": list(task.classes)})
-    try:
-        metrics["program"] = decompile(model, task, out)
-    except (ImportError, TpcoreError) as exc:
-        metrics["program"] = {"error": f"no program: {exc}"}
-    metrics["wall_seconds"] = time.perf_counter() - start
-    write_json(out / "metrics.json", metrics)
-    return metrics
+    with run.build() as tmp:
+        task = make_data(cfg)
+        start = time.perf_counter()
+        model, metrics = train(cfg, task, quiet=quiet)
+        save(model, tmp / "model.npz", {"task": task.name, "vocab": list(task.vocab),
+                                        "classes": list(task.classes)})
+        try:
+            program = decompile(model, task, tmp)
+            program["path"] = str(run.path / Path(program["path"]).relative_to(tmp))
+        except (ImportError, TpcoreError) as exc:
+            program = {"error": f"no program: {exc}"}
+        metrics["program"] = program
+        metrics["wall_seconds"] = time.perf_counter() - start
+        write_json(tmp / "metrics.json", metrics)
+    return {**metrics, "reused": False}

@@ -1,0 +1,227 @@
+"""Run directories (:mod:`tpcore.rundir`): the out dir is checked before any work, runs are
+written as a unit, reused only for their own configuration, and files respect the umask."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpcore.cli import main
+from tpcore.errors import TpcoreError
+from tpcore.io import remove_stale_temps, write_text
+from tpcore.models import program_sweep, program_train
+from tpcore.models.program_train import LearnConfig, learn
+from tpcore.rundir import RECORD, RunDir, cached, check_out_dir
+
+TINY = dict(task="sort", n_layers=1, n_cat_heads=1, n_num_heads=1, n_cat_mlps=1, n_num_mlps=1,
+            epochs=1, batch_size=64, eval_every=1, n_samples=200)
+
+
+def _no_work(*args, **kwargs):
+    raise AssertionError("work started")
+
+
+def _temps(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+# ---------------------------------------------------------------- the out dir is checked first
+
+def test_unwritable_out_dir_is_refused_before_training(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(program_train, "make_data", _no_work)
+    monkeypatch.setattr(program_train, "train", _no_work)
+    with pytest.raises(TpcoreError, match="Not a directory") as err:
+        learn(LearnConfig(**TINY), tmp_path / "file" / "sub" / "run")
+    assert str(tmp_path / "file" / "sub") in str(err.value)
+    with pytest.raises(TpcoreError, match="it is a file"):
+        check_out_dir(tmp_path / "file")
+
+
+def test_cli_refuses_unwritable_out_in_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(program_train, "make_data", _no_work)
+    for out in (tmp_path / "file" / "sub", Path("/proc/tpcore-test/run")):
+        if out.parts[1] == "proc" and not Path("/proc/self").is_dir():
+            continue
+        assert main(["learn", "sort", "--epochs", "1", "--quiet", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "cannot write to output directory" in err
+
+
+def test_read_only_out_dir_is_refused(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o555)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("this user writes to read-only directories (root)")
+        monkeypatch.setattr(program_train, "make_data", _no_work)
+        with pytest.raises(TpcoreError, match="Permission denied"):
+            learn(LearnConfig(**TINY), ro / "run")
+        with pytest.raises(TpcoreError, match="Permission denied"):
+            check_out_dir(ro)
+    finally:
+        ro.chmod(0o755)
+
+
+# ---------------------------------------------------------------- a run is written as a unit
+
+def test_failed_run_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError), RunDir(tmp_path / "run", {"a": 1}).build() as tmp:
+        (tmp / "model.npz").write_text("half")
+        raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+
+
+_KILLED = """
+import os, signal, sys
+from tpcore.io import atomic_path
+from tpcore.rundir import RunDir
+with RunDir(sys.argv[1], {"a": 1}).build() as tmp, atomic_path(tmp / "model.npz") as f:
+    with atomic_path(os.path.join(os.path.dirname(sys.argv[1]), "table.json")):
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_killed_run_leaves_no_temporaries_after_the_next_start(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(tmp_path / "run")])
+    assert proc.returncode == -signal.SIGKILL
+    left = _temps(tmp_path)
+    assert len(left) == 2 and left[0].startswith(".run.") and left[1].startswith(".table.json.")
+    assert not (tmp_path / "run").exists()
+    run = RunDir(tmp_path / "run", {"a": 1})  # the next start
+    assert not run.finished and _temps(tmp_path) == []
+
+
+def test_temporaries_of_running_processes_are_kept(tmp_path):
+    mine = tmp_path / f".run.{os.getpid()}-0123abcd.tmp"
+    mine.mkdir()
+    assert remove_stale_temps(tmp_path) == [] and mine.is_dir()
+
+
+def test_rerun_with_other_settings_is_refused_and_overwrite_replaces_it_whole(tmp_path):
+    with RunDir(tmp_path / "run", {"task": "sort", "epochs": 2}).build() as tmp:
+        write_text(tmp / "program" / "sort.py", "old")
+    with pytest.raises(TpcoreError, match=r"task: \"sort\" recorded, \"reverse\" requested\); "
+                                          r"pass --overwrite"):
+        RunDir(tmp_path / "run", {"task": "reverse", "epochs": 2})
+    run = RunDir(tmp_path / "run", {"task": "reverse", "epochs": 2}, overwrite=True)
+    assert not run.finished
+    with run.build() as tmp:
+        write_text(tmp / "program" / "reverse.py", "new")
+    assert sorted(p.name for p in (tmp_path / "run" / "program").iterdir()) == ["reverse.py"]
+    assert json.loads((tmp_path / "run" / RECORD).read_text())["config"]["task"] == "reverse"
+    assert RunDir(tmp_path / "run", {"task": "reverse", "epochs": 2}).finished
+    assert _temps(tmp_path) == []
+
+
+def test_a_folder_that_holds_no_run_is_never_replaced(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(TpcoreError, match="holds files but no finished run"):
+        RunDir(tmp_path / "mine", {"a": 1}, overwrite=True)
+    (tmp_path / "empty").mkdir()
+    with RunDir(tmp_path / "empty", {"a": 1}).build() as tmp:
+        (tmp / "x").write_text("x")
+    assert (tmp_path / "empty" / "x").is_file()
+
+
+def test_learn_reuses_identical_settings_and_refuses_others(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    first = learn(LearnConfig(**TINY), out)
+    assert not first["reused"] and first["program"]["path"] == str(out / "program" / "sort.py")
+    monkeypatch.setattr(program_train, "train", _no_work)
+    again = learn(LearnConfig(**TINY), out)
+    assert again["reused"] and again["test"] == first["test"]
+    argv = ["learn", "sort", "--layers", "1", "--cat-heads", "1", "--num-heads", "1",
+            "--cat-mlps", "1", "--num-mlps", "1", "--epochs", "1", "--batch-size", "64",
+            "--eval-every", "1", "--n-samples", "200", "--quiet", "--out", str(out)]
+    assert main(argv) == 0 and "reused the finished run" in capsys.readouterr().out
+    epochs = argv.index("--epochs") + 1
+    assert main([*argv[:epochs], "2", *argv[epochs + 1:]]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "epochs: 1 recorded, 2 requested" in err
+
+
+def test_learn_overwrite_replaces_the_whole_run(tmp_path):
+    out = tmp_path / "run"
+    learn(LearnConfig(**TINY), out)
+    with pytest.raises(TpcoreError, match="task: \"sort\" recorded, \"reverse\" requested"):
+        learn(LearnConfig(**{**TINY, "task": "reverse"}), out)
+    learn(LearnConfig(**{**TINY, "task": "reverse"}), out, overwrite=True)
+    assert [p.name for p in (out / "program").glob("*.py")] == ["reverse.py"]
+    assert json.loads((out / "metrics.json").read_text())["task"] == "reverse"
+
+
+def test_runs_written_before_run_json_are_read_by_their_metrics(tmp_path, monkeypatch):
+    """A run directory of an older tpcore (no run.json) counts as finished for the
+    configuration in its metrics.json, and only for it."""
+    out = tmp_path / "run"
+    learn(LearnConfig(**TINY), out)
+    (out / RECORD).unlink()
+    monkeypatch.setattr(program_train, "train", _no_work)
+    assert learn(LearnConfig(**TINY), out)["reused"]
+    with pytest.raises(TpcoreError, match="seed: 0 recorded, 1 requested"):
+        learn(LearnConfig(**{**TINY, "seed": 1}), out)
+
+
+# ---------------------------------------------------------------- sweeps resume their own runs
+
+def test_sweep_does_not_reuse_runs_of_other_epochs(tmp_path, monkeypatch):
+    two = program_sweep.grid(LearnConfig(**{**TINY, "epochs": 2}), [1], [2], [2], [0, 1])
+    rows = program_sweep.execute(two, tmp_path)
+    assert [r["epochs"] for r in rows] == [2, 2]
+    four = program_sweep.grid(LearnConfig(**{**TINY, "epochs": 4}), [1], [2], [2], [0, 1])
+    with monkeypatch.context() as m:
+        m.setattr(program_train, "train", _no_work)
+        with pytest.raises(TpcoreError, match="epochs: 2 recorded, 4 requested"):
+            program_sweep.execute(four, tmp_path)
+    rows = program_sweep.sweep(four, tmp_path, overwrite=True)["runs"]
+    assert [r["epochs"] for r in rows] == [4, 4]
+    monkeypatch.setattr(program_train, "train", _no_work)  # identical settings: reused
+    assert [r["epochs"] for r in program_sweep.execute(four, tmp_path)] == [4, 4]
+    assert [r["epochs"] for r in program_sweep.execute(four, tmp_path, overwrite=True)] == [4, 4]
+
+
+# ---------------------------------------------------------------- cached single-file results
+
+def test_cached_result_is_reused_only_for_its_configuration(tmp_path):
+    path = tmp_path / "runs" / "a.json"
+    assert cached(path, {"n": 1}, lambda: {"acc": 0.5})["acc"] == 0.5
+    assert cached(path, {"n": 1}, _no_work)["acc"] == 0.5
+    with pytest.raises(TpcoreError, match="n: 1 recorded, 2 requested"):
+        cached(path, {"n": 2}, _no_work)
+    assert cached(path, {"n": 2}, lambda: {"acc": 0.7}, overwrite=True)["acc"] == 0.7
+    saved = json.loads(path.read_text())
+    assert saved["record"]["config"] == {"n": 2} and len(saved["record"]["config_sha256"]) == 64
+
+
+def test_cached_result_without_a_record(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"acc": 0.5, "n": 1}))
+    with pytest.raises(TpcoreError, match="records no configuration"):
+        cached(path, {"n": 1}, _no_work)
+    assert cached(path, {"n": 1}, _no_work, legacy=lambda row: {"n": row["n"]})["acc"] == 0.5
+    assert json.loads(path.read_text()) == {"acc": 0.5, "n": 1}  # a legacy file is not rewritten
+
+
+# ---------------------------------------------------------------- permissions follow the umask
+
+@pytest.mark.parametrize("umask,file_mode,dir_mode", [(0o022, 0o644, 0o755),
+                                                      (0o077, 0o600, 0o700)])
+def test_written_files_respect_the_umask(tmp_path, umask, file_mode, dir_mode):
+    old = os.umask(umask)
+    try:
+        write_text(tmp_path / "a.txt", "x")
+        with RunDir(tmp_path / "run", {"a": 1}).build() as tmp:
+            write_text(tmp / "b.txt", "y")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "run" / "b.txt").stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "run" / RECORD).stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "run").stat().st_mode & 0o777 == dir_mode

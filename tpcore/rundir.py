@@ -1,0 +1,189 @@
+"""Run directories and cached results: written as a unit, reused only for their own
+configuration. Every command that writes runs or reuses results goes through this module.
+
+A *run directory* ``NAME`` (e.g. ``runs/sort``) is built in a temporary sibling
+``.NAME.<pid>-<random>.tmp`` (:class:`RunDir`). When the run completes, its completion record
+``run.json`` is written into it last, ``{"config": ..., "config_sha256": ...}``, and the folder
+is renamed to ``NAME``; so an interrupted run leaves no ``NAME`` at all, and a ``NAME`` with
+``run.json`` is finished. A single-file result, one JSON object such as one run of a
+reproduction, carries the same record under its key ``"record"`` (:func:`cached`).
+
+A finished run or a cached result is reused when, and only when, its recorded configuration
+equals the requested one exactly (compared as JSON reads it back). Any other recorded
+configuration is refused with one line naming the settings that differ, unless ``overwrite``:
+then the run is redone and replaces the old one whole; a run of the requested configuration is
+reused even then, so a command rerun after an interruption resumes. Results written before records
+existed are read through a ``legacy`` function returning the configuration they were made with
+(None when unknown: never reused). A folder that holds files but no run is never replaced.
+
+Each start removes the temporaries that killed processes left beside the target
+(:func:`tpcore.io.remove_stale_temps`; processes of this machine only, so a temporary of a run
+in progress on another host of a cluster is left alone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tpcore.errors import TpcoreError
+from tpcore.io import json_value, remove_stale_temps, temp_sibling, write_json
+
+RECORD = "run.json"
+"""The completion record inside a run directory, written last."""
+OVERWRITE = "pass --overwrite to replace it, or choose another --out"
+"""What a refused run or result tells the user to do, unless the caller says otherwise."""
+
+
+def record(config: Any) -> dict[str, Any]:
+    """The completion record of ``config``: the configuration as JSON reads it back and the
+    SHA-256 of its canonical JSON (sorted keys)."""
+    plain = json_value(config)
+    text = json.dumps(plain, sort_keys=True)
+    return {"config": plain, "config_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def differences(recorded: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
+    """The settings in which two configurations differ, each as ``key: A recorded, B
+    requested``; nested dictionaries by dotted keys."""
+    out = []
+    for key in dict.fromkeys([*recorded, *wanted]):
+        a, b = recorded.get(key, "unset"), wanted.get(key, "unset")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {json.dumps(a)} recorded, {json.dumps(b)} requested")
+    return out
+
+
+def check_config(recorded: dict[str, Any] | None, config: Any, what: str,
+                 remedy: str = OVERWRITE) -> None:
+    """Raise a :class:`TpcoreError` unless ``recorded`` is ``config``: naming ``what`` was
+    made with other settings and the settings that differ (or that it records none), then
+    ``remedy``."""
+    wanted = json_value(config)
+    if recorded == wanted:
+        return
+    if recorded is None:
+        raise TpcoreError(f"{what} records no configuration (written by an older tpcore); "
+                          f"{remedy}")
+    raise TpcoreError(f"{what} was made with other settings "
+                      f"({'; '.join(differences(recorded, wanted))}); {remedy}")
+
+
+def check_out_dir(path: str | os.PathLike) -> Path:
+    """Make sure files can be written in the folder ``path``, creating it if needed, before any
+    work is spent; a :class:`TpcoreError` names the path and why not. Temporaries that killed
+    processes left there are removed."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise TpcoreError(f"cannot write to output directory {str(path)!r}: it is a file")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        temp_sibling(path / "write-check").unlink()
+    except OSError as exc:
+        where = "" if exc.filename in (None, str(path)) else f" at {exc.filename!r}"
+        raise TpcoreError(f"cannot write to output directory {str(path)!r}: "
+                          f"{exc.strerror or exc}{where}") from exc
+    remove_stale_temps(path)
+    return path
+
+
+class RunDir:
+    """The run directory ``path`` for the configuration ``config`` (see the module docstring).
+
+    Creating one reads what ``path`` holds: :attr:`finished` says that it is a finished run of
+    ``config``, to be reused. Otherwise the parent folder is checked to
+    be writable, and ``path`` must be absent, an empty folder, or a run (a finished one of other
+    settings only with ``overwrite``); anything else raises a :class:`TpcoreError` at once.
+    ``legacy(path)`` gives the configuration of a folder written before ``run.json`` existed.
+    """
+
+    def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False,
+                 legacy: Callable[[Path], dict[str, Any] | None] | None = None) -> None:
+        self.path = Path(path)
+        self.config = json_value(config)
+        self.overwrite = overwrite
+        self.legacy = legacy
+        self.finished = self._reusable()
+        if not self.finished:
+            check_out_dir(self.path.parent)
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The configuration recorded in ``path`` (None: no run there, or an unknown one)."""
+        rec = self.path / RECORD
+        if rec.is_file():
+            return json.loads(rec.read_text())["config"]
+        return self.legacy(self.path) if self.legacy and self.path.is_dir() else None
+
+    def _reusable(self) -> bool:
+        if not self.path.exists():
+            return False
+        if not self.path.is_dir():
+            raise TpcoreError(f"run directory {str(self.path)!r} is an existing file")
+        recorded = self.recorded()
+        if recorded is None:
+            if any(self.path.iterdir()):
+                raise TpcoreError(f"{str(self.path)!r} holds files but no finished run (no "
+                                  f"{RECORD}); remove it or choose another --out")
+            return False
+        if recorded == self.config:
+            return True
+        if not self.overwrite:
+            check_config(recorded, self.config, f"the run in {str(self.path)!r}")
+        return False
+
+    @contextmanager
+    def build(self) -> Iterator[Path]:
+        """Yield a new temporary folder beside ``path`` to write the run into. On success the
+        completion record is written into it and it is renamed to ``path``, replacing what is
+        there; on an exception it is removed and ``path`` is left as it was."""
+        tmp = temp_sibling(self.path, directory=True)
+        try:
+            yield tmp
+            write_json(tmp / RECORD, record(self.config))
+            if self.path.exists():
+                if not self.overwrite:  # another process may have finished it meanwhile
+                    self._reusable()
+                old = temp_sibling(self.path, directory=True)
+                os.replace(self.path, old)
+                os.replace(tmp, self.path)
+                shutil.rmtree(old)
+            else:
+                os.replace(tmp, self.path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+
+
+def cached(path: str | os.PathLike, config: Any, compute: Callable[[], dict[str, Any]],
+           overwrite: bool = False,
+           legacy: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+           remedy: str = OVERWRITE) -> dict[str, Any]:
+    """The JSON object saved at ``path`` when it records ``config``; otherwise ``compute()``,
+    saved there atomically with its record under ``"record"``, and returned.
+
+    A file recording other settings (or none; ``legacy(saved)`` gives the configuration of a
+    file written before records existed) raises a :class:`TpcoreError` naming the differing
+    settings and ``remedy``, unless ``overwrite``; then it is deleted before ``compute`` runs,
+    so files that ``compute`` writes beside it never sit next to a stale result."""
+    path = Path(path)
+    remove_stale_temps(path.parent)
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        recorded = (saved["record"]["config"] if "record" in saved
+                    else legacy(saved) if legacy else None)
+        if recorded == json_value(config):
+            return saved
+        if not overwrite:
+            check_config(recorded, config, str(path), remedy)
+        path.unlink()
+    row = {**compute(), "record": record(config)}
+    write_json(path, row)
+    return json_value(row)
