@@ -162,28 +162,41 @@ class RunDir:
                 shutil.rmtree(tmp)
 
 
+def saved(path: str | os.PathLike, config: Any,
+          legacy: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+          remedy: str = OVERWRITE, overwrite: bool = False) -> dict[str, Any] | None:
+    """The JSON object saved at ``path`` when it records ``config``; None when there is no
+    file, or (with ``overwrite``) one of other settings. Otherwise a :class:`TpcoreError` names
+    the differing settings and ``remedy``. ``legacy(saved)`` gives the configuration of a file
+    written before records existed (None: unknown)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    row = json.loads(path.read_text())
+    recorded = (row["record"]["config"] if "record" in row
+                else legacy(row) if legacy else None)
+    if recorded == json_value(config):
+        return row
+    if not overwrite:
+        check_config(recorded, config, str(path), remedy)
+    return None
+
+
 def cached(path: str | os.PathLike, config: Any, compute: Callable[[], dict[str, Any]],
            overwrite: bool = False,
            legacy: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
            remedy: str = OVERWRITE) -> dict[str, Any]:
-    """The JSON object saved at ``path`` when it records ``config``; otherwise ``compute()``,
-    saved there atomically with its record under ``"record"``, and returned.
+    """The JSON object saved at ``path`` when it records ``config`` (:func:`saved`); otherwise
+    ``compute()``, saved there atomically with its record under ``"record"``, and returned.
 
-    A file recording other settings (or none; ``legacy(saved)`` gives the configuration of a
-    file written before records existed) raises a :class:`TpcoreError` naming the differing
-    settings and ``remedy``, unless ``overwrite``; then it is deleted before ``compute`` runs,
-    so files that ``compute`` writes beside it never sit next to a stale result."""
+    With ``overwrite`` a file of other settings is deleted before ``compute`` runs, so files
+    that ``compute`` writes beside it never sit next to a stale result."""
     path = Path(path)
     remove_stale_temps(path.parent)
-    if path.is_file():
-        saved = json.loads(path.read_text())
-        recorded = (saved["record"]["config"] if "record" in saved
-                    else legacy(saved) if legacy else None)
-        if recorded == json_value(config):
-            return saved
-        if not overwrite:
-            check_config(recorded, config, str(path), remedy)
-        path.unlink()
+    row = saved(path, config, legacy, remedy, overwrite)
+    if row is not None:
+        return row
+    path.unlink(missing_ok=True)
     row = {**compute(), "record": record(config)}
     write_json(path, row)
     return json_value(row)

@@ -295,3 +295,37 @@ def test_prefix_ablation_removes_what_the_classifier_reads(rng):
     for case in ("content_zero", "bos_one"):
         assert got[case]["acc"] == pytest.approx(np.mean(targets[~pad] == 0))
     assert evaluate_supervised(model, split) == before
+
+
+def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, monkeypatch):
+    """A saved run is reused for exactly its recorded configuration (runs saved before records
+    existed: read from their fields); one of another budget is refused before training."""
+    import dataclasses
+    import json
+
+    from tpcore.experiments import counting
+
+    calls = []
+
+    def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None):
+        calls.append(budget.n_train)
+        cfg = counting.learn_config(task, *counting.REGIMES[regime], budget, seed, epochs)
+        return {"task": task, "regime": regime, "variant": variant, "seed": seed,
+                "n_train": budget.n_train, "epochs": cfg.epochs, "seconds": 0.0,
+                "selected_at_step": 1, "val": {"acc": 0.5}, "test": {"acc": 0.5, "seq_acc": 0.1},
+                "gate_usage": {}, "config": dataclasses.asdict(cfg)}
+
+    monkeypatch.setattr(counting, "train_run", fake_run)
+    kw = dict(out=tmp_path, epochs=2, variants=("none",), cells=(("hist", "base"),),
+              lengthgen=())
+    counting.run("smoke", **kw)
+    counting.run("smoke", **kw)
+    assert calls == [256]
+    path = tmp_path / "runs" / "hist-base-none-s0.json"
+    row = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in row.items() if k != "record"}))  # an old run
+    counting.run("smoke", **kw)
+    assert calls == [256]
+    with pytest.raises(TpcoreError, match="n_train: 256 recorded, 4000 requested"):
+        counting.run("small", **kw)
+    assert calls == [256]

@@ -22,8 +22,12 @@ heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 - ``small``: all 60 cells and five length tests, 4,000 training inputs, 20 epochs;
 - ``paper``: all cells and length tests at the paper's 16,000 inputs and 250 epochs.
 
-Results go to ``out/runs/*.json`` (one per run; finished runs are reused, so rerunning resumes),
-``out/counting.json`` and ``out/counting.md``.
+Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
+``out/counting.json`` and ``out/counting.md``. Each run records its configuration
+(:func:`run_config`; runs saved before records existed: read from their fields), and a finished
+run is reused only for exactly that configuration, so rerunning resumes; a run of other
+settings, or runs of another epoch count or architecture anywhere in ``out``, are refused
+before anything is trained (one out dir holds one table's settings).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from tpcore.models.counting import (
     variant_flags,
 )
 from tpcore.models.program_train import LearnConfig
+from tpcore.rundir import cached, check_out_dir, saved
 
 TASKS = ("double_hist", "hist", "reverse", "sort", "most_freq")
 REGIMES = {"base": (8, 8), "longer": (8, 16), "bigvocab": (16, 16)}
@@ -72,6 +77,8 @@ PAPER = {
     ("most_freq", "bigvocab"): (54.05, 57.13, 50.49, 53.79),
 }
 """The paper's Table 1 (test accuracy, %) per (task, regime) in :data:`VARIANTS` order."""
+SEPARATE = "give other settings their own --out"
+"""What a refused run tells the user: one out dir holds one table's settings."""
 TARGET = ("double_hist", "bigvocab", "prefix", 90.0)
 """The issue's target: double_hist at |V| = N = 16 with PrefixSumCounts >= 90 %."""
 
@@ -290,17 +297,20 @@ def run_arch(row: dict[str, Any]) -> list[int]:
     return [c["n_layers"], c["n_cat_heads"] + c["n_num_heads"], c["n_cat_mlps"] + c["n_num_mlps"]]
 
 
-def _cached(path: Path, fn: Any) -> dict[str, Any]:
-    """The run saved at ``path`` if there is one, else ``fn()``, saved there."""
-    import json
+def run_config(task: str, regime: str, variant: str, budget: Budget, seed: int,
+               epochs: int | None = None, test_regime: str | None = None) -> dict[str, Any]:
+    """The configuration a saved run records (:func:`tpcore.rundir.cached`): its training
+    settings, regime, variant, number of training inputs and the regime of its length test."""
+    v, n = REGIMES[regime]
+    return {"learn": dataclasses.asdict(learn_config(task, v, n, budget, seed, epochs)),
+            "regime": regime, "variant": variant, "n_train": budget.n_train,
+            "test_regime": test_regime}
 
-    from tpcore.io import write_json
 
-    if path.is_file():
-        return json.loads(path.read_text())
-    row = fn()
-    write_json(path, row)
-    return row
+def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`run_config` of a run saved before runs recorded one, from its fields."""
+    return {"learn": row["config"], "regime": row["regime"], "variant": row["variant"],
+            "n_train": row["n_train"], "test_regime": row.get("test_regime")}
 
 
 def saved_runs(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -442,6 +452,7 @@ def run(budget: str = "target", out: str | Path = "results/counting",
     if bad:
         raise TpcoreError(f"unknown task/regime {bad[0]}; tasks {TASKS}, regimes {tuple(REGIMES)}")
     out = Path(out)
+    check_out_dir(out / "runs")
     parts = [f"tpcore reproduce counting --budget {budget}",
              f"--epochs {epochs}" if epochs else "",
              f"--variants {' '.join(variants)}" if variants != VARIANTS else "",
@@ -456,8 +467,7 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         if (r["epochs"], run_arch(r)) != want:
             raise TpcoreError(f"{out} holds {r['epochs']}-epoch runs with --arch "
                               f"{' '.join(map(str, run_arch(r)))}, not {want[0]} with --arch "
-                              f"{' '.join(map(str, want[1]))}; give other settings their own "
-                              "--out")
+                              f"{' '.join(map(str, want[1]))}; {SEPARATE}")
 
     def write() -> dict[str, Any]:
         old = json.loads(path.read_text()) if path.is_file() else {}
@@ -476,19 +486,18 @@ def run(budget: str = "target", out: str | Path = "results/counting",
                            runs_table(rows) if len(rows) > len(cells) else "") if t]) + "\n")
         return result
 
+    plan = []  # (file name, task, regime, variant, seed, test regime), in training order
     for seed in b.seeds:
-        for task, regime in cells:
-            for v in variants:
-                name = runs / f"{task}-{regime}-{v}-s{seed}"
-                _cached(name.with_suffix(".json"), partial(
-                    train_run, task, regime, v, b, seed, epochs,
-                    out=name.with_name(name.name + "-model.npz")))
-                write()
-        for task in lengthgen:
-            for v in variants:
-                name = runs / f"length-{task}-{v}-s{seed}"
-                _cached(name.with_suffix(".json"), partial(
-                    train_run, task, "base", v, b, seed, epochs, test_regime="longer",
-                    out=name.with_name(name.name + "-model.npz")))
-                write()
+        plan += [(f"{t}-{r}-{v}-s{seed}", t, r, v, seed, None) for t, r in cells
+                 for v in variants]
+        plan += [(f"length-{t}-{v}-s{seed}", t, "base", v, seed, "longer") for t in lengthgen
+                 for v in variants]
+    for name, task, regime, v, seed, test in plan:  # refuse other settings before training
+        saved(runs / f"{name}.json", run_config(task, regime, v, b, seed, epochs, test),
+              _legacy_config, SEPARATE)
+    for name, task, regime, v, seed, test in plan:
+        cached(runs / f"{name}.json", run_config(task, regime, v, b, seed, epochs, test),
+               partial(train_run, task, regime, v, b, seed, epochs, test_regime=test,
+                       out=runs / f"{name}-model.npz"), legacy=_legacy_config, remedy=SEPARATE)
+        write()
     return write()
