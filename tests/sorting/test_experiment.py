@@ -39,6 +39,20 @@ def test_reproduce_writes_results_and_checkpoint(trained):
     assert task_of(model).name == "bidirectional"
 
 
+def test_reproduce_reuses_a_result_only_for_its_configuration(trained, monkeypatch):
+    from tpcore.errors import TpcoreError
+    from tpcore.experiments import sorting
+
+    out, summary = trained
+    monkeypatch.setattr(sorting, "train", lambda *a, **k: pytest.fail("retrained"))
+    again = reproduce(out, budget=0.004, seed=0, tasks=("bidirectional",))
+    assert again["rows"][0]["history"] == summary["rows"][0]["history"]
+    with pytest.raises(TpcoreError, match="steps: 40 recorded, 50 requested"):
+        reproduce(out, budget=0.005, seed=0, tasks=("bidirectional",))
+    assert main(["reproduce", "sorting", "--tasks", "bidirectional", "--seed", "1", "--budget",
+                 "0.004", "--out", str(out)]) == 2
+
+
 def test_training_lowers_the_loss():
     _, result = train(TASKS["bidirectional"], 30, 20, 0.02, seed=1)
     first, last = result.history[0], result.history[-1]

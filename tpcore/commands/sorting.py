@@ -81,7 +81,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     for name in tasks:
         if name not in TASKS:
             raise ValueError(f"task {name!r} unknown; expected some of {','.join(TASKS)}")
-    out = reproduce(args.out, args.budget, args.seed, tasks, quiet=False)
+    out = reproduce(args.out, args.budget, args.seed, tasks, quiet=False,
+                    overwrite=args.overwrite)
     analyse(args.out, plots=args.plots)
     for row in out["rows"]:
         second = "hard" if "hard" in row else "all_subsets"
@@ -100,5 +101,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                    help="scales training steps and the failure search (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     p.add_argument("--out", default="results/sorting", help="output folder")
+    p.add_argument("--overwrite", action="store_true",
+                   help="retrain tasks whose results in --out were made with other settings")
     p.add_argument("--plots", action="store_true", help="also write PNG figures")
     p.set_defaults(func=_reproduce)

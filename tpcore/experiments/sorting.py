@@ -9,6 +9,7 @@ transformer and the shared training loop.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,45 +144,79 @@ def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: in
     return model, result
 
 
+def run_config(name: str, budget: float, seed: int) -> dict[str, Any]:
+    """The configuration a task's result records (:func:`tpcore.rundir.cached`): training
+    steps, the learning-rate drop, loss clipping, seed and the lists the failure search draws
+    (None for the distinct task, which is tested on every list)."""
+    sched = SCHEDULES[name]
+    return {"task": name, "steps": max(2, round(sched["steps"] * budget)),
+            "lr_drop": max(1, round(sched["drop"] * budget)), "clip": sched["clip"],
+            "seed": seed, "search_lists": None if get_task(name).distinct
+            else max(1000, round(SEARCH_LISTS * budget))}
+
+
+def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`run_config` of a result written before results recorded one."""
+    return {"task": row["task"], "steps": row["steps"], "lr_drop": row["lr_drop"],
+            "clip": row["clip"], "seed": row["seed"],
+            "search_lists": row["search"]["n"] if "search" in row else None}
+
+
 def reproduce(out_dir: str | Path = "results/sorting", budget: float = 1.0, seed: int = 0,
-              tasks: tuple[str, ...] = tuple(TASKS), quiet: bool = True) -> dict:
+              tasks: tuple[str, ...] = tuple(TASKS), quiet: bool = True,
+              overwrite: bool = False) -> dict:
     """Train each task's model (``budget`` scales the training steps and the failure search),
     evaluate it, search 10^6 * budget hard lists for failures, and measure agreement with the
     two algorithms. Writes ``<task>.npz/.json`` checkpoints, ``<task>_result.json``, and merges
-    every task found in ``out_dir`` into ``sorting.json`` and ``sorting.md``."""
-    from tpcore.analysis.sorting_rules import rule_agreement
-    from tpcore.nn.module import save
+    every task found in ``out_dir`` into ``sorting.json`` and ``sorting.md``.
+
+    A task's result records its configuration (:func:`run_config`) and is reused when it
+    matches exactly, so rerunning resumes; one of other settings is refused before anything
+    is trained, unless ``overwrite`` retrains it (:func:`tpcore.rundir.cached`)."""
+    from tpcore.rundir import cached, check_out_dir, saved
 
     if budget <= 0:
         raise TpcoreError(f"budget must be positive, got {budget}")
-    out_dir = Path(out_dir)
+    out_dir = check_out_dir(out_dir)
     for name in tasks:
-        task = get_task(name)
-        sched = SCHEDULES[name]
-        steps = max(2, round(sched["steps"] * budget))
-        drop = max(1, round(sched["drop"] * budget))
-        cpu = time.process_time()
-        model, result = train(task, steps, drop, sched["clip"], seed, quiet)
-        cpu = time.process_time() - cpu
-        row: dict[str, Any] = dict(
-            task=name, steps=result.steps, lr_drop=drop, clip=sched["clip"], seed=seed,
-            train_seconds=result.seconds, seconds_per_step=result.seconds / result.steps,
-            train_cpu_seconds=cpu,
-            parameters=model.n_parameters(), last_train_loss=result.last_loss,
-            final_validation=result.best, history=result.history)
-        for set_name, (lists, lengths) in test_sets(task, seed + 2000).items():
-            res = evaluate_lists(model, task, lists, lengths)
-            row[set_name] = dict(n=len(lists), sorted=float(res["correct"].mean()),
-                                 loss=res["loss"],
-                                 rules=rule_agreement(res["pred"], lists, lengths, task.n_values))
-        if not task.distinct:
-            n = max(1000, round(SEARCH_LISTS * budget))
-            row["search"] = _search_row(search_failures(model, n, "hard", seed + 3000))
-        row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget} "
-                          f"--seed {seed}")
-        save(model, out_dir / f"{name}.npz", {"task": name, "metrics": result.best})
-        write_json(out_dir / f"{name}_result.json", row)
+        saved(out_dir / f"{name}_result.json", run_config(name, budget, seed), _legacy_config,
+              overwrite=overwrite)
+    for name in tasks:
+        cached(out_dir / f"{name}_result.json", run_config(name, budget, seed),
+               partial(_run_task, out_dir, name, budget, seed, quiet), overwrite,
+               _legacy_config)
     return write_summary(out_dir)
+
+
+def _run_task(out_dir: Path, name: str, budget: float, seed: int, quiet: bool
+              ) -> dict[str, Any]:
+    """Train, measure and save one task's model; returns its result row."""
+    from tpcore.analysis.sorting_rules import rule_agreement
+    from tpcore.nn.module import save
+
+    config = run_config(name, budget, seed)
+    task = get_task(name)
+    cpu = time.process_time()
+    model, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed, quiet)
+    cpu = time.process_time() - cpu
+    row: dict[str, Any] = dict(
+        task=name, steps=result.steps, lr_drop=config["lr_drop"], clip=config["clip"],
+        seed=seed, train_seconds=result.seconds, seconds_per_step=result.seconds / result.steps,
+        train_cpu_seconds=cpu,
+        parameters=model.n_parameters(), last_train_loss=result.last_loss,
+        final_validation=result.best, history=result.history)
+    for set_name, (lists, lengths) in test_sets(task, seed + 2000).items():
+        res = evaluate_lists(model, task, lists, lengths)
+        row[set_name] = dict(n=len(lists), sorted=float(res["correct"].mean()),
+                             loss=res["loss"],
+                             rules=rule_agreement(res["pred"], lists, lengths, task.n_values))
+    if config["search_lists"] is not None:
+        row["search"] = _search_row(search_failures(model, config["search_lists"], "hard",
+                                                    seed + 3000))
+    row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget} "
+                      f"--seed {seed}")
+    save(model, out_dir / f"{name}.npz", {"task": name, "metrics": result.best})
+    return row
 
 
 def _search_row(search: dict) -> dict:
@@ -195,10 +230,14 @@ def refresh_search(out_dir: str | Path, name: str) -> dict:
     (budget 1, the seed stored in its result) and update ``<name>_result.json`` and the summary."""
     import json
 
+    from tpcore.rundir import record
+
     path = Path(out_dir) / f"{name}_result.json"
     row = json.loads(path.read_text())
     row["search"] = _search_row(search_failures(load_model(Path(out_dir) / f"{name}.npz"),
                                                 SEARCH_LISTS, "hard", row["seed"] + 3000))
+    if "record" in row:
+        row["record"] = record({**row["record"]["config"], "search_lists": SEARCH_LISTS})
     write_json(path, row)
     return write_summary(out_dir)
 
