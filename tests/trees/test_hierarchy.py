@@ -60,6 +60,24 @@ def test_reproduce_hierarchy_tiny_mlm(tmp_path, monkeypatch):
     assert main(["reproduce", "hierarchy", "--parts", "bogus"]) == 2
 
 
+def test_reproduce_hierarchy_reuses_only_its_own_encoder_and_table(tmp_path, monkeypatch,
+                                                                   capsys):
+    """A saved MLM encoder of other settings, or a results file of other budget settings, is
+    refused in one line naming the differing setting, before any training."""
+    monkeypatch.chdir(tmp_path)
+    encoder = tmp_path / "runs" / "hierarchy" / "tiny_mlm_seed0.json"
+    encoder.parent.mkdir(parents=True)
+    saved_run = TreeRun(task="mlm", **dict(BUDGETS["tiny"], steps=40))
+    encoder.write_text(json.dumps({"run": saved_run.__dict__}))
+    args = ["reproduce", "hierarchy", "--budget", "tiny", "--out", str(tmp_path)]
+    assert main(args + ["--parts", "probe", "--mlm-steps", "30"]) == 2
+    assert "steps: 40 recorded, 30 requested" in capsys.readouterr().err
+    (tmp_path / "hierarchy_tiny.json").write_text(json.dumps(
+        {"budget": "tiny", "config": {**BUDGETS["tiny"], "lr": 1.0}, "runs": [], "commands": []}))
+    assert main(args + ["--parts", "root-long"]) == 2
+    assert "lr: 1.0 recorded, 0.003 requested" in capsys.readouterr().err
+
+
 def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path):
     """``--long-samples`` sets the root-long run's training-set size; it is reported and kept
     apart from a run of the same steps on the budget's P."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tpcore.io import write_json, write_text
+from tpcore.rundir import check_out_dir
 
 PAPER = dict(l=4, q=4, sigma=1.0, grammar_seed=0, legacy=True)
 """The paper's setting: depth 4, 4 symbols, sigma 1, the seed-0 grammar of its code."""
@@ -54,6 +55,8 @@ def bp_table(out_dir: str | Path = "results/hierarchy", samples: int = 200_000,
     ``bp_table.json`` and ``bp_table.md`` into ``out_dir`` and returns the JSON content.
     """
     from tpcore.tasks.trees import sample_trees
+
+    check_out_dir(out_dir)
 
     g = paper_grammar()
     l = PAPER["l"]
@@ -128,6 +131,8 @@ def grammar_learning(out_dir: str | Path = "results/hierarchy",
     """
     from tpcore.bp import belief_propagation, evidence_from_leaves, learn_grammar
     from tpcore.tasks.trees import sample_trees
+
+    check_out_dir(out_dir)
 
     g = paper_grammar()
     l, q = PAPER["l"], PAPER["q"]
@@ -419,18 +424,26 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     ``probe`` (ancestor probes of the saved MLM encoder's frozen layers: Figs. 7, 14 left) and
     ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs scratch,
     over ``finetune_sizes``: Fig. 1f). Results merge into ``hierarchy_<budget>.json`` (written
-    after every run, so partial results survive) and ``hierarchy_<budget>.md``.
+    after every run, so partial results survive) and ``hierarchy_<budget>.md``: a run replaces
+    the one of the same settings, probes and fine-tuning record the encoder they read.
+
+    Nothing is reused unless its recorded configuration is the requested one: a
+    ``hierarchy_<budget>.json`` made with other budget settings, or a saved MLM encoder of other
+    settings (another ``mlm_steps``, say), is refused before any training.
     """
     import json
+
+    from tpcore.rundir import check_config
 
     if budget not in BUDGETS:
         raise ValueError(f"budget {budget!r} unknown; expected one of {sorted(BUDGETS)}")
     cfg = BUDGETS[budget]
     g = paper_grammar()
-    out_dir = Path(out_dir)
+    out_dir = check_out_dir(out_dir)
     path = out_dir / f"hierarchy_{budget}.json"
     out = json.loads(path.read_text()) if path.is_file() else \
         dict(budget=budget, config=cfg, runs=[], commands=[])
+    check_config(out["config"], cfg, str(path), "give other settings their own --out")
     out["commands"].append(f"tpcore reproduce hierarchy --budget {budget} --parts "
                            f"{','.join(parts)} --seed {seed}"
                            + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
@@ -439,13 +452,19 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
                       **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
     encoder = Path("runs/hierarchy") / f"{budget}_mlm_seed{seed}"
+    if {"root", "mlm"} & set(parts):
+        check_out_dir(encoder.parent)
+    if "mlm" not in parts and ("probe" in parts or "finetune" in parts):
+        meta = encoder.with_suffix(".json")
+        if not meta.is_file():
+            raise ValueError(f"no MLM encoder at {encoder}.npz; run --parts mlm first")
+        check_config(json.loads(meta.read_text()).get("run"), mlm_run.__dict__,
+                     f"the MLM encoder {encoder}.npz", "run --parts mlm with these settings "
+                     "first")
 
     def store(key: str | None = None, value=None, run: dict | None = None) -> None:
         if run is not None:
-            def ident(r: dict) -> tuple:
-                return tuple(r["run"][f] for f in ("task", "k_train", "seed", "steps", "P"))
-
-            out["runs"] = [r for r in out["runs"] if ident(r) != ident(run)] + [run]
+            out["runs"] = [r for r in out["runs"] if r["run"] != run["run"]] + [run]
         if key is not None:
             out[key] = value
         write_json(path, out)
@@ -462,15 +481,13 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
                                                   P=long_samples or cfg["P"])), g, log=log))
     if "mlm" in parts:
         store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
-    if "probe" in parts or "finetune" in parts:
+    if "probe" in parts:
         from tpcore.nn.module import load
 
-        if not encoder.with_suffix(".npz").is_file():
-            raise ValueError(f"no MLM encoder at {encoder}.npz; run --parts mlm first")
-    if "probe" in parts:
         model = load(encoder)
         sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
         store("probes", dict(
+            encoder=mlm_run.__dict__,
             all_positions=probe_ancestors(model, mlm_run, g, **sizes),
             ends_only=probe_ancestors(model, mlm_run, g, positions="ends", **sizes)))
         log(f"probes: {out['probes']}")
@@ -482,7 +499,8 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
                                     steps=cfg["steps"] // 8, seed=seed)
                 rows.append(dict(P=P, mode=mode, acc=acc))
                 log(f"finetune P={P} {mode}: {acc:.4f}")
-                store("finetune", dict(steps=cfg["steps"] // 8, rows=rows))
+                store("finetune", dict(steps=cfg["steps"] // 8, encoder=mlm_run.__dict__,
+                                       rows=rows))
     return out
 
 
