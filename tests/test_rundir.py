@@ -53,6 +53,52 @@ def test_cli_refuses_unwritable_out_in_one_line(tmp_path, monkeypatch, capsys):
         assert len(err.strip().splitlines()) == 1 and "cannot write to output directory" in err
 
 
+def _experiments():
+    from tpcore.experiments import (
+        counting,
+        fleq,
+        hierarchy,
+        looped,
+        nlp,
+        program_lengths,
+        sorting,
+        table1,
+    )
+    from tpcore.tasks import synthetic_text, trees
+
+    configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
+    return {  # name: (call with the out dir, (module, attribute) that would start the work)
+        "table1": (lambda out: table1.run("smoke", out, tasks=("hist",)),
+                   (program_train, "train")),
+        "sweep": (lambda out: program_sweep.sweep(configs, out), (program_train, "train")),
+        "program-lengths": (lambda out: program_lengths.run(out=out, run_dirs=["x"]),
+                            (program_lengths, "measure")),
+        "counting": (lambda out: counting.run("smoke", out), (counting, "train_run")),
+        "sorting": (lambda out: sorting.reproduce(out, 0.01), (sorting, "train")),
+        "bp-table": (lambda out: hierarchy.bp_table(out), (trees, "sample_trees")),
+        "grammar-learning": (lambda out: hierarchy.grammar_learning(out),
+                             (trees, "sample_trees")),
+        "hierarchy": (lambda out: hierarchy.hierarchy(out, "tiny"),
+                      (hierarchy, "train_against_bp")),
+        "looped": (lambda out: looped.reproduce("small", out), (looped, "lam_sweep")),
+        "fleq": (lambda out: fleq.reproduce("small", out), (fleq, "matmul_study")),
+        "ner-demo": (lambda out: nlp.ner_demo(out), (synthetic_text, "ner_corpus")),
+        "classify-demo": (lambda out: nlp.classify_demo(out),
+                          (synthetic_text, "classification_corpus")),
+    }
+
+
+@pytest.mark.parametrize("name", ["table1", "sweep", "program-lengths", "counting", "sorting",
+                                  "bp-table", "grammar-learning", "hierarchy", "looped", "fleq",
+                                  "ner-demo", "classify-demo"])
+def test_every_experiment_checks_its_out_dir_first(name, tmp_path, monkeypatch):
+    run, (module, work) = _experiments()[name]
+    monkeypatch.setattr(module, work, _no_work)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(TpcoreError, match="cannot write to output directory"):
+        run(tmp_path / "file" / "out")
+
+
 def test_read_only_out_dir_is_refused(tmp_path, monkeypatch):
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o555)

@@ -26,6 +26,7 @@ from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.looped import applications as AP
 from tpcore.looped import functions as F
+from tpcore.rundir import check_out_dir
 
 C_GRID = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
 BIG_C_GRID = [2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0]
@@ -344,6 +345,7 @@ def reproduce(budget: str = "small", out: str | Path = "results/fleq", seed: int
     """Run the error study and write ``fleq.json``, ``fleq.md`` (and a plot); returns the text."""
     if budget not in ("small", "full"):
         raise ValueError(f"budget {budget!r}; expected 'small' or 'full'")
+    out = check_out_dir(out)
     t0 = time.perf_counter()
     res: dict[str, Any] = {"command": f"tpcore reproduce fleq --budget {budget} --seed {seed}",
                            "budget": budget, "seed": seed}
@@ -352,7 +354,6 @@ def reproduce(budget: str = "small", out: str | Path = "results/fleq", seed: int
     res["sigmoids"] = sigmoid_study(M_GRID if budget == "full" else M_GRID[:-1])
     res["applications"] = application_study(budget, seed)
     res["seconds"] = time.perf_counter() - t0
-    out = Path(out)
     res["plots"] = _plots(res, out)
     write_json(out / "fleq.json", res)
     text = _markdown(res)

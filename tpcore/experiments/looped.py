@@ -34,6 +34,7 @@ from tpcore.looped.interpret import interpret, step
 from tpcore.looped.layer import Layer, layer_backward, layer_forward
 from tpcore.looped.machine import Machine, build, decode_memory, decode_pc, punchcard
 from tpcore.looped.program import Program
+from tpcore.rundir import check_out_dir
 
 LAM_LO, LAM_HI = 0.25, 64.0
 EPS = 0.25
@@ -322,6 +323,7 @@ def reproduce(budget: str = "small", out: str | Path = "results/looped", seed: i
     """Run the three studies and write ``looped.json`` and ``looped.md``; returns the table."""
     if budget not in ("small", "full"):
         raise ValueError(f"budget {budget!r}; expected 'small' or 'full'")
+    out = check_out_dir(out)
     Ts = [10, 100] if budget == "small" else [10, 100, 1000]
     t0 = time.perf_counter()
     res = {"command": f"tpcore reproduce looped --budget {budget} --seed {seed}",
@@ -330,7 +332,6 @@ def reproduce(budget: str = "small", out: str | Path = "results/looped", seed: i
            "repair": [repair(seed, steps=300 if budget == "small" else 1000, support=sup)
                       for sup in ("nonzero", "all")]}
     res["seconds"] = time.perf_counter() - t0
-    out = Path(out)
     write_json(out / "looped.json", res)
     text = _markdown(res)
     write_text(out / "looped.md", text)

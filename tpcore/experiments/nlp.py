@@ -36,6 +36,7 @@ from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.metrics import accuracy, conll_scores
 from tpcore.programs.analysis import embedding_table
+from tpcore.rundir import check_out_dir
 from tpcore.tasks.nlp import (
     BOS,
     EOS,
@@ -356,7 +357,10 @@ def compare_ner(data: NerData, program: Grid, transformer: Grid,
                 quiet: bool = True) -> dict[str, Any]:
     """Unigram vs standard transformer vs Transformer Program on ``data`` (Table 2's rows; each
     model's settings may be a grid, selected on dev F1; None skips it); with ``out``, the
-    models, the program and ``results.json`` + ``table.md`` are written."""
+    models, the program and ``results.json`` + ``table.md`` are written (``out`` is checked to
+    be writable first; nothing in it is reused)."""
+    if out is not None:
+        check_out_dir(out)
     start = time.perf_counter()
     results: dict[str, Any] = {"data": data_summary(data), "unigram": unigram_ner(data)}
     for kind, grid in _kinds(program, transformer):
@@ -471,9 +475,12 @@ def compare_classification(data: ClassificationData, program: Grid, transformer:
                            quiet: bool = True) -> dict[str, Any]:
     """Naive Bayes vs standard transformer vs Transformer Program (a column of Table 6; grids
     and None as in :func:`compare_ner`, selected on dev accuracy); with ``out``, the models and
-    ``results.json`` + ``table.md`` are written."""
+    ``results.json`` + ``table.md`` are written (``out`` is checked to be writable first;
+    nothing in it is reused)."""
     from tpcore.nn.module import save
 
+    if out is not None:
+        check_out_dir(out)
     start = time.perf_counter()
     results: dict[str, Any] = {"data": data_summary(data), "naive_bayes": naive_bayes(data)}
     for kind, grid in _kinds(program, transformer):
@@ -545,6 +552,7 @@ def ner_demo(out_dir: str | Path = "results/ner-demo", budget: float = 1.0, seed
     from tpcore.tasks.synthetic_text import ner_corpus
 
     _check_budget(budget)
+    check_out_dir(out_dir)
     data = prepare_ner(ner_corpus(*DEMO_SIZES.values(), seed=seed))
     return _demo("ner-demo", data, compare_ner, ner_table, out_dir, budget, seed, quiet)
 
@@ -558,6 +566,7 @@ def classify_demo(out_dir: str | Path = "results/classify-demo", budget: float =
     from tpcore.tasks.synthetic_text import classification_corpus
 
     _check_budget(budget)
+    check_out_dir(out_dir)
     data = prepare_classification(classification_corpus(*DEMO_SIZES.values(), seed=seed))
     return _demo("classify-demo", data, compare_classification, classification_table, out_dir,
                  budget, seed, quiet)
