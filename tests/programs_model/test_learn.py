@@ -95,3 +95,13 @@ def test_table1_seeds_replace_the_budgets():
     assert [c.seed for c in configs_for("sort", "medium", seeds=[4, 7])] == [4, 7]
     assert [c.seed for c in configs_for("induction", "small", seeds=[3])] == [3]
     assert len(configs_for("hist", "paper", seeds=[0])) == 8  # the grid, one seed
+
+
+def test_reproduce_table1_refuses_runs_of_other_epochs(tmp_path, capsys):
+    args = ["reproduce", "table1", "--budget", "smoke", "--tasks", "hist", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert main(args + ["--epochs", "3"]) == 2
+    assert "epochs: 2 recorded, 3 requested" in capsys.readouterr().err
+    assert main(args + ["--epochs", "3", "--overwrite"]) == 0
+    saved = json.loads((tmp_path / "table1.json").read_text())
+    assert saved["tasks"][0]["selected"]["epochs"] == 3
