@@ -143,10 +143,18 @@ def test_killed_run_leaves_no_temporaries_after_the_next_start(tmp_path):
     assert not run.finished and _temps(tmp_path) == []
 
 
-def test_temporaries_of_running_processes_are_kept(tmp_path):
-    mine = tmp_path / f".run.{os.getpid()}-0123abcd.tmp"
-    mine.mkdir()
-    assert remove_stale_temps(tmp_path) == [] and mine.is_dir()
+def test_temporaries_of_running_processes_and_other_machines_are_kept(tmp_path):
+    from tpcore.io import _HOST
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    mine = tmp_path / f".run.{_HOST}-{os.getpid()}-0123abcd.tmp"
+    other = tmp_path / f".run.x{_HOST}-{dead}-0123abcd.tmp"
+    stale = tmp_path / f".run.{_HOST}-{dead}-0123abcd.tmp"
+    for p in (mine, other, stale):
+        p.mkdir()
+    assert remove_stale_temps(tmp_path) == [stale]
+    assert _temps(tmp_path) == sorted([mine.name, other.name])
 
 
 def test_rerun_with_other_settings_is_refused_and_overwrite_replaces_it_whole(tmp_path):

@@ -1,9 +1,10 @@
 """Atomic file writing: write to a temporary name in the same folder, then rename, so an
 interrupted run never leaves a half-written file.
 
-Temporary names are ``.<name>.<pid>-<random>.tmp`` beside the target, for files and for the
-run directories of :mod:`tpcore.rundir` alike; the process id lets a later start tell the
-leftovers of a killed process (:func:`remove_stale_temps`) from work in progress. Files and
+Temporary names are ``.<name>.<host>-<pid>-<random>.tmp`` beside the target, for files and for
+the run directories of :mod:`tpcore.rundir` alike; the host name and process id let a later
+start tell the leftovers of a killed process (:func:`remove_stale_temps`) from work in progress,
+also on a folder that several machines share. Files and
 folders are created with the permissions the user's umask allows (``0o666`` and ``0o777``
 less the umask), as ``open`` and ``mkdir`` would.
 Host-only code (NumPy and the standard library)."""
@@ -15,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,16 +24,19 @@ from typing import IO, Any
 
 import numpy as np
 
-_TEMP = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}\.tmp")
-"""Names made by :func:`temp_sibling`; group 1 is the creating process's id."""
+_HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname())[:40] or "host"
+"""This machine's name as temporary names carry it."""
+_TEMP = re.compile(r"\..+\.(\w+)-(\d+)-[0-9a-f]{8}\.tmp")
+"""Names made by :func:`temp_sibling`; groups: the creating machine and process id."""
 
 
 def temp_sibling(path: str | os.PathLike, directory: bool = False) -> Path:
     """Create an empty file (or, with ``directory``, a folder) named
-    ``.<name>.<pid>-<random>.tmp`` beside ``path`` and return its path. The umask applies."""
+    ``.<name>.<host>-<pid>-<random>.tmp`` beside ``path`` and return its path. The umask
+    applies."""
     path = Path(path)
     while True:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
             if directory:
                 tmp.mkdir(mode=0o777)
@@ -43,15 +48,15 @@ def temp_sibling(path: str | os.PathLike, directory: bool = False) -> Path:
 
 
 def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
-    """Remove the temporary files and folders in ``folder`` whose creating process no longer
-    runs on this machine; returns what was removed."""
+    """Remove the temporary files and folders in ``folder`` that a process of this machine
+    made and that no longer runs; returns what was removed. Other machines' are kept."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
     removed = []
     for entry in folder.iterdir():
         match = _TEMP.fullmatch(entry.name)
-        if match is None or _running(int(match.group(1))):
+        if match is None or match.group(1) != _HOST or _running(int(match.group(2))):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

@@ -2,7 +2,7 @@
 configuration. Every command that writes runs or reuses results goes through this module.
 
 A *run directory* ``NAME`` (e.g. ``runs/sort``) is built in a temporary sibling
-``.NAME.<pid>-<random>.tmp`` (:class:`RunDir`). When the run completes, its completion record
+``.NAME.<host>-<pid>-<random>.tmp`` (:class:`RunDir`). When the run completes, its completion record
 ``run.json`` is written into it last, ``{"config": ..., "config_sha256": ...}``, and the folder
 is renamed to ``NAME``; so an interrupted run leaves no ``NAME`` at all, and a ``NAME`` with
 ``run.json`` is finished. A single-file result, one JSON object such as one run of a
@@ -16,9 +16,9 @@ reused even then, so a command rerun after an interruption resumes. Results writ
 existed are read through a ``legacy`` function returning the configuration they were made with
 (None when unknown: never reused). A folder that holds files but no run is never replaced.
 
-Each start removes the temporaries that killed processes left beside the target
-(:func:`tpcore.io.remove_stale_temps`; processes of this machine only, so a temporary of a run
-in progress on another host of a cluster is left alone).
+Each start removes the temporaries that killed processes of this machine left beside the target
+(:func:`tpcore.io.remove_stale_temps`; a run in progress on another host of a cluster keeps
+its own).
 """
 
 from __future__ import annotations
