@@ -54,12 +54,19 @@ def differences(recorded: dict[str, Any], wanted: dict[str, Any], prefix: str = 
     requested``; nested dictionaries by dotted keys."""
     out = []
     for key in dict.fromkeys([*recorded, *wanted]):
-        a, b = recorded.get(key, "unset"), wanted.get(key, "unset")
+        a, b = recorded.get(key, _UNSET), wanted.get(key, _UNSET)
         if isinstance(a, dict) and isinstance(b, dict):
             out += differences(a, b, f"{prefix}{key}.")
         elif a != b:
-            out.append(f"{prefix}{key}: {json.dumps(a)} recorded, {json.dumps(b)} requested")
+            out.append(f"{prefix}{key}: {_show(a)} recorded, {_show(b)} requested")
     return out
+
+
+_UNSET = object()
+
+
+def _show(value: Any) -> str:
+    return "unset" if value is _UNSET else json.dumps(value)
 
 
 def check_config(recorded: dict[str, Any] | None, config: Any, what: str,
@@ -99,10 +106,10 @@ class RunDir:
     """The run directory ``path`` for the configuration ``config`` (see the module docstring).
 
     Creating one reads what ``path`` holds: :attr:`finished` says that it is a finished run of
-    ``config``, to be reused. Otherwise the parent folder is checked to
-    be writable, and ``path`` must be absent, an empty folder, or a run (a finished one of other
-    settings only with ``overwrite``); anything else raises a :class:`TpcoreError` at once.
-    ``legacy(path)`` gives the configuration of a folder written before ``run.json`` existed.
+    ``config``, to be reused. Otherwise the parent folder is checked to be writable, and
+    ``path`` must be absent, an empty folder, or a run (one of other settings only with
+    ``overwrite``); anything else raises a :class:`TpcoreError` at once. ``legacy(path)`` gives
+    the configuration of a folder written before ``run.json`` existed (None: unknown).
     """
 
     def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False,
@@ -123,10 +130,13 @@ class RunDir:
         return self.legacy(self.path) if self.legacy and self.path.is_dir() else None
 
     def _reusable(self) -> bool:
+        """Whether ``path`` is a finished run of ``config``; raises where it may not be
+        replaced."""
         if not self.path.exists():
             return False
         if not self.path.is_dir():
-            raise TpcoreError(f"run directory {str(self.path)!r} is an existing file")
+            raise TpcoreError(f"cannot write the run directory {str(self.path)!r}: it is a "
+                              "file")
         recorded = self.recorded()
         if recorded is None:
             if any(self.path.iterdir()):
