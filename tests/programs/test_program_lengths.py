@@ -19,8 +19,8 @@ def _run_dir(root):
 def test_counts_selected_programs(tmp_path, monkeypatch):
     _run_dir(tmp_path)
 
-    def fake_table1(budget, out, tasks, epochs):
-        assert (budget, tasks) == ("smoke", ("reverse",))
+    def fake_table1(budget, out, tasks, epochs, overwrite):
+        assert (budget, tasks, overwrite) == ("smoke", ("reverse",), False)
         return {"tasks": [{"task": "reverse", "selected": {"run": "L2_s0"}}]}
 
     monkeypatch.setattr(table1, "run", fake_table1)
