@@ -1,18 +1,26 @@
 """The ``tpcore`` command.
 
 Each feature registers its subcommands from a module in ``tpcore/commands/`` exposing
-``register(subparsers)``; a subcommand sets ``func(args) -> int``. Bad input raises a
-``ValueError`` (or :class:`tpcore.errors.TpcoreError`), printed here as one line with exit code 2.
+``register(subparsers)``; a subcommand sets ``func(args) -> int``.
+
+The contract: bad input of any kind prints one line ``tpcore: error: ...`` naming the value and
+what was expected, and exits 2, never with a traceback (:func:`error_line` says what each
+exception class becomes). Ctrl-C exits 130; a closed output pipe ends quietly with 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import re
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import NoReturn
 
 import tpcore
+from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
 COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
             "nlp")
@@ -23,8 +31,29 @@ NLP_LEARN_TASKS = ("conll", "classify", "ner-demo", "classify-demo")
 """``tpcore learn TASK`` for these is ``tpcore nlp TASK`` (they read files, not generators)."""
 
 
+def _action_name(action: argparse.Action) -> str:
+    """How argparse names ``action`` in its messages (``--epochs``, ``COMMAND``)."""
+    if action.option_strings:
+        return "/".join(action.option_strings)
+    return action.metavar if isinstance(action.metavar, str) else action.dest
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors raise :class:`TpcoreError` ``MESSAGE (see PROG
+    --help)`` for :func:`main` to print as one line; an unknown choice (a subcommand, say) gets
+    a did-you-mean."""
+
+    def error(self, message: str) -> NoReturn:
+        value = re.search(r"invalid choice: '([^']*)'", message)
+        for action in self._actions if value else ():
+            name = _action_name(action)
+            if action.choices and message.startswith(f"argument {name}:"):
+                message = f"argument {name}: {unknown_name('choice', value[1], action.choices)}"
+        raise TpcoreError(f"{message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tpcore",
         description="Learn, run and understand small transformers that compute programs."
     )
@@ -37,6 +66,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(exc: BaseException) -> str:
+    """The one-line message for ``exc``, whatever its class."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if isinstance(exc, (ValueError, TrainingDiverged)):
+        return text or type(exc).__name__
+    root = (getattr(exc, "name", None) or "tpcore").split(".")[0]
+    if isinstance(exc, ModuleNotFoundError) and root != "tpcore":
+        return (f"{root} is needed for this command and is not installed: "
+                f"{INSTALL.get(root, f'pip install {root}')}")
+    if isinstance(exc, MemoryError):
+        return f"out of memory: {text}" if text else "out of memory"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply to process (Python's recursion limit was reached)"
+    if isinstance(exc, OSError):
+        what = exc.strerror or text or type(exc).__name__
+        names = [repr(os.fsdecode(f)) for f in (exc.filename, exc.filename2) if f is not None]
+        return f"{what}: {' -> '.join(names)}" if names else what
+    if isinstance(exc, OverflowError):
+        return f"a number is too large: {text}"
+    return f"internal error {type(exc).__name__}: {text} (please report it with the command line)"
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush into a closed pipe is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,20 +102,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "learn" in argv[:-1] and argv[argv.index("learn") + 1] in NLP_LEARN_TASKS:
         argv[argv.index("learn")] = "nlp"
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
-        if args.backend:
-            tpcore.set_backend(args.backend)
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
-        print(f"tpcore: error: {exc}", file=sys.stderr)
-        return 2
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        with warnings.catch_warnings():
+            # NumPy's overflow/invalid-value warnings: a run they spoil is reported in one line
+            # (TrainingDiverged names the step and the last finite loss)
+            warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero) "
+                                    "encountered", RuntimeWarning)
+            if args.backend:
+                tpcore.set_backend(args.backend)
+            code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
     except KeyboardInterrupt:
         print("tpcore: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the contract: every failure is one line and exit status 2
+        print(f"tpcore: error: {error_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

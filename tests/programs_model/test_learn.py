@@ -36,8 +36,8 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["learn", "nope"], "unknown task 'nope'"),
     (["learn", "sort", "--num-heads", "0"], "n_num_mlps=2 needs numerical heads"),
-    (["learn", "sort", "--epochs", "0"], "epochs must be >= 1"),
-    (["sweep", "sort", "--heads", "0"], "--heads values must be >= 1"),
+    (["learn", "sort", "--epochs", "0"], "argument --epochs: expected an integer >= 1, got '0'"),
+    (["sweep", "sort", "--heads", "0"], "argument --heads: expected an integer >= 1"),
 ])
 def test_bad_options_fail_before_training(argv, msg, capsys):
     assert main(argv) == 2

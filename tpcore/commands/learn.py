@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+
 DEFAULTS = {"n_layers": 3, "n_cat_heads": 4, "n_num_heads": 4, "n_cat_mlps": 2,
             "n_num_mlps": 2, "epochs": 250}
 """Default model and budget of ``tpcore learn`` (chosen so ``learn sort`` fits 5 minutes)."""
@@ -18,19 +20,21 @@ DEFAULTS = {"n_layers": 3, "n_cat_heads": 4, "n_num_heads": 4, "n_cat_mlps": 2,
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``learn`` and ``sweep``: data size and training settings."""
-    p.add_argument("--epochs", type=int, default=DEFAULTS["epochs"],
+    p.add_argument("--epochs", type=positive_int, default=DEFAULTS["epochs"],
                    help=f"training epochs (default {DEFAULTS['epochs']}; the paper: 250)")
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--samples", type=int, default=1, help="Gumbel samples per step")
-    p.add_argument("--eval-every", type=int, default=10, help="epochs between validations")
-    p.add_argument("--d-mlp", type=int, default=64)
-    p.add_argument("--vocab-size", type=int, default=0,
+    p.add_argument("--batch-size", type=positive_int, default=512)
+    p.add_argument("--lr", type=positive_float, default=0.05)
+    p.add_argument("--samples", type=positive_int, default=1, help="Gumbel samples per step")
+    p.add_argument("--eval-every", type=nonnegative_int, default=10,
+                   help="epochs between validations (0: none, no selection)")
+    p.add_argument("--d-mlp", type=positive_int, default=64)
+    p.add_argument("--vocab-size", type=nonnegative_int, default=0,
                    help="token ids incl. <pad>, <s>, </s> (the paper's |V|; 0: task default)")
-    p.add_argument("--max-len", type=int, default=0,
+    p.add_argument("--max-len", type=nonnegative_int, default=0,
                    help="positions incl. <s>, </s> (the paper's N; 0: task default)")
-    p.add_argument("--n-samples", type=int, default=20000, help="distinct inputs (80/10/10)")
-    p.add_argument("--data-seed", type=int, default=0)
+    p.add_argument("--n-samples", type=positive_int, default=20000,
+                   help="distinct inputs (80/10/10)")
+    p.add_argument("--data-seed", type=nonnegative_int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -39,16 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("task", help="reverse, hist, double_hist, sort, most_freq, dyck1, dyck2, "
                                 "induction")
-    p.add_argument("--layers", type=int, default=DEFAULTS["n_layers"])
-    p.add_argument("--cat-heads", type=int, default=DEFAULTS["n_cat_heads"],
+    p.add_argument("--layers", type=positive_int, default=DEFAULTS["n_layers"])
+    p.add_argument("--cat-heads", type=nonnegative_int, default=DEFAULTS["n_cat_heads"],
                    help="categorical heads per layer")
-    p.add_argument("--num-heads", type=int, default=DEFAULTS["n_num_heads"],
+    p.add_argument("--num-heads", type=nonnegative_int, default=DEFAULTS["n_num_heads"],
                    help="numerical heads per layer")
-    p.add_argument("--cat-mlps", type=int, default=DEFAULTS["n_cat_mlps"],
+    p.add_argument("--cat-mlps", type=nonnegative_int, default=DEFAULTS["n_cat_mlps"],
                    help="categorical MLPs per layer")
-    p.add_argument("--num-mlps", type=int, default=DEFAULTS["n_num_mlps"],
+    p.add_argument("--num-mlps", type=nonnegative_int, default=DEFAULTS["n_num_mlps"],
                    help="numerical MLPs per layer")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", help="run directory (default runs/TASK)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a run of other settings in --out")
@@ -56,15 +60,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def config_from_args(args: argparse.Namespace, **model: int):
-    """A :class:`LearnConfig` from parsed options (``model`` overrides the architecture)."""
+def config_from_args(args: argparse.Namespace, **arch: int):
+    """A checked :class:`LearnConfig` from the options of :func:`add_model_options`; ``arch``:
+    architecture fields (``n_layers``, ``seed``, ...; the defaults where not given)."""
+    from tpcore.cli import NLP_LEARN_TASKS
+    from tpcore.errors import unknown_name
     from tpcore.models.program_train import LearnConfig
-    from tpcore.tasks.rasp import task_name
+    from tpcore.tasks.rasp import ALIASES, TASK_NAMES, task_name
 
-    names = {"n_layers": "layers", "n_cat_heads": "cat_heads", "n_num_heads": "num_heads",
-             "n_cat_mlps": "cat_mlps", "n_num_mlps": "num_mlps", "seed": "seed"}
-    arch = {key: getattr(args, opt) for key, opt in names.items() if hasattr(args, opt)}
-    arch.update(model)
+    if args.task not in (*TASK_NAMES, *ALIASES):
+        raise unknown_name("task", args.task, (*TASK_NAMES, *NLP_LEARN_TASKS))
     cfg = LearnConfig(task=task_name(args.task), epochs=args.epochs, batch_size=args.batch_size,
                       lr=args.lr, samples=args.samples, eval_every=args.eval_every,
                       d_mlp=args.d_mlp, vocab_size=args.vocab_size, max_len=args.max_len,
@@ -94,7 +99,9 @@ def summary(metrics: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from tpcore.models.program_train import learn
 
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, n_layers=args.layers, n_cat_heads=args.cat_heads,
+                           n_num_heads=args.num_heads, n_cat_mlps=args.cat_mlps,
+                           n_num_mlps=args.num_mlps, seed=args.seed)
     out = Path(args.out or f"runs/{cfg.task}")
     metrics = learn(cfg, out, quiet=args.quiet, overwrite=args.overwrite)
     print(f"tpcore learn {cfg.task}: {cfg.n_layers} layers, {cfg.n_cat_heads}+{cfg.n_num_heads} "
@@ -113,10 +120,10 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                    help="smoke: pipeline check; small: 2 layers, 2+2 heads, 1+1 MLPs, 1 seed, "
                         "60 epochs (default); medium: the paper's architecture per task, 3 seeds, "
                         "250 epochs; paper: full grid, 5 seeds")
-    p.add_argument("--epochs", type=int, help="override the budget's epochs")
-    p.add_argument("--seeds", type=int, nargs="+", help="override the budget's seeds")
+    p.add_argument("--epochs", type=positive_int, help="override the budget's epochs")
+    p.add_argument("--seeds", type=nonnegative_int, nargs="+", help="override the budget's seeds")
     p.add_argument("--tasks", nargs="+", help="subset of tasks (default: all eight)")
-    p.add_argument("--jobs", type=int, default=1, help="local worker processes")
+    p.add_argument("--jobs", type=positive_int, default=1, help="local worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address")
     p.add_argument("--out", default="results/table1")
     p.add_argument("--overwrite", action="store_true",

@@ -11,19 +11,20 @@ import argparse
 from pathlib import Path
 
 from tpcore.commands.learn import add_model_options
+from tpcore.commands.options import nonnegative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="grid search of Transformer Programs on a task",
                        description=__doc__)
     p.add_argument("task")
-    p.add_argument("--layers", type=int, nargs="+", default=[2, 3])
-    p.add_argument("--heads", type=int, nargs="+", default=[4, 8],
+    p.add_argument("--layers", type=positive_int, nargs="+", default=[2, 3])
+    p.add_argument("--heads", type=positive_int, nargs="+", default=[4, 8],
                    help="heads per layer, split evenly categorical/numerical")
-    p.add_argument("--mlps", type=int, nargs="+", default=[2, 4],
+    p.add_argument("--mlps", type=positive_int, nargs="+", default=[2, 4],
                    help="MLPs per layer, split evenly categorical/numerical")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument("--jobs", type=int, default=2, help="local worker processes")
+    p.add_argument("--seeds", type=nonnegative_int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--jobs", type=positive_int, default=2, help="local worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port) instead of "
                                        "local processes")
     p.add_argument("--out", help="sweep directory (default runs/sweep/TASK)")
@@ -35,19 +36,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tpcore.commands.learn import config_from_args
-    from tpcore.errors import TpcoreError
+    from tpcore.limits import check_memory
     from tpcore.models.program_sweep import grid, sweep, table
 
-    for name in ("layers", "heads", "mlps"):
-        bad = [v for v in getattr(args, name) if v < 1]
-        if bad:
-            raise TpcoreError(f"--{name} values must be >= 1, got {bad[0]}")
-    if args.jobs < 1:
-        raise TpcoreError(f"--jobs must be >= 1, got {args.jobs}")
     base = config_from_args(args)
     configs = grid(base, args.layers, args.heads, args.mlps, args.seeds)
     for c in configs:
         c.check()
+    if not args.scheduler:
+        at_once = min(args.jobs, len(configs))
+        check_memory(at_once * max(c.memory_estimate() for c in configs),
+                     f"sweep {base.task} with {at_once} runs at a time (--jobs {args.jobs})")
     out = Path(args.out or f"runs/sweep/{base.task}")
 
     def report(row: dict) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import resource
 import sys
 import time
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
 
 EVAL_BATCH = 1024
 """Sequences per evaluation forward (bounds peak memory)."""
+MIN_SAMPLES = 20
+"""Fewest ``n_samples``: at least half are distinct (or generation fails), and the 80/10/10
+split of 10 or more inputs leaves none empty."""
+MAX_GUMBEL_SAMPLES = 1024
+"""Most Gumbel samples per training step (``samples``)."""
 
 
 @dataclass
@@ -66,19 +72,66 @@ class LearnConfig:
     data_seed: int = 0
 
     def check(self) -> None:
-        """Reject settings that cannot work, naming the value and what is allowed."""
-        for name in ("n_layers", "epochs", "batch_size", "samples", "d_mlp", "n_samples"):
+        """Reject settings that cannot work, naming the value and what is allowed: counts, finite
+        rates, splits that are not empty, and an estimated memory that fits
+        (:meth:`memory_estimate`, :func:`tpcore.limits.check_memory`)."""
+        from tpcore.limits import check_memory
+
+        for name in ("n_layers", "epochs", "batch_size", "samples", "d_mlp"):
             if getattr(self, name) < 1:
                 raise TpcoreError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("n_cat_heads", "n_num_heads", "n_cat_mlps", "n_num_mlps", "eval_every"):
+        for name in ("n_cat_heads", "n_num_heads", "n_cat_mlps", "n_num_mlps", "eval_every",
+                     "vocab_size", "max_len", "seed", "data_seed"):
             if getattr(self, name) < 0:
                 raise TpcoreError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.n_samples < MIN_SAMPLES:
+            raise TpcoreError(f"n_samples={self.n_samples} is too few to split 80/10/10 with no "
+                              f"split empty; expected n_samples >= {MIN_SAMPLES}")
+        if self.samples > MAX_GUMBEL_SAMPLES:
+            raise TpcoreError(f"samples={self.samples} Gumbel samples per step (each a forward "
+                              f"and backward pass); expected 1..{MAX_GUMBEL_SAMPLES}")
         if self.n_num_mlps and not self.n_num_heads:
             raise TpcoreError(f"n_num_mlps={self.n_num_mlps} needs numerical heads: with "
                               "n_num_heads=0 the only numerical variable is the constant 'ones'")
-        if self.lr <= 0 or not 0 < self.tau_end <= self.tau_start:
-            raise TpcoreError(f"need lr > 0 and 0 < tau_end <= tau_start; got lr={self.lr}, "
-                              f"tau=({self.tau_start}, {self.tau_end})")
+        finite = all(math.isfinite(x) for x in (self.lr, self.tau_start, self.tau_end,
+                                                 self.init_std))
+        if not finite or self.lr <= 0 or not 0 < self.tau_end <= self.tau_start:
+            raise TpcoreError(f"need finite lr > 0 and 0 < tau_end <= tau_start; got "
+                              f"lr={self.lr}, tau=({self.tau_start}, {self.tau_end}), "
+                              f"init_std={self.init_std}")
+        V, N = self.task_size()
+        check_memory(self.memory_estimate(),
+                     f"learn {self.task} (|V| {V}, N {N}, {self.n_layers} layers, d_mlp "
+                     f"{self.d_mlp}, batch {self.batch_size}, n_samples {self.n_samples})")
+
+    def task_size(self) -> tuple[int, int]:
+        """``(vocab_size, max_len)`` with the task's defaults in place of 0."""
+        from tpcore.tasks.rasp import DEFAULTS, task_name
+
+        dv, dn = DEFAULTS.get(task_name(self.task), (8, 8))
+        return self.vocab_size or dv, self.max_len or dn
+
+    def memory_estimate(self) -> int:
+        """Bytes of the largest arrays a run allocates (float32; a bound, not a measurement:
+        ``learn sort``'s defaults give 231 MiB, its measured peak is 217 MiB).
+
+        Parameters with gradients and two Adam moments; one forward's activations kept for the
+        backward and as many again for its gradients, at the larger of the training batch and
+        the evaluation batch: the stream (every variable one-hot of width ``d = max(|V|, N)``,
+        and the classifier's copy), per head ``4 N^2`` (scores, noise, probabilities, cache)
+        and its reads, per MLP inputs, hidden units and outputs; the generated data, ``64 + 2|V|``
+        bytes per token (drawn rows, labels, counts)."""
+        V, N = self.task_size()
+        d, D, L = max(V, N), self.d_mlp, self.n_layers
+        hc, hn, mc, mn = self.n_cat_heads, self.n_num_heads, self.n_cat_mlps, self.n_num_mlps
+        m, p = 2 + L * (hc + mc + mn), 1 + L * hn
+        params = (L * ((hc + hn) * d * d + (3 * hc + 2 * hn) * m + hn * p + 2 * mc * (m + hc)
+                       + 2 * mn * (p + hn) + (mc + mn) * (3 * d + 3) * D) + (m * d + p) * d)
+        batch = min(max(self.batch_size, EVAL_BATCH), self.n_samples)
+        per_token = 2 * m * d + L * ((hc + hn) * 4 * N + (3 * hc + 2 * hn) * d
+                                     + (mc + mn) * (3 * d + 2 * D))
+        data = self.n_samples * N * (64 + 2 * V)
+        return 4 * 4 * params + 2 * 4 * batch * N * per_token + data
 
 
 def make_data(cfg: LearnConfig) -> TaskData:

@@ -1,0 +1,59 @@
+"""Argument types shared by the commands: counts are positive, seeds non-negative, floats finite.
+A value outside its type fails at parse time as ``argument --lr: expected a finite number > 0,
+got 'nan'``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+
+
+def _int(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (a count)."""
+    return _int(text, 1, "an integer >= 1")
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (a seed, a level, a count that may be zero)."""
+    return _int(text, 0, "an integer >= 0")
+
+
+def _float(text: str, positive: bool) -> float:
+    what = "a finite number > 0" if positive else "a finite number >= 0"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (a learning rate, a budget scale, an inverse temperature)."""
+    return _float(text, positive=True)
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (a tolerance, a spread)."""
+    return _float(text, positive=False)
+
+
+def has_module(name: str) -> bool:
+    """Whether ``name`` imports (an optional package such as numba or matplotlib)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,39 @@
+"""Memory checked before work: a run's estimated peak against the machine's physical memory.
+
+Each configuration estimates its own largest arrays (``memory_estimate`` beside the config);
+:func:`check_memory` refuses an estimate above the limit, naming both, before anything is
+allocated.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tpcore.errors import TpcoreError
+
+FALLBACK_LIMIT = 64 * 2**30
+"""The limit in bytes where the system does not report its physical memory."""
+
+
+def memory_limit() -> tuple[int, str]:
+    """The limit in bytes and what it is: physical memory (``SC_PHYS_PAGES * SC_PAGE_SIZE``),
+    else :data:`FALLBACK_LIMIT`."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "physical memory"
+    except (AttributeError, ValueError, OSError):
+        return FALLBACK_LIMIT, "a fixed cap: the system does not report its memory"
+
+
+def size_text(n_bytes: float) -> str:
+    """``n_bytes`` in MiB below 1 GiB, else in GiB."""
+    if n_bytes < 2**30:
+        return f"{n_bytes / 2**20:.0f} MiB"
+    return f"{n_bytes / 2**30:.3g} GiB"
+
+
+def check_memory(estimate: float, what: str) -> None:
+    """Raise if ``estimate`` bytes exceed the memory limit; ``what`` names the run and its sizes."""
+    limit, source = memory_limit()
+    if estimate > limit:
+        raise TpcoreError(f"{what} needs about {size_text(estimate)} of memory; the limit is "
+                          f"{size_text(limit)} ({source})")
