@@ -12,25 +12,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tpcore.commands.options import nonnegative_float, nonnegative_int, positive_float, positive_int
+
 
 def _load(args: argparse.Namespace):
-    from tpcore.errors import TpcoreError
+    from tpcore.errors import TpcoreError, unknown_name
     from tpcore.looped.asm import assemble
     from tpcore.looped.examples import EXAMPLES, example
     from tpcore.looped.program import load_csv
 
     spec = args.program
     if spec in EXAMPLES:
-        return example(spec, args.N)
+        return example(spec, args.N, args.s)
     path = Path(spec)
     if not path.exists():
-        raise TpcoreError(f"program {spec!r} is neither an example ({', '.join(EXAMPLES)}) nor a "
-                          "file")
+        raise TpcoreError(f"{unknown_name('example', spec, EXAMPLES)}, or an assembler or "
+                          f"commands CSV file (there is no file {spec!r})")
+    N = 8 if args.N is None else args.N
     if path.suffix.lower() == ".csv":
         if args.mem is None:
             raise TpcoreError(f"{spec} is a commands CSV; give its memory CSV with --mem")
-        return load_csv(path, args.mem, s=args.s, N=args.N or 8)
-    return assemble(path.read_text(encoding="utf-8"), N=args.N or 8, s=args.s)
+        return load_csv(path, args.mem, s=args.s, N=N)
+    return assemble(path.read_text(encoding="utf-8"), N=N, s=args.s)
 
 
 def _cell_names(program) -> dict[int, str]:
@@ -48,11 +51,19 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np_module
 
     from tpcore.backend import get_xp
+    from tpcore.commands.options import has_module
+    from tpcore.errors import missing_package
+    from tpcore.limits import check_memory
     from tpcore.looped.interpret import interpret
     from tpcore.looped.machine import build, decode_memory, execute, punchcard
 
+    if args.kernel and not has_module("numba"):
+        raise missing_package("numba", "--kernel")
     program = _load(args)
     lo = program.layout
+    check_memory(lo.memory_estimate(sparse=args.sparse or args.kernel, trace_steps=args.max_steps),
+                 f"looped run {args.program} (s={lo.s}, m={lo.m}, {lo.k} instructions, N={lo.N}: "
+                 f"X is {lo.d} x {lo.n}; trace of up to {args.max_steps} steps)")
     trace = interpret(program, max_steps=args.max_steps)
     xp = np_module if args.kernel else get_xp()       # the numba kernel runs on the host
     machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap, xp=xp)
@@ -101,18 +112,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = verbs.add_parser("run", help="run a program on the looped transformer and the interpreter")
     r.add_argument("program", help="example name, assembler file, or commands CSV")
     r.add_argument("--mem", help="memory CSV (header 'mem') for a commands CSV")
-    r.add_argument("--s", type=int, default=1, help="scratchpad columns (default 1)")
-    r.add_argument("--N", type=int, default=None, help="bits per integer (default 8; examples "
-                   "have their own)")
-    r.add_argument("--lam", type=float, default=None, help="softmax inverse temperature "
-                   "(default: exact hardmax)")
+    r.add_argument("--s", type=positive_int, default=1, help="scratchpad columns (default 1)")
+    r.add_argument("--N", type=int, default=None, help="bits per integer, 2..48 (default 8; "
+                   "examples have their own)")
+    r.add_argument("--lam", type=positive_float, default=None, help="softmax inverse "
+                   "temperature (default: exact hardmax)")
     r.add_argument("--schedule", choices=("fused", "paper"), default="fused",
                    help="5 fused layers or 8 one-block layers")
     r.add_argument("--no-snap", action="store_true", help="drop the error-correction layer")
     r.add_argument("--sparse", action="store_true", help="scratchpad-only global attention")
     r.add_argument("--kernel", action="store_true", help="the sparse path in the numba kernel")
-    r.add_argument("--max-steps", type=int, default=10_000, help="step limit (default 10000)")
-    r.add_argument("--tol", type=float, default=1e-9, help="fixed-point tolerance on X")
+    r.add_argument("--max-steps", type=positive_int, default=10_000,
+                   help="step limit (default 10000)")
+    r.add_argument("--tol", type=nonnegative_float, default=1e-9,
+                   help="fixed-point tolerance on X")
     r.add_argument("--trace", action="store_true", help="print every executed instruction")
     r.set_defaults(func=run)
 
@@ -122,6 +135,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                          "sensitivity and repair by gradient descent through the loop")
     p.add_argument("--budget", choices=("small", "full"), default="small",
                    help="small: T <= 100 (minutes); full: T <= 1000")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random programs and noise")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the random programs and noise")
     p.add_argument("--out", default="results/looped", help="output folder")
     p.set_defaults(func=_reproduce)

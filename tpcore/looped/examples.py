@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tpcore.errors import TpcoreError
+from tpcore.errors import TpcoreError, unknown_name
 from tpcore.looped.asm import assemble
 from tpcore.looped.program import Program
 
@@ -128,20 +128,22 @@ def minsky_add() -> list[tuple]:
 
 
 EXAMPLES = {
-    "multiply": lambda N=8: assemble(multiply(7, 5), N=N),
-    "factorial": lambda N=10: assemble(factorial(5), N=N),
-    "reverse": lambda N=8: assemble(reverse([3, -1, 4, 1, -5]), N=N),
-    "search": lambda N=8: assemble(search([9, -2, 6, 5, 3], 5), N=N),
-    "minsky": lambda N=8: assemble(minsky(minsky_add(), {"a": 3, "b": 4, "z": 0}), N=N),
+    "multiply": lambda N=8, s=1: assemble(multiply(7, 5), N=N, s=s),
+    "factorial": lambda N=10, s=1: assemble(factorial(5), N=N, s=s),
+    "reverse": lambda N=8, s=1: assemble(reverse([3, -1, 4, 1, -5]), N=N, s=s),
+    "search": lambda N=8, s=1: assemble(search([9, -2, 6, 5, 3], 5), N=N, s=s),
+    "minsky": lambda N=8, s=1: assemble(minsky(minsky_add(), {"a": 3, "b": 4, "z": 0}), N=N,
+                                        s=s),
 }
 """name -> builder of a :class:`Program` with default inputs (used by tests and the CLI)."""
 
 
-def example(name: str, N: int | None = None) -> Program:
-    """The named example program (see :data:`EXAMPLES`)."""
+def example(name: str, N: int | None = None, s: int = 1) -> Program:
+    """The named example program (see :data:`EXAMPLES`) with ``s`` scratchpad columns and
+    ``N`` bits per integer (None: the example's own)."""
     if name not in EXAMPLES:
-        raise TpcoreError(f"unknown example {name!r}; expected one of {', '.join(EXAMPLES)}")
-    return EXAMPLES[name]() if N is None else EXAMPLES[name](N)
+        raise unknown_name("example", name, EXAMPLES)
+    return EXAMPLES[name](s=s) if N is None else EXAMPLES[name](N, s)
 
 
 def random_program(rng: np.random.Generator, m: int, k: int, N: int, s: int = 1,

@@ -33,6 +33,10 @@ from dataclasses import dataclass, field
 from tpcore.errors import TpcoreError
 from tpcore.looped.encodings import address_bits
 
+MAX_BITS = 48
+"""Most bits per integer: the adders' gate constant ``4 * 2^N`` must leave float64 room for the
++-1 bits beside it (at N = 49 the machine no longer reaches the EOF fixed point)."""
+
 BLOCKS = ("cmd_a", "cmd_b", "cmd_c", "mem", "scr_a", "scr_b", "cur_a", "cur_b", "cur_c", "pc",
           "pc1", "flag", "enc", "ind", "tmp_cmd", "tmp_a", "tmp_b")
 TEMPORARY = ("pc1", "flag", "tmp_cmd", "tmp_a", "tmp_b")
@@ -54,6 +58,9 @@ class Layout:
                                  ("N", self.N, 2)):
             if value < low:
                 raise TpcoreError(f"layout {name} = {value}; expected {name} >= {low}")
+        if self.N > MAX_BITS:
+            raise TpcoreError(f"layout N = {self.N} bits per integer; expected 2 <= N <= "
+                              f"{MAX_BITS} (the float64 machine is exact up to {MAX_BITS} bits)")
         L, N = self.L, self.N
         heights = {"cmd_a": L, "cmd_b": L, "cmd_c": L, "mem": N, "scr_a": N, "scr_b": N,
                    "cur_a": L, "cur_b": L, "cur_c": L, "pc": L, "pc1": L, "flag": 1, "enc": L,
@@ -92,6 +99,18 @@ class Layout:
     def eof(self) -> int:
         """Column of the EOF instruction (the last column)."""
         return self.n - 1
+
+    def memory_estimate(self, batch: int = 1, sparse: bool = False, trace_steps: int = 0) -> int:
+        """Bytes of the largest arrays a run allocates (float64; a bound): the weights of at most
+        8 layers (2 heads with ``V: (d, d)``, FF hidden width at most ``4 d``), per program the
+        attention scores and probabilities of both heads (``n x n``, or ``n x 1`` on the sparse
+        path, where column 0 alone attends globally) and a dozen ``(d, n)`` arrays, and a trace
+        of ``trace_steps`` memories."""
+        d, n = self.d, self.n
+        keys = 1 if sparse else n
+        weights = 8 * 14 * d * d
+        per_program = 6 * n * keys + 12 * d * n
+        return 8 * (weights + batch * per_program + 2 * trace_steps * (self.m + 8))
 
     def r(self, name: str, i: int = 0) -> int:
         """Row index of bit ``i`` of block ``name``."""
