@@ -44,16 +44,25 @@ Classifier
     model never predicts, kept so that class indices stay the model's).
     Pass-through (``passthrough=True``): at position 0 a ``bos`` token predicts ``bos``; at the last
     position an ``eos`` token predicts ``eos`` (the published programs do this).
+
+Untrusted input
+    A program read from a file is data: names are ASCII Python identifiers (not keywords) of at
+    most ``LIMITS.name_chars`` characters, labels are strings of bounded length or finite numbers,
+    and every size is bounded by :data:`LIMITS`, checked before anything of that size is
+    allocated. :func:`validate` checks every program against them.
 """
 
 from __future__ import annotations
 
 import json
 import keyword
+import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -71,6 +80,110 @@ Label = str | int | float
 
 
 @dataclass(frozen=True)
+class Limits:
+    """Bounds on what a program file can make tpcore read, allocate or compute. Loaders check
+    each one before allocating anything of that size; the largest value among the repository's
+    programs (its tests, ``results/``, the authors' published programs) is given in brackets."""
+
+    file_bytes: int = 16 * 2**20
+    """Bytes of one file: an IR ``.json``, a program ``.py``, a weights CSV, a saved model's
+    ``.npz`` (its arrays' bytes) or ``.json`` (a generated Dyck-2 program: 13 MB)."""
+    depth: int = 64
+    """Nesting depth of a JSON document or of a program's syntax tree; an ``elif`` continues its
+    ``if`` at the same depth (about 15)."""
+    name_chars: int = 64
+    """Characters of a program, variable or module name (20)."""
+    label_chars: int = 256
+    """Characters of a string label (19)."""
+    number: float = 2.0**53
+    """Magnitude of a numerical label or value, so that integers are exact in float64 (61,440)."""
+    max_len: int = 4096
+    """Maximum sequence length: the size of ``positions`` (66)."""
+    vocabulary: int = 2**16
+    """Tokens (862)."""
+    classes: int = 4096
+    """Output classes (15)."""
+    variables: int = 4096
+    """Variables, inputs included; each module defines one (55)."""
+    values: int = 2**17
+    """Values of one variable (61,441)."""
+    total_values: int = 2**21
+    """Values of all variables together: what the interpreter lays out per variable value."""
+    table: int = 2**21
+    """Entries of one MLP table: the product of its inputs' value-set sizes (1,052,929)."""
+    weights: int = 2**22
+    """Classifier weights: rows of all features times classes."""
+    gate: int = 2**20
+    """Vocabulary size times maximum length for an expert gate (the lengths its rule is
+    decided at; 256)."""
+
+
+LIMITS = Limits()
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def shorten(x: Any, chars: int = 60) -> str:
+    """``repr(x)``, cut to about ``chars`` characters for error messages."""
+    text = repr(x) if not isinstance(x, str) or len(x) <= 4 * chars else repr(x[: 4 * chars])
+    return text if len(text) <= chars else f"{text[: chars - 5]}...{text[-1]}"
+
+
+def check_name(name: Any, what: str) -> str:
+    """``name`` when it is an ASCII Python identifier of at most ``LIMITS.name_chars``
+    characters and not a keyword; else raises naming it."""
+    if not (isinstance(name, str) and len(name) <= LIMITS.name_chars and NAME.fullmatch(name)
+            and not keyword.iskeyword(name)):
+        raise TpcoreError(f"{what} {shorten(name)} is not a name: expected an ASCII Python "
+                          f"identifier of at most {LIMITS.name_chars} characters, not a keyword")
+    return name
+
+
+def check_label(x: Any, what: str) -> Label:
+    """``x`` when it is a string of at most ``LIMITS.label_chars`` characters or a finite number
+    of magnitude at most ``LIMITS.number``; else raises naming it."""
+    if isinstance(x, str):
+        if len(x) <= LIMITS.label_chars:
+            return x
+        raise TpcoreError(f"{what}: label {shorten(x)} has {len(x)} characters; expected at most "
+                          f"{LIMITS.label_chars}")
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        if abs(x) <= LIMITS.number:
+            return x
+        raise TpcoreError(f"{what}: value {shorten(x)} is not a finite number of magnitude at "
+                          f"most {LIMITS.number:.0f}")
+    raise TpcoreError(f"{what}: label {shorten(x)} is not a string or a number")
+
+
+def check_size(n: int, limit: int, what: str) -> None:
+    """Raise naming ``what`` when ``n`` exceeds ``limit``."""
+    if n > limit:
+        raise TpcoreError(f"{what}: {n:,} exceeds the limit of {limit:,}")
+
+
+def check_finite(a: np.ndarray, what: str) -> None:
+    """Raise naming ``what`` and the first row (first axis) holding NaN or inf."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        row = np.argwhere(bad)[0]
+        where = f" row {row[0]}" if a.ndim > 1 else f" entry {row[0]}" if a.ndim == 1 else ""
+        raise TpcoreError(f"{what}{where}: {a[tuple(row)]} is not a finite number")
+
+
+def read_limited(path: str | Path, what: str = "file") -> str:
+    """The UTF-8 text of ``path``, reading at most ``LIMITS.file_bytes + 1`` bytes."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        data = f.read(LIMITS.file_bytes + 1)
+    if len(data) > LIMITS.file_bytes:
+        raise TpcoreError(f"{path}: {what} larger than the limit of {LIMITS.file_bytes:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TpcoreError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
+
+
+@dataclass(frozen=True)
 class Variable:
     """A named variable; ``values`` are its labels (categorical) or reachable values (numerical)."""
 
@@ -82,14 +195,23 @@ class Variable:
     def size(self) -> int:
         return len(self.values)
 
+    @cached_property
+    def lookup(self) -> dict[Label, int]:
+        """``{label: index}`` (the first index of a label)."""
+        out: dict[Label, int] = {}
+        for i, x in enumerate(self.values):
+            out.setdefault(x, i)
+        return out
+
     def index(self, label: Label) -> int:
         """Index of ``label`` among ``values``; raises naming the variable when absent."""
         try:
-            return self.values.index(label)
-        except ValueError:
+            return self.lookup[label]
+        except (KeyError, TypeError):
             raise TpcoreError(
-                f"value {label!r} is not a value of variable {self.name!r} "
-                f"(values: {list(self.values)[:12]}{' ...' if self.size > 12 else ''})"
+                f"value {shorten(label)} is not a value of variable {self.name!r} "
+                f"(values: {shorten(list(self.values)[:12], 200)}"
+                f"{' ...' if self.size > 12 else ''})"
             ) from None
 
 
@@ -230,34 +352,46 @@ class Program:
         return out
 
 
-def _fail(where: str, msg: str) -> None:
+def _fail(where: str, msg: str) -> NoReturn:
     raise TpcoreError(f"invalid program ({where}): {msg}")
 
 
 def validate(p: Program) -> None:
-    """Check that ``p`` is well formed: inputs, read-before-write order, kinds, shapes, ranges."""
+    """Check that ``p`` is well formed: names, inputs, read-before-write order, kinds, shapes,
+    ranges and the :data:`LIMITS`."""
     v = p.variables
+    check_name(p.name, "program name")
+    check_size(len(v), LIMITS.variables, "variables")
     for name in [*v, *(m.name for m in p.modules)]:
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-            _fail("names", f"{name!r} is not a Python identifier")
+        check_name(name, "variable or module name")
+    if len({m.name for m in p.modules}) != len(p.modules):
+        _fail("modules", "module names must be distinct")
     for name in INPUTS:
         if name not in v:
             _fail("variables", f"missing input variable {name!r}")
+    check_size(sum(var.size for var in v.values()), LIMITS.total_values,
+               "values of all variables")
     for name, var in v.items():
         if name != var.name:
-            _fail(name, f"variable stored under {name!r} is named {var.name!r}")
+            _fail(name, f"variable stored under {name!r} is named {shorten(var.name)}")
         if var.kind not in KINDS:
-            _fail(name, f"kind {var.kind!r}; expected one of {KINDS}")
+            _fail(name, f"kind {shorten(var.kind)}; expected one of {KINDS}")
         if var.size == 0:
             _fail(name, "empty value set")
-        if var.kind == "categorical" and len(set(var.values)) != var.size:
+        check_size(var.size, LIMITS.values, f"values of {name!r}")
+        for x in var.values:
+            check_label(x, name)
+        if var.kind == "categorical" and len(var.lookup) != var.size:
             _fail(name, "repeated labels")
-        if any(isinstance(x, bool) or not isinstance(x, (str, int, float)) for x in var.values):
-            _fail(name, "labels must be strings or numbers")
-        if var.kind == "numerical" and list(var.values) != sorted(set(var.values)):
-            _fail(name, "numerical values must be sorted and distinct")
+        if var.kind == "numerical" and (any(isinstance(x, str) for x in var.values)
+                                        or list(var.values) != sorted(set(var.values))):
+            _fail(name, "numerical values must be sorted and distinct numbers")
     if v["tokens"].kind != "categorical" or v["positions"].kind != "categorical":
         _fail("variables", "tokens and positions must be categorical")
+    if any(not isinstance(t, str) for t in v["tokens"].values):
+        _fail("tokens", "tokens must be strings")
+    check_size(v["tokens"].size, LIMITS.vocabulary, "vocabulary")
+    check_size(v["positions"].size, LIMITS.max_len, "maximum length (positions)")
     if list(v["positions"].values) != list(range(v["positions"].size)):
         _fail("positions", "values must be 0 .. max_len - 1")
     if v["ones"].kind != "numerical" or list(v["ones"].values) != [1]:
@@ -265,8 +399,10 @@ def validate(p: Program) -> None:
     if any(not isinstance(c, str) for c in p.classifier.classes):
         _fail("classifier", "classes must be strings")
     for tok in (p.bos, p.eos, p.pad):
-        if tok is not None and tok not in v["tokens"].values:
-            _fail("framing", f"token {tok!r} is not in the vocabulary")
+        if tok is not None and (not isinstance(tok, str) or tok not in v["tokens"].lookup):
+            _fail("framing", f"token {shorten(tok)} is not in the vocabulary")
+    if not isinstance(p.meta, dict):
+        _fail("meta", "must be a dict")
     defined = set(INPUTS)
     for m in p.modules:
         for r in m.reads:
@@ -283,8 +419,9 @@ def validate(p: Program) -> None:
             _validate_mlp(m, v)
         elif isinstance(m, ExpertCount):
             _validate_expert(m, p)
-        elif m.token not in v["tokens"].values or out.values != tuple(range(p.max_len)):
-            _fail(m.name, f"counts a token of the vocabulary ({m.token!r}) into values "
+        elif not isinstance(m.token, str) or m.token not in v["tokens"].lookup or \
+                out.values != tuple(range(p.max_len)):
+            _fail(m.name, f"counts a token of the vocabulary ({shorten(m.token)}) into values "
                   f"0 .. {p.max_len - 1}")
         if isinstance(m, Mlp) or m.kind == "categorical":
             if out.kind != "categorical":
@@ -325,6 +462,7 @@ def _validate_mlp(m: Mlp, v: dict[str, Variable]) -> None:
         if v[name].kind != m.kind:
             _fail(m.name, f"a {m.kind} MLP cannot read {v[name].kind} {name!r}")
     shape = tuple(v[name].size for name in m.inputs)
+    check_size(math.prod(shape), LIMITS.table, f"{m.name}: table entries")
     if m.table.shape != shape or m.table.dtype.kind != "i":
         _fail(m.name, f"table must be ints of shape {shape}, got {m.table.shape} {m.table.dtype}")
     k = v[m.output].size
@@ -332,20 +470,22 @@ def _validate_mlp(m: Mlp, v: dict[str, Variable]) -> None:
         _fail(m.name, f"table entries and default must be in 0 .. {k - 1}")
 
 
-def _validate_gate(m: ExpertCount, n_tokens: int) -> None:
-    """Shapes, finiteness and float type of an expert gate (what :func:`expert_values` needs)."""
+def _validate_gate(m: ExpertCount, n_tokens: int, max_len: int) -> None:
+    """Shapes, finiteness, size and float type of an expert gate (what :func:`expert_values`
+    needs)."""
     shape = (len(EXPERTS), n_tokens)
     if m.weights.shape != shape or m.bias.shape != shape[:1]:
         _fail(m.name, f"weights must have shape {shape} and bias ({shape[0]},), got "
               f"{m.weights.shape} and {m.bias.shape}")
-    if not (np.isfinite(m.weights).all() and np.isfinite(m.bias).all()):
-        _fail(m.name, "weights and bias must be finite")
+    check_finite(m.weights, f"{m.name}: gate weights")
+    check_finite(m.bias, f"{m.name}: gate bias")
+    check_size(n_tokens * max_len, LIMITS.gate, f"{m.name}: vocabulary times maximum length")
     if m.dtype not in FLOAT_TYPES:
         _fail(m.name, f"dtype {m.dtype!r}; expected one of {FLOAT_TYPES}")
 
 
 def _validate_expert(m: ExpertCount, p: Program) -> None:
-    _validate_gate(m, p.tokens.size)
+    _validate_gate(m, p.tokens.size, p.max_len)
     if p.variables[m.output].values != expert_values(m, p.tokens, p.bos, p.eos, p.pad,
                                                      p.max_len):
         _fail(m.name, "output values must be those of the experts its gate can pick")
@@ -353,6 +493,9 @@ def _validate_expert(m: ExpertCount, p: Program) -> None:
 
 def _validate_classifier(c: Classifier, v: dict[str, Variable]) -> None:
     n = len(c.classes)
+    check_size(n, LIMITS.classes, "classes")
+    for x in c.classes:
+        check_label(x, "classes")
     if n == 0 or len(set(c.classes)) != n:
         _fail("classifier", "classes must be non-empty and distinct")
     if any(not 0 <= m < n for m in c.masked) or len(set(c.masked)) >= n:
@@ -360,6 +503,7 @@ def _validate_classifier(c: Classifier, v: dict[str, Variable]) -> None:
               "at least one class")
     if c.bias.shape != (n,):
         _fail("classifier", f"bias must have shape ({n},), got {c.bias.shape}")
+    check_finite(c.bias, "classifier bias")
     if set(c.features) != set(c.weights) or len(set(c.features)) != len(c.features):
         _fail("classifier", "features and weights must name the same distinct variables")
     for f in c.features:
@@ -369,6 +513,8 @@ def _validate_classifier(c: Classifier, v: dict[str, Variable]) -> None:
         if c.weights[f].shape != (rows, n):
             _fail("classifier", f"weights of {f!r} must have shape ({rows}, {n}), "
                   f"got {c.weights[f].shape}")
+        check_finite(c.weights[f], f"classifier weights of {f!r}")
+    check_size(sum(c.weights[f].size for f in c.features), LIMITS.weights, "classifier weights")
 
 
 # JSON ---------------------------------------------------------------------------------------
@@ -419,87 +565,190 @@ def to_dict(p: Program) -> dict[str, Any]:
     }
 
 
-def _need(d: dict[str, Any], key: str, where: str) -> Any:
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", bool: "true or false"}
+
+
+def _need(d: Any, key: str, where: str, kind: type | None = None) -> Any:
+    """``d[key]``; raises naming ``where`` when ``d`` is not a dict, lacks ``key`` or (with
+    ``kind``) holds another type."""
     if not isinstance(d, dict) or key not in d:
         _fail(where, f"missing field {key!r}")
-    return d[key]
+    x = d[key]
+    if kind is not None and (not isinstance(x, kind) or isinstance(x, bool) and kind is not bool):
+        _fail(where, f"field {key!r} must be {_TYPE_NAMES[kind]}, got {type(x).__name__}")
+    return x
 
 
-def from_dict(d: dict[str, Any]) -> Program:
-    """Rebuild and validate a program from :func:`to_dict` output."""
-    if _need(d, "format", "header") != FORMAT or _need(d, "version", "header") != VERSION:
+def _optional(d: dict[str, Any], key: str, kinds: tuple[type, ...], default: Any) -> Any:
+    """``d.get(key, default)``; raises unless it is one of ``kinds``."""
+    x = d.get(key, default)
+    if not isinstance(x, kinds):
+        names = " or ".join(_TYPE_NAMES.get(k, "null") for k in kinds)
+        _fail("header", f"field {key!r} must be {names}, got {shorten(x)}")
+    return x
+
+
+def _check_json(d: Any) -> None:
+    """Raise unless ``d`` is JSON data (objects with string keys, lists, strings, finite numbers,
+    booleans, null) nested at most ``LIMITS.depth`` deep; names the path of the offending value."""
+    if not isinstance(d, dict):
+        _fail("document", f"expected a JSON object, got {type(d).__name__}")
+    stack: list[tuple[Any, int, str]] = [(d, 1, "document")]
+    while stack:
+        x, depth, path = stack.pop()
+        if depth > LIMITS.depth:
+            _fail(path, f"nested deeper than the limit of {LIMITS.depth}")
+        is_dict = isinstance(x, dict)
+        for k, e in x.items() if is_dict else enumerate(x):
+            if is_dict and not isinstance(k, str):
+                _fail(path, f"key {shorten(k)} is not a string")
+            if isinstance(e, (dict, list)):
+                stack.append((e, depth + 1, f"{path}.{k}" if is_dict else f"{path}[{k}]"))
+            elif not (e is None or isinstance(e, (str, int)) or isinstance(e, float)
+                      and math.isfinite(e)):
+                _fail(f"{path}.{k}" if is_dict else f"{path}[{k}]",
+                      f"{shorten(e)} is not JSON data with finite numbers")
+
+
+def _labels(x: Any, where: str) -> tuple[Label, ...]:
+    """A list of labels from JSON, checked (:func:`check_label`) and bounded in number."""
+    if not isinstance(x, list):
+        _fail(where, f"values must be a list, got {type(x).__name__}")
+    check_size(len(x), LIMITS.values, f"values of {where}")
+    return tuple(check_label(e, where) for e in x)
+
+
+def _numbers(x: Any, where: str, ndim: int) -> np.ndarray:
+    """A float64 array from rectangular nested lists of numbers (``ndim`` 1 or 2)."""
+    rows = [x] if ndim == 1 else x
+    if not isinstance(rows, list) or any(not isinstance(r, list) for r in rows) or any(
+            isinstance(e, bool) or not isinstance(e, (int, float)) for r in rows for e in r):
+        _fail(where, f"expected {'a list' if ndim == 1 else 'lists'} of numbers")
+    if len({len(r) for r in rows}) > 1:
+        _fail(where, "rows of different lengths")
+    try:
+        a = np.asarray(rows, dtype=np.float64)
+    except OverflowError:
+        _fail(where, "a number too large for float64")
+    return a[0] if ndim == 1 else a
+
+
+class _Builder:
+    """The variables of a program being read, with a running bound on their values."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, Variable] = {}
+        self.total = 0
+
+    def add(self, name: Any, kind: Any, values: tuple[Label, ...]) -> Variable:
+        name = check_name(name, "variable name")
+        if name in self.variables:
+            _fail(name, "variable defined twice")
+        self.total += len(values)
+        check_size(self.total, LIMITS.total_values, "values of all variables")
+        self.variables[name] = Variable(name, kind, values)
+        return self.variables[name]
+
+    def get(self, name: Any, where: str) -> Variable:
+        if not isinstance(name, str) or name not in self.variables:
+            _fail(where, f"reads {shorten(name)}, which is not defined before it")
+        return self.variables[name]
+
+
+def from_dict(d: Any) -> Program:
+    """Rebuild and validate a program from :func:`to_dict` output. Any other JSON data raises
+    a :class:`TpcoreError` naming the field; sizes are checked against :data:`LIMITS` before
+    anything of that size is built."""
+    _check_json(d)
+    if d.get("format") != FORMAT or d.get("version") != VERSION:
         _fail("header", f"expected format {FORMAT!r} version {VERSION}, got "
-              f"{d.get('format')!r} version {d.get('version')!r}")
-    variables = {name: Variable(name, spec["kind"], tuple(spec["values"]))
-                 for name, spec in _need(d, "inputs", "header").items()}
-    numerical = _need(d, "numerical_values", "header")
-    modules: list[Module] = []
-    for i, md in enumerate(_need(d, "modules", "header")):
-        where = f"module {i}"
-        name = _need(md, "name", where)
-        kind, out = _need(md, "kind", name), _need(md, "output", name)
-        if md.get("type") == "head":
-            reads = [_need(md, f, name) for f in ("query", "key", "value")]
-            for r in reads:
-                if r not in variables:
-                    _fail(name, f"reads {r!r}, which is not defined before it")
-            q, k, val = (variables[r] for r in reads)
-            pred = np.full(q.size, -1, dtype=np.int64)
-            for ql, kl in _need(md, "predicate", name):
-                pred[q.index(ql)] = k.index(kl)
-            if kind == "categorical":
-                variables[out] = Variable(out, "categorical", val.values)
-            else:
-                variables[out] = Variable(out, "numerical", tuple(_need(numerical, out, name)))
-            modules.append(Head(name, kind, *reads, out, pred, _need(md, "rule", name)))
-        elif md.get("type") == "mlp":
-            inputs = tuple(_need(md, "inputs", name))
-            for r in inputs:
-                if r not in variables:
-                    _fail(name, f"reads {r!r}, which is not defined before it")
-            ov = Variable(out, "categorical", tuple(_need(md, "output_values", name)))
-            variables[out] = ov
-            flat = [ov.index(x) for x in _need(md, "table", name)]
-            shape = tuple(variables[r].size for r in inputs)
-            if len(flat) != int(np.prod(shape)):
-                _fail(name, f"table has {len(flat)} entries; expected {int(np.prod(shape))}")
-            table = np.asarray(flat, dtype=np.int64).reshape(shape)
-            default = ov.index(_need(md, "default", name))
-            modules.append(Mlp(name, kind, inputs, out, table, default))
-        elif md.get("type") == "prefix_count":
-            variables[out] = Variable(out, "numerical",
-                                      tuple(range(variables["positions"].size)))
-            modules.append(PrefixCount(name, _need(md, "token", name), out))
-        elif md.get("type") == "expert_count":
-            tok = variables["tokens"]
-            gate_w, gate_b = _need(md, "weights", name), _need(md, "bias", name)
-            weights = [[_need(_need(gate_w, e, name), t, name) for t in tok.values]
-                       for e in EXPERTS]
-            m = ExpertCount(name, out, np.asarray(weights, dtype=np.float64),
-                            np.asarray([_need(gate_b, e, name) for e in EXPERTS],
-                                       dtype=np.float64), _need(md, "dtype", name))
-            _validate_gate(m, tok.size)
-            variables[out] = Variable(out, "numerical", expert_values(
-                m, tok, d.get("bos"), d.get("eos"), d.get("pad"), variables["positions"].size))
-            modules.append(m)
-        else:
-            _fail(where, f"type {md.get('type')!r}; expected 'head', 'mlp', 'prefix_count' or "
-                  "'expert_count'")
-    cd = _need(d, "classifier", "header")
-    feats = tuple(_need(cd, "features", "classifier"))
-    classes = tuple(_need(cd, "classes", "classifier"))
-    masked = [x for x in cd.get("masked", []) if x not in classes]
-    if masked:
-        _fail("classifier", f"masked class {masked[0]!r} is not a class")
+              f"{shorten(d.get('format'))} version {shorten(d.get('version'))}")
+    b = _Builder()
+    for name, spec in _need(d, "inputs", "header", dict).items():
+        b.add(name, _need(spec, "kind", name, str), _labels(_need(spec, "values", name), name))
+    for name in INPUTS:
+        b.get(name, "inputs")
+    tok, max_len = b.variables["tokens"], b.variables["positions"].size
+    check_size(tok.size, LIMITS.vocabulary, "vocabulary")
+    check_size(max_len, LIMITS.max_len, "maximum length (positions)")
+    framing = [_optional(d, f, (str, type(None)), None) for f in ("bos", "eos", "pad")]
+    numerical = _need(d, "numerical_values", "header", dict)
+    specs = _need(d, "modules", "header", list)
+    check_size(len(specs) + len(b.variables), LIMITS.variables, "variables")
+    modules = [_module(md, i, b, numerical, framing, max_len) for i, md in enumerate(specs)]
+    cd = _need(d, "classifier", "header", dict)
+    classes = _need(cd, "classes", "classifier", list)
+    check_size(len(classes), LIMITS.classes, "classes")
+    feats = [check_name(f, "classifier feature") for f in _need(cd, "features", "classifier",
+                                                                list)]
+    masked = _need(cd, "masked", "classifier", list) if "masked" in cd else []
+    index = {c: i for i, c in enumerate(classes) if isinstance(c, str)}
+    for x in masked:
+        if not isinstance(x, str) or x not in index:
+            _fail("classifier", f"masked class {shorten(x)} is not a class")
+    weights = _need(cd, "weights", "classifier", dict)
+    check_size(sum(len(w) * len(classes) for w in weights.values() if isinstance(w, list)),
+               LIMITS.weights, "classifier weights")
     classifier = Classifier(
-        classes, feats,
-        {f: np.asarray(w, dtype=np.float64) for f, w in _need(cd, "weights", "classifier").items()},
-        np.asarray(_need(cd, "bias", "classifier"), dtype=np.float64),
-        tuple(classes.index(x) for x in cd.get("masked", [])))
-    return Program(d.get("name", "program"), variables, modules, classifier,
-                   causal=bool(d.get("causal", False)), bos=d.get("bos"), eos=d.get("eos"),
-                   pad=d.get("pad"), passthrough=bool(d.get("passthrough", True)),
-                   meta=dict(d.get("meta", {})))
+        tuple(classes), tuple(feats),
+        {f: _numbers(w, f"classifier weights of {shorten(f)}", 2) for f, w in weights.items()},
+        _numbers(_need(cd, "bias", "classifier"), "classifier bias", 1),
+        tuple(index[x] for x in masked))
+    return Program(_optional(d, "name", (str,), "program"), b.variables, modules, classifier,
+                   causal=_optional(d, "causal", (bool,), False), bos=framing[0],
+                   eos=framing[1], pad=framing[2],
+                   passthrough=_optional(d, "passthrough", (bool,), True),
+                   meta=_optional(d, "meta", (dict,), {}))
+
+
+def _module(md: Any, i: int, b: _Builder, numerical: dict[str, Any],
+            framing: list[str | None], max_len: int) -> Module:
+    """Module ``i`` of a JSON program; defines its output variable in ``b``."""
+    name = check_name(_need(md, "name", f"module {i}"), f"module {i} name")
+    kind, out = _need(md, "kind", name, str), _need(md, "output", name, str)
+    check_name(out, f"{name} output")
+    mtype = md.get("type")
+    if mtype == "head":
+        q, k, val = (b.get(_need(md, f, name, str), name) for f in ("query", "key", "value"))
+        pred = np.full(q.size, -1, dtype=np.int64)
+        for pair in _need(md, "predicate", name, list):
+            if not isinstance(pair, list) or len(pair) != 2:
+                _fail(name, f"predicate entries must be [query, key] pairs, got {shorten(pair)}")
+            pred[q.index(pair[0])] = k.index(pair[1])
+        if kind == "categorical":
+            b.add(out, "categorical", val.values)
+        else:
+            b.add(out, "numerical", _labels(_need(numerical, out, name), out))
+        return Head(name, kind, q.name, k.name, val.name, out, pred, _need(md, "rule", name, str))
+    if mtype == "mlp":
+        inputs = [b.get(r, name) for r in _need(md, "inputs", name, list)]
+        if not 1 <= len(inputs) <= 2:
+            _fail(name, f"reads {len(inputs)} inputs; expected 1 or 2")
+        shape = tuple(x.size for x in inputs)
+        check_size(math.prod(shape), LIMITS.table, f"{name}: table entries")
+        entries = _need(md, "table", name, list)
+        if len(entries) != math.prod(shape):
+            _fail(name, f"table has {len(entries)} entries; expected {math.prod(shape)}")
+        ov = b.add(out, "categorical", _labels(_need(md, "output_values", name), out))
+        table = np.asarray([ov.index(x) for x in entries], dtype=np.int64).reshape(shape)
+        return Mlp(name, kind, tuple(x.name for x in inputs), out, table,
+                   ov.index(_need(md, "default", name)))
+    if mtype == "prefix_count":
+        b.add(out, "numerical", tuple(range(max_len)))
+        return PrefixCount(name, _need(md, "token", name, str), out)
+    if mtype == "expert_count":
+        tok = b.variables["tokens"]
+        gate_w, gate_b = _need(md, "weights", name, dict), _need(md, "bias", name, dict)
+        rows = [[_need(_need(gate_w, e, name, dict), t, name) for t in tok.values]
+                for e in EXPERTS]
+        m = ExpertCount(name, out, _numbers(rows, f"{name} gate weights", 2),
+                        _numbers([_need(gate_b, e, name) for e in EXPERTS], f"{name} gate bias",
+                                 1), _need(md, "dtype", name, str))
+        _validate_gate(m, tok.size, max_len)
+        b.add(out, "numerical", expert_values(m, tok, *framing, max_len))
+        return m
+    _fail(f"module {i}", f"type {shorten(mtype)}; expected 'head', 'mlp', 'prefix_count' or "
+          "'expert_count'")
 
 
 def save(p: Program, path: str | Path) -> None:
@@ -510,16 +759,15 @@ def save(p: Program, path: str | Path) -> None:
 
 
 def load(path: str | Path) -> Program:
-    """Read and validate a program saved by :func:`save`."""
+    """Read and validate a program saved by :func:`save` (at most ``LIMITS.file_bytes``)."""
     path = Path(path)
+    text = read_limited(path, "program")
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise TpcoreError(f"{path}: not a JSON program ({exc})") from None
+        d = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TpcoreError(f"{path}: not a JSON program ({str(exc)[:200]})") from None
     try:
         return from_dict(d)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise TpcoreError(f"{path}: malformed program ({type(exc).__name__}: {exc})") from None
     except TpcoreError as exc:
         raise TpcoreError(f"{path}: {exc}") from None
 
@@ -528,13 +776,14 @@ def numerical_range(value: Variable, max_len: int) -> tuple[int, ...]:
     """Reachable outputs of a numerical head summing ``value`` over at most ``max_len`` keys.
 
     For integer values ``lo..hi`` it is ``min(0, max_len*lo) .. max(0, max_len*hi)`` (the paper's
-    bound: length times the value's largest value).
+    bound: length times the value's largest value), at most ``LIMITS.values`` of them.
     """
-    if not all(float(x).is_integer() for x in value.values):
+    if not all(isinstance(x, (int, float)) and float(x).is_integer() for x in value.values):
         raise TpcoreError(f"cannot list the sums of non-integer variable {value.name!r} (the "
                           "model adds fractions in its own float rounding order)")
-    lo, hi = int(min(value.values)), int(max(value.values))
-    return tuple(range(min(0, max_len * lo), max(0, max_len * hi) + 1))
+    lo, hi = min(0, max_len * int(min(value.values))), max(0, max_len * int(max(value.values)))
+    check_size(hi - lo + 1, LIMITS.values, f"sums of {value.name!r} over {max_len} positions")
+    return tuple(range(lo, hi + 1))
 
 
 def expert_rule(m: ExpertCount, tokens: Variable, bos: str | None, eos: str | None,
@@ -562,6 +811,8 @@ def expert_values(m: ExpertCount, tokens: Variable, bos: str | None, eos: str | 
     if experts - {"relative_frequency"}:
         values.update(range(max_len + 1))
     if "relative_frequency" in experts:
+        check_size(max_len * (max_len + 1) // 2, LIMITS.values,
+                   f"{m.name}: relative frequencies a / n with n <= {max_len}")
         n = np.arange(1, max_len + 1)
         a, n = np.meshgrid(n, n, indexing="ij")
         q = (a.astype(m.dtype) / n.astype(m.dtype))[a <= n]

@@ -19,15 +19,18 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import keyword
+import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.programs import library
 from tpcore.programs.ir import (
+    LIMITS,
     Classifier,
     Head,
     Label,
@@ -36,9 +39,15 @@ from tpcore.programs.ir import (
     PrefixCount,
     Program,
     Variable,
+    check_label,
+    check_size,
     numerical_range,
+    read_limited,
+    shorten,
 )
 
+PLACEHOLDER = "_"
+"""The weights CSV's value for a numerical feature's row, and the authors' unnamed values."""
 HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
 MLP_NAME = re.compile(r"(num_)?mlp_\d+_\d+$")
 PREFIX_NAME = re.compile(r"prefix_count_\w+$")
@@ -50,14 +59,42 @@ class ProgramSyntaxError(TpcoreError):
     """The file is not a program in an accepted format; the message names the file and line."""
 
 
-def _dump(node: ast.AST) -> str:
-    """``ast.dump`` without docstrings or positions, for comparing with canonical texts."""
+def _dump(node: ast.AST) -> tuple[str, ...]:
+    """The tree under ``node`` without docstrings or positions, for comparing with canonical
+    texts: node types, list lengths and constant values in pre-order (which determine the tree).
+    Iterative, so any depth the parser accepts is safe."""
     if isinstance(node, ast.FunctionDef | ast.Module) and node.body and isinstance(
             node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and isinstance(
             node.body[0].value.value, str):
         node = type(node)(**{**{f: getattr(node, f) for f in node._fields},
                              "body": node.body[1:]})
-    return ast.dump(node, annotate_fields=False)
+    out: list[str] = []
+    stack: list[Any] = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.AST):
+            out.append(type(x).__name__)
+            stack.extend(getattr(x, f, None) for f in reversed(x._fields))
+        elif isinstance(x, list):
+            out.append(f"[{len(x)}]")
+            stack.extend(reversed(x))
+        else:
+            out.append(f"{type(x).__name__}:{x!r}")
+    return tuple(out)
+
+
+def _depth(tree: ast.AST) -> int:
+    """Nesting depth of ``tree``; an ``elif`` continues its ``if`` at the same depth (iterative,
+    as the chains of branches of long programs are deep)."""
+    deepest = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for child in ast.iter_child_nodes(node):
+            same = isinstance(node, ast.If) and node.orelse == [child]
+            stack.append((child, depth if same else depth + 1))
+    return deepest
 
 
 def _canon(text: str) -> str:
@@ -88,6 +125,14 @@ class _Parser:
         except SyntaxError as exc:
             raise ProgramSyntaxError(f"{filename}:{exc.lineno}: not valid Python ({exc.msg})") \
                 from None
+        except (RecursionError, MemoryError, ValueError) as exc:
+            raise ProgramSyntaxError(f"{filename}: cannot be parsed ({type(exc).__name__}: "
+                                     f"{str(exc)[:100]}); nesting is limited to "
+                                     f"{LIMITS.depth} levels") from None
+        depth = _depth(self.tree)
+        if depth > LIMITS.depth:
+            raise ProgramSyntaxError(f"{filename}: nested {depth} levels deep; the limit is "
+                                     f"{LIMITS.depth}")
         self.style: str | None = None
         self.rules: dict[str, str] = {}
         self.causal: set[bool] = set()
@@ -100,9 +145,21 @@ class _Parser:
         self.passthrough: dict[str, Label] = {}
         self.scores: dict[str, str] = {}
 
-    def fail(self, node: ast.AST | None, msg: str) -> None:
+    def fail(self, node: ast.AST | None, msg: str) -> NoReturn:
         line = getattr(node, "lineno", 0)
         raise ProgramSyntaxError(f"{self.file}:{line}: {msg}")
+
+    def bounded(self, node: ast.AST | None, n: int, limit: int, what: str) -> None:
+        """Fail naming ``what`` when ``n`` exceeds ``limit``."""
+        if n > limit:
+            self.fail(node, f"{what}: {n:,} exceeds the limit of {limit:,}")
+
+    def label(self, node: ast.AST | None, x: Any) -> Label:
+        """``x`` checked as a label (:func:`tpcore.programs.ir.check_label`)."""
+        try:
+            return check_label(x, "literal")
+        except TpcoreError as exc:
+            self.fail(node, str(exc))
 
     def set_style(self, style: str, node: ast.AST) -> None:
         if self.style not in (None, style):
@@ -165,15 +222,17 @@ class _Parser:
                  [target.id] if isinstance(target, ast.Name) else [])
         try:
             value = ast.literal_eval(node.value)
-        except ValueError:
+        except (ValueError, TypeError):
             self.fail(node, "module-level values must be literals")
         if names == ["WEIGHTS"] and isinstance(value, str) and re.fullmatch(r"[\w.-]+", value) \
                 and not value.startswith("."):
             self.weights_name = value
         elif names == ["VOCAB"] and isinstance(value, list) and all(
                 isinstance(t, str) for t in value):
-            self.consts["VOCAB"] = value
-        elif names == ["MAX_LEN"] and isinstance(value, int) and value > 0:
+            self.bounded(node, len(value), LIMITS.vocabulary, "VOCAB tokens")
+            self.consts["VOCAB"] = [self.label(node, t) for t in value]
+        elif names == ["MAX_LEN"] and type(value) is int and value > 0:
+            self.bounded(node, value, LIMITS.max_len, "MAX_LEN")
             self.consts["MAX_LEN"] = value
         elif names == ["BOS", "EOS"] and isinstance(value, tuple) and all(
                 t is None or isinstance(t, str) for t in value):
@@ -187,7 +246,7 @@ class _Parser:
                 "examples"]:
             try:
                 ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError):
                 self.fail(node, "examples must be a literal list")
             return True
         if isinstance(node, ast.For):
@@ -202,7 +261,7 @@ class _Parser:
                 try:
                     ast.literal_eval(call.args[0].args[0])
                     return True
-                except ValueError:
+                except (ValueError, TypeError):
                     pass
             self.fail(node, "only print(run([...literal tokens...])) is allowed after run")
         if isinstance(node, ast.If):
@@ -437,7 +496,7 @@ class _Parser:
                 self.fail(node, "cannot negate a string")
             return -v
         if isinstance(node, ast.Constant) and type(node.value) in (str, int, float):
-            return node.value
+            return self.label(node, node.value)
         self.fail(node, "expected a string or number literal")
         raise AssertionError
 
@@ -515,18 +574,50 @@ def _is_name(node: ast.AST, name: str) -> bool:
 
 
 def _read_weights(text: str, where: str) -> tuple[list[str], dict[tuple[str, str], np.ndarray]]:
-    rows = list(csv.reader(io.StringIO(text)))
+    """The rows of a weights CSV ``feature,value,<classes>``: ``{(feature, value): (C,)}``.
+
+    ``_`` is the value of a numerical feature's one row (and of the ``bias`` row). A feature with
+    other values is categorical, and its ``_`` rows stand for values without a name (the authors'
+    decompiler writes ``_`` for an unnamed value, e.g. the unused vocabulary slots of their Dyck
+    programs): no input reaches them, and they are dropped. Any other repeated row, a weight that
+    is not a finite number, or a row of another width is refused naming the line.
+    """
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise TpcoreError(f"{where}: not a CSV file ({exc})") from None
     if not rows or len(rows[0]) < 3 or rows[0][:2] != ["feature", "value"]:
         raise TpcoreError(f"{where}: expected a header 'feature,value,<classes...>'")
     classes = rows[0][2:]
-    weights = {}
+    check_size(len(classes), LIMITS.classes, f"{where}: classes")
+    weights: dict[tuple[str, str], np.ndarray] = {}
+    line: dict[tuple[str, str], int] = {}
+    unnamed: dict[str, list[int]] = {}
     for n, row in enumerate(rows[1:], start=2):
         if len(row) != len(rows[0]):
             raise TpcoreError(f"{where}:{n}: expected {len(rows[0])} columns, got {len(row)}")
         try:
-            weights[(row[0], row[1])] = np.asarray([float(x) for x in row[2:]])
+            w = np.asarray([float(x) for x in row[2:]])
         except ValueError:
             raise TpcoreError(f"{where}:{n}: weights must be numbers") from None
+        key = (row[0], row[1])
+        bad = np.flatnonzero(~np.isfinite(w))
+        if bad.size:
+            raise TpcoreError(f"{where}:{n}: row {key}: weight {shorten(row[2 + bad[0]])} of "
+                              f"class {shorten(classes[bad[0]])} is not a finite number")
+        if key[1] == PLACEHOLDER:
+            unnamed.setdefault(key[0], []).append(n)
+        elif key in weights:
+            raise TpcoreError(f"{where}:{n}: row {key} repeats line {line[key]}")
+        weights.setdefault(key, w)
+        line.setdefault(key, n)
+    named = {f for f, v in weights if v != PLACEHOLDER}
+    for f, lines in unnamed.items():
+        if f in named:
+            del weights[(f, PLACEHOLDER)]
+        elif len(lines) > 1:
+            raise TpcoreError(f"{where}:{lines[1]}: row ({f!r}, '_') repeats line {lines[0]} "
+                              "(a numerical feature has one '_' row)")
     return classes, weights
 
 
@@ -536,13 +627,13 @@ def parse_source(text: str, weights: str, filename: str = "<program>",
     p = _Parser(text, filename)
     p.module()
     classes, rows = _read_weights(weights, f"weights of {filename}")
-    return _build(p, classes, rows, name or Path(filename).stem)
+    return _build(p, classes, rows, name or program_name(Path(filename).stem))
 
 
 def weights_path(path: str | Path) -> Path:
     """The weights CSV of a program file: the name its header gives, else ``NAME_weights.csv``."""
     path = Path(path)
-    p = _Parser(path.read_text(encoding="utf-8"), str(path))
+    p = _Parser(read_limited(path, "program file"), str(path))
     p.module()
     beside = path.with_name(f"{path.stem}_weights.csv")
     if beside.exists() or p.weights_name is None:
@@ -551,13 +642,25 @@ def weights_path(path: str | Path) -> Path:
 
 
 def parse_file(path: str | Path) -> Program:
-    """Import the program file ``path`` and the weights CSV beside it."""
+    """Import the program file ``path`` and the weights CSV beside it (each at most
+    ``LIMITS.file_bytes``); the program is named after the file (:func:`program_name`)."""
     path = Path(path)
     csv_path = weights_path(path)
-    if not csv_path.exists():
+    if not csv_path.is_file():
         raise TpcoreError(f"{path}: weights file {csv_path} not found")
-    return parse_source(path.read_text(encoding="utf-8"), csv_path.read_text(encoding="utf-8"),
-                        str(path), path.stem)
+    return parse_source(read_limited(path, "program file"),
+                        read_limited(csv_path, "weights file"), str(path),
+                        program_name(path.stem))
+
+
+def program_name(stem: str) -> str:
+    """A program name from a file name: its ASCII letters, digits and underscores, anything
+    else as ``_``, at most ``LIMITS.name_chars`` characters, ``p_`` in front when it would
+    start with a digit or be a keyword."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    if not name or name[0].isdigit() or keyword.iskeyword(name):
+        name = f"p_{name}"
+    return name[: LIMITS.name_chars]
 
 
 def _typed(label: str, like: Label) -> Label:
@@ -572,43 +675,54 @@ def _typed(label: str, like: Label) -> Label:
 
 def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarray],
            name: str) -> Program:
-    def csv_values(feature: str) -> list[str]:
-        return [v for f, v in rows if f == feature]
-
+    """The program of a parsed file, sized by :data:`LIMITS` before each table is built."""
+    values: dict[str, list[str]] = {}
+    for f, x in rows:
+        values.setdefault(f, []).append(x)
     if p.style == "tpcore":
         vocab = tuple(p.consts.get("VOCAB", ()))
         max_len = p.consts.get("MAX_LEN", 0)
     else:
-        vocab = tuple(csv_values("tokens"))
-        max_len = len(csv_values("positions"))
+        vocab = tuple(values.get("tokens", ()))
+        max_len = len(values.get("positions", ()))
     if not vocab or max_len <= 0:
         raise TpcoreError(f"{p.file}: cannot tell the vocabulary and maximum length")
-    v: dict[str, Variable] = {
-        "tokens": Variable("tokens", "categorical", vocab),
-        "positions": Variable("positions", "categorical", tuple(range(max_len))),
-        "ones": Variable("ones", "numerical", (1,)),
-    }
+    check_size(len(vocab), LIMITS.vocabulary, f"{p.file}: vocabulary")
+    check_size(max_len, LIMITS.max_len, f"{p.file}: maximum length")
+    check_size(len(p.modules) + 3, LIMITS.variables, f"{p.file}: variables")
+    v: dict[str, Variable] = {}
+
+    def define(var: Variable) -> None:
+        v[var.name] = var
+        check_size(sum(x.size for x in v.values()), LIMITS.total_values,
+                   f"{p.file}: values of all variables")
+
+    define(Variable("tokens", "categorical", vocab))
+    define(Variable("positions", "categorical", tuple(range(max_len))))
+    define(Variable("ones", "numerical", (1,)))
     modules: list[Module] = []
     for mod, node, info in p.modules:
         out = f"{mod}_outputs"
         if "token" in info:
-            v[mod] = Variable(mod, "numerical", tuple(range(max_len)))
+            define(Variable(mod, "numerical", tuple(range(max_len))))
             modules.append(PrefixCount(mod, info["token"], mod))
         elif "key" in info:
+            if "value" not in info:
+                p.fail(node, f"{mod}_pattern has no {mod}_outputs line")
             numerical = mod.startswith("num_")
             q, k = v[info["query"]], v[info["key"]]
             val = v[info["value"]]
             pred = np.full(q.size, -1, dtype=np.int64)
             for qs, kl in reversed(p.predicate(info["fn"])):
-                j = k.values.index(kl) if kl in k.values else -1
+                j = k.lookup.get(kl, -1)
                 for ql in qs:
-                    if ql in q.values:
-                        pred[q.values.index(ql)] = j
+                    if ql in q.lookup:
+                        pred[q.lookup[ql]] = j
             kind = "numerical" if numerical else "categorical"
             if val.kind != kind:
                 p.fail(node, f"{mod} reads {val.kind} {val.name!r} as its value")
-            values = numerical_range(val, max_len) if numerical else val.values
-            v[out] = Variable(out, kind, values)
+            labels = numerical_range(val, max_len) if numerical else val.values
+            define(Variable(out, kind, labels))
             modules.append(Head(mod, kind, q.name, k.name, val.name, out, pred,
                                 info["rule"] or "closest"))
         else:
@@ -617,27 +731,28 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
             kind = ins[0].kind
             if any(x.kind != kind for x in ins):
                 p.fail(node, f"{mod} mixes categorical and numerical inputs")
+            shape = [x.size for x in ins]
+            check_size(math.prod(shape), LIMITS.table, f"{p.file}: {mod}: table entries")
             returned = [r for _, r in branches] + [default]
-            labels: list[Label] = []
             try:
                 returned = sorted(set(returned))
             except TypeError:
                 pass
-            for lab in [_typed(x, default) for x in csv_values(out)] + returned:
-                if lab not in labels:
-                    labels.append(lab)
-            ov = Variable(out, "categorical", tuple(labels))
+            found = [_typed(x, default) for x in values.get(out, ())] + returned
+            ov = Variable(out, "categorical", tuple(dict.fromkeys(found)))
+            check_size(ov.size, LIMITS.values, f"{p.file}: values of {out}")
             lookup: dict[tuple[Label, ...], int] = {}
             for keys, ret in reversed(branches):
                 for key in keys:
                     lookup[key] = ov.index(ret)
             table = np.asarray([lookup.get(tuple(x.values[i] for x, i in zip(ins, ix)),
                                            ov.index(default))
-                                for ix in np.ndindex(*(x.size for x in ins))],
-                               dtype=np.int64).reshape([x.size for x in ins])
-            v[out] = ov
+                                for ix in np.ndindex(*shape)], dtype=np.int64).reshape(shape)
+            define(ov)
             modules.append(Mlp(mod, kind, tuple(info["inputs"]), out, table, ov.index(default)))
     weights, bias = {}, np.asarray(rows.get(("bias", "_"), np.zeros(len(classes))))
+    n_rows = sum(v[f].size if v[f].kind == "categorical" else 1 for f in p.features)
+    check_size(n_rows * len(classes), LIMITS.weights, f"{p.file}: classifier weights")
     for f in p.features:
         var = v[f]
         if var.kind == "numerical":
