@@ -33,6 +33,7 @@ from typing import Any
 
 from tpcore.backend import xp_of
 from tpcore.errors import TpcoreError
+from tpcore.limits import check_memory
 
 
 @dataclass
@@ -63,13 +64,27 @@ def evidence_from_leaves(leaves: Any, q: int, mask: Any = None, dtype: Any = Non
     return e
 
 
-def _depth(evidence: Any, k: int) -> int:
+def memory_estimate(batch: int, l: int, q: int, k: int, kernel: bool = False) -> int:
+    """Bytes of the largest arrays BP_k allocates for ``batch`` sequences of ``2**l`` leaves over
+    ``q`` symbols (float64; a bound): the grammar and path matrices; per sequence, on the
+    reference path six sets of upward and downward messages over all levels
+    ``(2**(l+1), q)`` and the cavity logs ``(2**k, 2**k, q)`` twice, on the kernel path its
+    evidence copy and three ``(2**l, q)`` outputs."""
+    per_sequence = 4 * 2**l * q if kernel else 6 * 2 ** (l + 1) * q + 2 * 4**k * q
+    return 8 * (q**3 + 2**k * q * q + batch * per_sequence)
+
+
+def _depth(evidence: Any, k: int, kernel: bool = False) -> int:
+    """``l`` of ``evidence: (B, 2**l, q)``; checks the shape, ``k`` and the memory BP needs."""
     n = evidence.shape[1]
     l = n.bit_length() - 1
     if evidence.ndim != 3 or n < 2 or 2**l != n:
         raise TpcoreError(f"evidence must be (B, 2**l, q) with l >= 1; got {tuple(evidence.shape)}")
     if not 0 <= k <= l:
         raise TpcoreError(f"k={k!r} is invalid; expected an integer in 0..{l}")
+    B, _, q = evidence.shape
+    check_memory(memory_estimate(B, l, q, k, kernel), f"BP_{k} on {B} sequences of 2**{l} "
+                 f"leaves over q={q} symbols")
     return l
 
 
@@ -302,7 +317,7 @@ def belief_propagation(M: Any, p0: Any, evidence: Any, k: int,
     from tpcore.kernels.bp import bp_batch
     from tpcore.tasks.trees import path_matrices
 
-    _depth(evidence, k)
+    _depth(evidence, k, kernel=True)
     M = np.ascontiguousarray(M, dtype=np.float64)
     idx = np.argwhere(M > 0)
     root, leaves, cavity, log_z = bp_batch(

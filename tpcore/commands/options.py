@@ -29,6 +29,18 @@ def nonnegative_int(text: str) -> int:
     return _int(text, 0, "an integer >= 0")
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """Comma-separated integers >= 1, at least one."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    try:
+        return tuple(_int(t, 1, "") for t in items)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got "
+                                         f"{text!r}") from None
+
+
 def _float(text: str, positive: bool) -> float:
     what = "a finite number > 0" if positive else "a finite number >= 0"
     try:

@@ -21,11 +21,13 @@ Trees are stored level by level: level ``m`` holds ``2**m`` nodes, node ``j`` ha
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from tpcore.errors import TpcoreError
+from tpcore.limits import check_memory
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,16 @@ def _check_int(name: str, value: int, low: int, high: int | None = None) -> int:
     return int(value)
 
 
+def memory_estimate(q: int, l: int = 1, n: int = 0, k: int = 0) -> int:
+    """Bytes of the largest arrays of drawing a grammar over ``q`` symbols and sampling ``n``
+    trees of depth ``l`` filtered at ``k`` (float64; a bound): three ``(q, q, q)`` arrays; the
+    path matrices and their CDFs ``(2**k, q, q)``; the children draws of the last level, a
+    ``(n, 2**(l-1), q*q)`` CDF gather and its comparison (9 bytes an entry); the levels and
+    uniforms, 24 bytes a node; the level-k draws ``(n, 2**k, q)``."""
+    return (24 * q**3 + 16 * 2**k * q * q + 9 * n * 2 ** (l - 1) * q * q
+            + 24 * n * 2 ** (l + 1) + 9 * n * 2**k * q)
+
+
 def random_grammar(q: int = 4, sigma: float = 1.0, seed: int = 0,
                    legacy: bool = False) -> Grammar:
     """Draw a grammar from the random ensemble (the paper's Appendix A).
@@ -76,8 +88,10 @@ def random_grammar(q: int = 4, sigma: float = 1.0, seed: int = 0,
     ``numpy.random.default_rng(seed)`` stream is used.
     """
     q = _check_int("q", q, 2)
-    if not sigma >= 0:
-        raise TpcoreError(f"sigma={sigma!r} is invalid; expected a number >= 0")
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise TpcoreError(f"sigma={sigma!r} is invalid; expected a finite number >= 0")
+    seed = _check_int("seed", seed, 0, 2**32 - 1 if legacy else None)
+    check_memory(memory_estimate(q), f"a grammar with q={q} symbols")
     pairs = np.array([(b, c) for b in range(q) for c in range(q)])
     if legacy:
         rs = np.random.RandomState(seed)  # noqa: NPY002 - the legacy stream is the point
@@ -157,8 +171,10 @@ def sample_trees(grammar: Grammar, n: int, l: int, k: int = 0, seed: int = 0,
     n = _check_int("n", n, 1)
     l = _check_int("l", l, 1)
     k = _check_int("k", k, 0, l)
-    gen = np.random.default_rng(seed)
     q = grammar.q
+    check_memory(memory_estimate(q, l, n, k), f"{n} trees of depth l={l} (2**l leaves) over "
+                 f"q={q} symbols, filtered at k={k}")
+    gen = np.random.default_rng(seed)
     root = _draw(np.cumsum(grammar.p0), gen.random(n))
     Q = path_matrices(grammar.M, k)
     cdf_q = np.cumsum(Q, axis=2)  # (2**k, q, q)
@@ -183,6 +199,7 @@ def sample_trees(grammar: Grammar, n: int, l: int, k: int = 0, seed: int = 0,
 def uniform_sequences(n: int, l: int, q: int, seed: int = 0) -> np.ndarray:
     """``n`` uniformly random sequences of ``2**l`` symbols, the out-of-sample inputs:
     (n, 2**l)."""
-    n = _check_int("n", n, 1)
+    n, l = _check_int("n", n, 1), _check_int("l", l, 1)
+    check_memory(9 * n * 2**l, f"{n} uniform sequences of 2**{l} symbols")
     gen = np.random.default_rng(seed)
-    return gen.integers(0, q, size=(n, 2 ** _check_int("l", l, 1))).astype(np.int8)
+    return gen.integers(0, q, size=(n, 2**l)).astype(np.int8)
