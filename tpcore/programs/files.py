@@ -6,8 +6,8 @@ with the vocabulary and classes of the ``.json`` beside it, as ``tpcore reproduc
 saves them), or a run directory written by ``tpcore learn`` (its ``program.json``, else its
 ``model.npz``, else the one program file in it or in its ``program/`` folder).
 ``evaluate_on_task`` scores a program on a generated task; ``agreement`` checks that a model,
-both interpreter engines and the generated program agree on a split, ``fidelity`` does so for a
-run's model on its test split. Host-only code.
+both interpreter engines and the generated program (run in a child process) agree on a split,
+``fidelity`` does so for a run's model on its test split. Host-only code.
 """
 
 from __future__ import annotations
@@ -126,18 +126,16 @@ def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any
 
 
 def agreement(model: Any, program: Program, split: dict[str, np.ndarray],
-              n_program: int | None = None) -> dict[str, Any]:
+              n_program: int | None = None, timeout: float = 1800.0) -> dict[str, Any]:
     """Agreement on ``split`` (``tokens``, ``pad``, ``mask: (B, N)``) between the discrete
     ``model`` and ``program`` run by the NumPy reference, by the numba kernel and as its
     generated Python program (on the first ``n_program`` sequences, all when None), at every
     target position.
 
-    Returns the fraction of target positions where each engine equals the model, and counts.
+    The generated program runs in a child Python process (:data:`DRIVER`), never in this one,
+    and must answer within ``timeout`` seconds. Returns the fraction of target positions where
+    each engine equals the model, and counts.
     """
-    import importlib.util
-    import tempfile
-
-    from tpcore.programs import codegen
     from tpcore.programs.interpret import run_ids
 
     tokens, mask = split["tokens"], split["mask"]
@@ -148,19 +146,62 @@ def agreement(model: Any, program: Program, split: dict[str, np.ndarray],
         got = np.asarray(run_ids(program, tokens, lengths, engine))
         out[engine] = float((got[mask] == want[mask]).mean())
     n = len(tokens) if n_program is None else min(n_program, len(tokens))
-    with tempfile.TemporaryDirectory() as tmp:
-        path, _ = codegen.write(program, Path(tmp) / f"{program.name}.py")
-        spec = importlib.util.spec_from_file_location(f"tpcore_generated_{program.name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)  # a program tpcore just wrote itself
-        labels = program.output_labels()
-        vocab = program.tokens.values
-        hits = total = 0
-        for b in range(n):
-            pred = module.run([vocab[i] for i in tokens[b, : lengths[b]]])
-            for i in np.flatnonzero(mask[b]):
-                hits += pred[i] == labels[want[b, i]]
-                total += 1
+    vocab = program.tokens.values
+    preds = run_generated(program, [[vocab[i] for i in tokens[b, : lengths[b]]]
+                                    for b in range(n)], timeout)
+    labels = program.output_labels()
+    hits = total = 0
+    for b, pred in enumerate(preds):
+        for i in np.flatnonzero(mask[b]):
+            hits += pred[i] == labels[want[b, i]]
+            total += 1
     out["generated"] = hits / max(total, 1)
     out["generated_sequences"] = n
     return out
+
+
+DRIVER = """
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from generated import run
+
+for line in sys.stdin:
+    print(json.dumps(run(json.loads(line))))
+"""
+"""Runs the generated program ``generated.py`` beside it on one JSON list of tokens per input
+line, printing its predictions as one JSON list per line."""
+
+
+def run_generated(program: Program, sequences: list[list[str]],
+                  timeout: float = 1800.0) -> list[list[str]]:
+    """Predictions of ``program``'s generated Python program (:func:`tpcore.programs.codegen.
+    write`) for each sequence, computed by a child ``python -I`` process in a temporary folder
+    within ``timeout`` seconds."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from tpcore.programs import codegen
+
+    with tempfile.TemporaryDirectory() as tmp:
+        codegen.write(program, Path(tmp) / "generated.py")
+        (Path(tmp) / "driver.py").write_text(DRIVER.lstrip("\n"), encoding="utf-8")
+        lines = "".join(json.dumps(s) + "\n" for s in sequences)
+        try:
+            done = subprocess.run([sys.executable, "-I", str(Path(tmp) / "driver.py")],
+                                  input=lines, capture_output=True, text=True, cwd=tmp,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TpcoreError(f"the generated program of {program.name!r} did not finish "
+                              f"{len(sequences)} sequences within {timeout:g} s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise TpcoreError(f"the generated program of {program.name!r} failed: {last[:300]}")
+    preds = [json.loads(line) for line in done.stdout.splitlines()]
+    if len(preds) != len(sequences):
+        raise TpcoreError(f"the generated program of {program.name!r} answered {len(preds)} of "
+                          f"{len(sequences)} sequences")
+    return preds
