@@ -84,35 +84,38 @@ def _attend(m, i, published):
 
 
 @numba.njit(cache=True)
-def _num_search(num_vals, num_size, slot, x):
-    """Index of ``x`` among the sorted values of numerical slot ``slot`` (binary search)."""
-    k = np.searchsorted(num_vals[slot, : num_size[slot]], x)
+def _num_search(num_vals, num_off, num_size, slot, x):
+    """Index of ``x`` among the sorted values ``num_vals[num_off[slot]:][:num_size[slot]]`` of
+    numerical slot ``slot`` (binary search)."""
+    lo = num_off[slot]
+    k = np.searchsorted(num_vals[lo : lo + num_size[slot]], x)
     if k < num_size[slot]:
-        if num_vals[slot, k] == x:
+        if num_vals[lo + k] == x:
             return np.int64(k)
     return np.int64(-1)
 
 
 @numba.njit(cache=True)
-def _num_index(num_vals, num_size, num_lo, slot, x):
+def _num_index(num_vals, num_off, num_size, num_lo, slot, x):
     """Index of ``x`` among the values of numerical slot ``slot``; -1 when absent.
     ``num_lo[slot]``: the first value when the values are ``lo, lo + 1, ...`` (direct index),
     else NaN (binary search). Written with ``&`` rather than ``and``, which numba compiles into
     much slower code."""
     lo = num_lo[slot]
     if lo != lo:
-        return _num_search(num_vals, num_size, slot, x)
+        return _num_search(num_vals, num_off, num_size, slot, x)
     d = x - lo
     k = np.int64(d)
     return k if (k == d) & (k >= 0) & (k < num_size[slot]) else np.int64(-1)
 
 
 @numba.njit(cache=True)
-def _index_masks(cat, masks, slot, length):
-    """``masks[slot, v]``: bitmask of the positions where categorical slot ``slot`` has value v."""
-    masks[slot, :] = 0
+def _index_masks(cat, masks, cat_off, slot, length):
+    """``masks[cat_off[slot] + v]``: bitmask of the positions where categorical slot ``slot``
+    has value v."""
+    masks[cat_off[slot] : cat_off[slot + 1]] = 0
     for j in range(length):
-        masks[slot, cat[slot, j]] |= ONE << np.uint64(j)
+        masks[cat_off[slot] + cat[slot, j]] |= ONE << np.uint64(j)
 
 
 @numba.njit(cache=True)
@@ -149,17 +152,17 @@ def _expert_count(fparams, off, n_tok, f32, tokens, length, hist, dst):
 
 
 @numba.njit(cache=True)
-def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, num_size, num_lo,
-         feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out):
+def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, num_vals, num_off,
+         num_size, num_lo, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out):
     bsz, n = ids.shape
     n_cls = bias.shape[0]
     cat = np.zeros((n_cat, n), np.int64)
-    masks = np.zeros((n_cat, cat_width), np.uint64)
+    masks = np.zeros(cat_off[n_cat], np.uint64)
     num = np.zeros((n_num, n), np.float64)
     numi = np.full((n_num, n), -1, np.int64)  # index of each numerical value in its value set
-    ones_index = _num_index(num_vals, num_size, num_lo, inputs[2], 1.0)
+    ones_index = _num_index(num_vals, num_off, num_size, num_lo, inputs[2], 1.0)
     logits = np.empty(n_cls)
-    hist = np.zeros(cat_width)
+    hist = np.zeros(n_tokens)
     for b in range(bsz):
         length = lengths[b]
         for i in range(length):
@@ -167,8 +170,8 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, 
             cat[inputs[1], i] = i
             num[inputs[2], i] = 1.0
             numi[inputs[2], i] = ones_index
-        _index_masks(cat, masks, inputs[0], length)
-        _index_masks(cat, masks, inputs[1], length)
+        _index_masks(cat, masks, cat_off, inputs[0], length)
+        _index_masks(cat, masks, cat_off, inputs[1], length)
         visible_all = (ONE << np.uint64(length)) - ONE if length < 64 else ~np.uint64(0)
         for o in range(ops.shape[0]):
             kind, a, bb, c, dst, off, stride, flag = ops[o]
@@ -183,7 +186,8 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, 
             if kind == 4:  # expert count: gate parameters at fparams[a:], stride tokens
                 _expert_count(fparams, a, stride, flag, cat[inputs[0]], length, hist, num[dst])
                 for i in range(length):
-                    numi[dst, i] = _num_index(num_vals, num_size, num_lo, dst, num[dst, i])
+                    numi[dst, i] = _num_index(num_vals, num_off, num_size, num_lo, dst,
+                                              num[dst, i])
                 continue
             if kind == 2:
                 for i in range(length):
@@ -197,14 +201,14 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, 
                         if bb >= 0:
                             idx = idx * stride + cat[bb, i]
                     cat[dst, i] = c if idx < 0 else params[off + idx]
-                _index_masks(cat, masks, dst, length)
+                _index_masks(cat, masks, cat_off, dst, length)
                 continue
             for i in range(length):
                 target = params[off + cat[a, i]]
                 m = np.uint64(0)
                 if target >= 0:
                     visible = ((ONE << np.uint64(i)) << ONE) - ONE if causal else visible_all
-                    m = masks[bb, target] & visible
+                    m = masks[cat_off[bb] + target] & visible
                 if kind == 0:
                     cat[dst, i] = cat[c, _attend(m, i, flag)]
                 else:
@@ -218,13 +222,13 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, 
                     num[dst, i] = s
                     lo = num_lo[dst]
                     if lo != lo:
-                        numi[dst, i] = _num_search(num_vals, num_size, dst, s)
+                        numi[dst, i] = _num_search(num_vals, num_off, num_size, dst, s)
                     else:  # consecutive values from lo: direct index (no call, no ``and``)
                         k = np.int64(s - lo)
                         ok = (k == s - lo) & (k >= 0) & (k < num_size[dst])
                         numi[dst, i] = k if ok else np.int64(-1)
             if kind == 0:
-                _index_masks(cat, masks, dst, length)
+                _index_masks(cat, masks, cat_off, dst, length)
         for i in range(length):
             for t in range(n_cls):
                 logits[t] = bias[t]
@@ -255,16 +259,16 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, 
 
 
 @numba.njit(cache=True, parallel=True)
-def _run_chunks(ids, lengths, ops, params, fparams, n_cat, n_num, cat_width, num_vals, num_size,
-                num_lo, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs, out,
-                chunks):
+def _run_chunks(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, num_vals,
+                num_off, num_size, num_lo, feat_ops, w_off, weights, bias, allowed, framing,
+                causal, inputs, out, chunks):
     """:func:`_run` on ``chunks`` contiguous slices of the batch, one numba thread each."""
     bsz = ids.shape[0]
     for c in numba.prange(chunks):
         lo, hi = c * bsz // chunks, (c + 1) * bsz // chunks
-        _run(ids[lo:hi], lengths[lo:hi], ops, params, fparams, n_cat, n_num, cat_width, num_vals,
-             num_size, num_lo, feat_ops, w_off, weights, bias, allowed, framing, causal, inputs,
-             out[lo:hi])
+        _run(ids[lo:hi], lengths[lo:hi], ops, params, fparams, n_cat, n_num, n_tokens, cat_off,
+             num_vals, num_off, num_size, num_lo, feat_ops, w_off, weights, bias, allowed,
+             framing, causal, inputs, out[lo:hi])
 
 
 def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray, lengths: np.ndarray,
@@ -284,9 +288,9 @@ def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray, lengths: np.n
     out = np.full(ids.shape, -1, dtype=np.int64)
     c = compiled
     args = (ids, lengths, c["ops"], c["params"], c["fparams"], int(c["n_cat"]), int(c["n_num"]),
-            int(c["cat_width"]), c["num_vals"], c["num_size"], c["num_lo"], c["feat_ops"],
-            c["w_off"], c["weights"], c["bias"], c["allowed"], c["framing"], bool(c["causal"]),
-            c["inputs"], out)
+            int(c["n_tokens"]), c["cat_off"], c["num_vals"], c["num_off"], c["num_size"],
+            c["num_lo"], c["feat_ops"], c["w_off"], c["weights"], c["bias"], c["allowed"],
+            c["framing"], bool(c["causal"]), c["inputs"], out)
     if threads > 1:
         threads = min(threads, numba.config.NUMBA_NUM_THREADS)
         numba.set_num_threads(threads)

@@ -220,11 +220,14 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     key, value slots, ``param`` the predicate and ``flag`` the rule (1: published); for MLPs
     ``a, b`` are input slots (``b = -1`` for one input), ``c`` the default, ``param`` the flat
     table, ``stride`` the second input's size and ``flag``
-    1 for numerical inputs. ``num_vals`` holds each numerical variable's sorted values (``num_lo``
-    the first one when they are consecutive integers, else NaN);
+    1 for numerical inputs. ``num_vals`` holds the numerical variables' sorted values one after
+    the other (slot ``s`` at ``num_off[s]``, ``num_size[s]`` of them; ``num_lo`` the first one
+    when they are consecutive integers, else NaN); ``cat_off[s]`` is where categorical slot
+    ``s``'s values start in one row of per-value position masks (``cat_off[n_cat]`` in all);
     ``fparams`` the expert gates' float64 parameters;
     ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
-    can be predicted; ``cat_width`` the largest categorical cardinality.
+    can be predicted; ``n_tokens`` the vocabulary size. Every array grows with the program's
+    values, not with the number of variables times the largest value set.
     """
     v = program.variables
     cat = {n: i for i, n in enumerate(x for x in v if v[x].kind == "categorical")}
@@ -257,15 +260,14 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
         ops.append(op)
         offset += p.size
     num_names = list(num)
-    width = max(v[n].size for n in num_names)
-    num_vals = np.full((len(num_names), width), np.inf)
-    num_size = np.zeros(len(num_names), dtype=np.int64)
+    num_vals = np.concatenate([np.asarray(v[n].values, dtype=np.float64) for n in num_names])
+    num_size = np.asarray([v[n].size for n in num_names], dtype=np.int64)
+    num_off = np.concatenate([[0], np.cumsum(num_size)[:-1]]).astype(np.int64)
     num_lo = np.full(len(num_names), np.nan)
     for i, n in enumerate(num_names):
-        num_vals[i, : v[n].size] = np.asarray(v[n].values, dtype=np.float64)
-        num_size[i] = v[n].size
         if list(v[n].values) == list(range(int(v[n].values[0]), int(v[n].values[0]) + v[n].size)):
             num_lo[i] = v[n].values[0]
+    cat_off = np.cumsum([0] + [v[x].size for x in cat]).astype(np.int64)
     c = program.classifier
     feat_ops = np.asarray([[int(v[f].kind == "numerical"), slot[f]] for f in c.features],
                           dtype=np.int64).reshape(-1, 2)
@@ -284,8 +286,8 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
         "params": np.concatenate(params) if params else np.zeros(0, dtype=np.int64),
         "fparams": np.concatenate(fparams) if fparams else np.zeros(0),
         "n_cat": np.int64(len(cat)), "n_num": np.int64(len(num)),
-        "cat_width": np.int64(max(v[x].size for x in cat)),
-        "num_vals": num_vals, "num_size": num_size, "num_lo": num_lo,
+        "n_tokens": np.int64(program.tokens.size), "cat_off": cat_off,
+        "num_vals": num_vals, "num_off": num_off, "num_size": num_size, "num_lo": num_lo,
         "feat_ops": feat_ops, "w_off": w_off, "weights": np.ascontiguousarray(weights),
         "bias": c.bias.astype(np.float64),
         "allowed": np.asarray([i not in c.masked for i in range(len(c.classes))]),
