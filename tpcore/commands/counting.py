@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from tpcore.commands.options import nonnegative_int, positive_int
+
 
 def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     """Add the ``counting`` verb to ``tpcore reproduce``."""
@@ -14,14 +16,15 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                    help="smoke: pipeline check; target: double_hist at |V|=N=16 and the length "
                         "test on hist/double_hist (default); small: all cells, 4,000 inputs, "
                         "20 epochs; paper: all cells, 16,000 inputs, 250 epochs")
-    p.add_argument("--epochs", type=int, help="override the budget's epochs")
+    p.add_argument("--epochs", type=positive_int, help="override the budget's epochs")
     p.add_argument("--variants", nargs="+", help="subset of none prefix experts both")
     p.add_argument("--cells", nargs="+", metavar="TASK:REGIME",
                    help="(task, regime) cells instead of the budget's, e.g. double_hist:bigvocab")
     p.add_argument("--lengthgen", nargs="*", metavar="TASK",
                    help="length-test tasks instead of the budget's (none given: skip it)")
-    p.add_argument("--seeds", type=int, nargs="+", help="seeds instead of the budget's (0)")
-    p.add_argument("--arch", type=int, nargs=3, metavar=("LAYERS", "HEADS", "MLPS"),
+    p.add_argument("--seeds", type=nonnegative_int, nargs="+",
+                   help="seeds instead of the budget's (0)")
+    p.add_argument("--arch", type=positive_int, nargs=3, metavar=("LAYERS", "HEADS", "MLPS"),
                    help="architecture instead of 3 4 2 (heads and MLPs per layer, half "
                         "categorical, half numerical)")
     p.add_argument("--out", default="results/counting")

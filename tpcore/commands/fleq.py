@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from tpcore.commands.options import nonnegative_int
+
 
 def _reproduce(args: argparse.Namespace) -> int:
     from tpcore.experiments.fleq import reproduce
@@ -17,6 +19,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
                          "matmul c and C, sigmoid count m (float64 and float32)")
     p.add_argument("--budget", choices=("small", "full"), default="small",
                    help="small: small instances (minutes); full: larger instances")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random matrices and data")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the random matrices and data")
     p.add_argument("--out", default="results/fleq", help="output folder")
     p.set_defaults(func=_reproduce)

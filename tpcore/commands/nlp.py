@@ -16,15 +16,18 @@ table (``program/embeddings.md``) under ``--out``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+
+from tpcore.commands.options import nonnegative_int, positive_float, positive_int
 
 
 def _model_options(p: argparse.ArgumentParser, k: int, max_words: int, heads: int) -> None:
     p.add_argument("--glove", help="GloVe-format text file to initialise word embeddings")
     p.add_argument("--lowercase", action="store_true", help="lowercase words")
-    p.add_argument("--max-words", type=int, default=max_words,
+    p.add_argument("--max-words", type=positive_int, default=max_words,
                    help=f"drop longer sentences (default {max_words})")
-    p.add_argument("--vocab-size", type=int, default=10_000,
+    p.add_argument("--vocab-size", type=positive_int, default=10_000,
                    help="most common training words kept (default 10000)")
     g = p.add_argument_group("model settings (a comma-separated list runs the grid of all "
                              "combinations, selected on the validation split)")
@@ -42,7 +45,7 @@ def _model_options(p: argparse.ArgumentParser, k: int, max_words: int, heads: in
             ("--t-lr", "0.001", "transformer: learning rate"),
             ("--seed", "0", "seeds (both models)")):
         g.add_argument(flag, default=default, help=f"{what} (default {default})")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--models", default="program,transformer",
                    help="comma-separated subset of program,transformer (baseline always runs)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -84,29 +87,37 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
 
 
 def _demo_options(p: argparse.ArgumentParser, out: str) -> None:
-    p.add_argument("--budget", type=float, default=1.0, help="scales the training epochs")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=positive_float, default=1.0,
+                   help="scales the training epochs")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", default=out)
     p.add_argument("--quiet", action="store_true")
 
 
-def _values(args: argparse.Namespace, name: str, kind: type) -> list:
+Parse = Callable[[str], float]
+
+
+def _values(args: argparse.Namespace, name: str, parse: Parse) -> list:
+    """The comma-separated values of option ``name``, each read by ``parse``."""
     from tpcore.errors import TpcoreError
 
-    text = getattr(args, name)
+    text = str(getattr(args, name))
+    flag = f"--{name.replace('_', '-')}"
     try:
-        return [kind(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise TpcoreError(f"--{name.replace('_', '-')} {text!r}: expected comma-separated "
-                          f"{kind.__name__} values") from None
+        values = [parse(v.strip()) for v in text.split(",") if v.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise TpcoreError(f"{flag} {text!r}: {exc}") from None
+    if not values:
+        raise TpcoreError(f"{flag} {text!r}: expected comma-separated values")
+    return values
 
 
-def _grid(args: argparse.Namespace, cls: type, options: dict[str, tuple[str, type]]) -> list:
+def _grid(args: argparse.Namespace, cls: type, options: dict[str, tuple[str, Parse]]) -> list:
     """Settings for every combination of the listed option values."""
     import itertools
 
     names = list(options)
-    lists = [_values(args, opt, kind) for opt, kind in options.values()]
+    lists = [_values(args, opt, parse) for opt, parse in options.values()]
     return [cls(**dict(zip(names, combo)), batch_size=args.batch_size)
             for combo in itertools.product(*lists)]
 
@@ -119,12 +130,14 @@ def _settings(args: argparse.Namespace):
     if not kinds <= {"program", "transformer"}:
         raise TpcoreError(f"--models {args.models!r}: expected names from program,transformer")
     prog = _grid(args, ProgramSettings, {
-        "n_layers": ("layers", int), "n_heads": ("heads", int), "n_mlps": ("mlps", int),
-        "n_embed_vars": ("embed_vars", int), "k": ("k", int), "epochs": ("epochs", float),
-        "lr": ("lr", float), "seed": ("seed", int)})
+        "n_layers": ("layers", positive_int), "n_heads": ("heads", positive_int),
+        "n_mlps": ("mlps", nonnegative_int), "n_embed_vars": ("embed_vars", nonnegative_int),
+        "k": ("k", positive_int), "epochs": ("epochs", positive_float),
+        "lr": ("lr", positive_float), "seed": ("seed", nonnegative_int)})
     trans = _grid(args, TransformerSettings, {
-        "d_model": ("d_model", int), "n_layers": ("t_layers", int), "n_heads": ("t_heads", int),
-        "epochs": ("epochs", float), "lr": ("t_lr", float), "seed": ("seed", int)})
+        "d_model": ("d_model", positive_int), "n_layers": ("t_layers", positive_int),
+        "n_heads": ("t_heads", positive_int), "epochs": ("epochs", positive_float),
+        "lr": ("t_lr", positive_float), "seed": ("seed", nonnegative_int)})
     return (prog if "program" in kinds else None), (trans if "transformer" in kinds else None)
 
 

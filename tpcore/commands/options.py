@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import sys
 
 
 def _int(text: str, low: int, what: str) -> int:
@@ -69,3 +70,13 @@ def has_module(name: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def engine_or_numpy(engine: str) -> str:
+    """``engine``, or ``"numpy"`` with a note on stderr when it is ``"numba"`` and numba is not
+    installed."""
+    if engine == "numba" and not has_module("numba"):
+        print("tpcore: note: numba is not installed, so the NumPy engine runs (pip install numba "
+              "for the kernel)", file=sys.stderr)
+        return "numpy"
+    return engine

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from tpcore.commands.options import engine_or_numpy, nonnegative_int, positive_int
+
 
 def _show(args: argparse.Namespace) -> int:
     from tpcore.programs import analysis, codegen
@@ -41,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
 
     p = load_program(args.path)
     tokens = p.frame(args.tokens)
-    pred = predict(p, [tokens], engine=args.engine)[0]
+    pred = predict(p, [tokens], engine=engine_or_numpy(args.engine))[0]
     print(" ".join(y for t, y in zip(tokens, pred) if t not in (p.bos, p.eos)))
     if args.explain is not None:
         from tpcore.programs.analysis import contributions
@@ -56,10 +58,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from tpcore.errors import TpcoreError
+    from tpcore.models.program_train import MIN_SAMPLES
     from tpcore.programs.files import evaluate_on_task, load_program
 
+    if args.n_samples < MIN_SAMPLES:
+        raise TpcoreError(f"--n-samples {args.n_samples} is too few to split 80/10/10 with no "
+                          f"split empty; expected >= {MIN_SAMPLES}")
     p = load_program(args.path)
-    r = evaluate_on_task(p, args.task, args.split, args.n_samples, args.data_seed, args.engine)
+    r = evaluate_on_task(p, args.task, args.split, args.n_samples, args.data_seed,
+                         engine_or_numpy(args.engine))
     print(f"{r['task']} {r['split']}: token accuracy {100 * r['token_accuracy']:.2f}% "
           f"({r['tokens']} tokens), sequence accuracy {100 * r['sequence_accuracy']:.2f}% "
           f"({r['sequences']} sequences)")
@@ -80,17 +88,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("path")
     run.add_argument("tokens", nargs="+", help="input tokens (BOS/EOS are added if missing)")
     run.add_argument("--engine", choices=("numba", "numpy"), default="numpy")
-    run.add_argument("--explain", type=int, metavar="I",
+    run.add_argument("--explain", type=nonnegative_int, metavar="I",
                      help="also list the classifier contributions at position I of the framed "
                           "input (0 is <s>; the paper's Figure 7)")
-    run.add_argument("--top", type=int, default=10, help="features listed by --explain")
+    run.add_argument("--top", type=positive_int, default=10, help="features listed by --explain")
     run.set_defaults(func=_run)
     ev = verbs.add_parser("eval", help="accuracy on a generated task split")
     ev.add_argument("path")
     ev.add_argument("--task", required=True)
     ev.add_argument("--split", default="test")
-    ev.add_argument("--n-samples", type=int, default=20000)
-    ev.add_argument("--data-seed", type=int, default=0)
+    ev.add_argument("--n-samples", type=positive_int, default=20000)
+    ev.add_argument("--data-seed", type=nonnegative_int, default=0)
     ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
     ev.set_defaults(func=_eval)
 
@@ -102,7 +110,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", default="small", choices=("smoke", "small", "medium", "paper"),
                    help="the Table 1 budget whose selected programs are counted (its runs are "
                         "reused, or trained when missing)")
-    p.add_argument("--epochs", type=int, help="override the budget's epochs")
+    p.add_argument("--epochs", type=positive_int, help="override the budget's epochs")
     p.add_argument("--table1", default="results/table1", help="Table 1 results folder")
     p.add_argument("--run-dirs", nargs="+", metavar="DIR",
                    help="measure these learn run directories instead of the Table 1 selection")

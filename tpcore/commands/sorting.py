@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import argparse
 
+from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+
+
+def _need_matplotlib(plots: object) -> None:
+    """Refuse ``--plots`` before any work when matplotlib is missing."""
+    from tpcore.commands.options import has_module
+    from tpcore.errors import missing_package
+
+    if plots and not has_module("matplotlib"):
+        raise missing_package("matplotlib", "--plots")
+
 
 def _search(args: argparse.Namespace) -> int:
     from tpcore.experiments.sorting import load_model, search_failures
 
-    if args.n < 1:
-        raise ValueError(f"--n must be >= 1, got {args.n}")
-    if args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     res = search_failures(load_model(args.model), args.n, args.generator, args.seed, args.batch)
     for f in res["failures"]:
         print(f"input {f['input']}  output {f['output']}")
@@ -24,6 +31,7 @@ def _search(args: argparse.Namespace) -> int:
 def _circuits(args: argparse.Namespace) -> int:
     from tpcore.experiments.sorting import circuit_report, load_model
 
+    _need_matplotlib(args.plots)
     given = None if args.list is None else _parse_list(args.list)
     text, _ = circuit_report(load_model(args.model), args.seed, args.plots, given)
     print(text)
@@ -55,15 +63,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs = p.add_subparsers(dest="sorting_verb", metavar="VERB")
     s = verbs.add_parser("search-failures", help="print every generated list MODEL sorts wrongly")
     s.add_argument("model", help="checkpoint .npz written by `tpcore reproduce sorting`")
-    s.add_argument("--n", type=int, default=1_000_000, help="lists to evaluate (1e6)")
+    s.add_argument("--n", type=positive_int, default=1_000_000, help="lists to evaluate (1e6)")
     s.add_argument("--generator", choices=("hard", "random"), default="hard",
                    help="list generator (default: the post's hard one)")
-    s.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    s.add_argument("--batch", type=int, default=2048, help="lists per forward pass (2048)")
+    s.add_argument("--seed", type=nonnegative_int, default=0, help="generator seed (default 0)")
+    s.add_argument("--batch", type=positive_int, default=2048,
+                   help="lists per forward pass (2048)")
     s.set_defaults(func=_search)
     c = verbs.add_parser("circuits", help="QK / OV circuits, BOS attention, attention patterns")
     c.add_argument("model", help="checkpoint .npz")
-    c.add_argument("--seed", type=int, default=0, help="seed of the shuffled list (default 0)")
+    c.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the shuffled list (default 0)")
     c.add_argument("--plots", help="also write PNG figures into this folder (needs matplotlib)")
     c.add_argument("--list", help="also show the attention pattern on this list, e.g. '3 1 2'")
     c.set_defaults(func=_circuits)
@@ -75,12 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from tpcore.errors import unknown_name
     from tpcore.experiments.sorting import TASKS, analyse, reproduce
 
     tasks = tuple(args.tasks.split(",")) if args.tasks else tuple(TASKS)
     for name in tasks:
         if name not in TASKS:
-            raise ValueError(f"task {name!r} unknown; expected some of {','.join(TASKS)}")
+            raise unknown_name("task", name, TASKS)
+    _need_matplotlib(args.plots)
     out = reproduce(args.out, args.budget, args.seed, tasks, quiet=False,
                     overwrite=args.overwrite)
     analyse(args.out, plots=args.plots)
@@ -97,9 +109,9 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("sorting", help="train the three tiny sorting transformers; accuracy, "
                          "failure search, rule agreement, circuits")
     p.add_argument("--tasks", help="comma-separated subset of causal,distinct,bidirectional")
-    p.add_argument("--budget", type=float, default=1.0,
+    p.add_argument("--budget", type=positive_float, default=1.0,
                    help="scales training steps and the failure search (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed (default 0)")
     p.add_argument("--out", default="results/sorting", help="output folder")
     p.add_argument("--overwrite", action="store_true",
                    help="retrain tasks whose results in --out were made with other settings")

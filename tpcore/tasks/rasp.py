@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpcore.errors import TpcoreError
+from tpcore.errors import TpcoreError, unknown_name
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 SPLITS = ("train", "val", "test")
@@ -210,7 +210,7 @@ def task_name(name: str) -> str:
     """Canonical task name; an unknown one raises listing the known tasks."""
     canon = ALIASES.get(name, name)
     if canon not in TASK_NAMES:
-        raise TpcoreError(f"unknown task {name!r}; expected one of {', '.join(TASK_NAMES)}")
+        raise unknown_name("task", name, TASK_NAMES)
     return canon
 
 
