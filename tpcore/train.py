@@ -82,11 +82,16 @@ class TrainResult:
 
 
 def progress(total: int, desc: str, quiet: bool) -> Any:
-    """A tqdm bar on a terminal; a no-op object when quiet or not a terminal."""
+    """A tqdm bar on a terminal; a no-op object when quiet, not a terminal, or tqdm is not
+    installed (then with a note on stderr)."""
     if quiet or not sys.stderr.isatty():
         return _NoBar()
-    from tqdm import tqdm
-
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print("tpcore: note: tqdm is not installed, so there is no progress bar (pip install "
+              "tqdm)", file=sys.stderr)
+        return _NoBar()
     return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -120,19 +121,63 @@ def save(module: Module, path: str | Path, extra: dict[str, Any] | None = None) 
 
 
 def load(path: str | Path) -> Module:
-    """Rebuild a module saved by :func:`save`, on the active backend."""
+    """Rebuild a module saved by :func:`save`, on the active backend. A malformed file raises a
+    :class:`TpcoreError` naming the file and the key."""
     path = Path(path).with_suffix(".npz")
     meta_path = path.with_suffix(".json")
     for p in (path, meta_path):
         if not p.is_file():
             raise TpcoreError(f"checkpoint file {str(p)!r} not found")
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TpcoreError(f"{meta_path}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise TpcoreError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
     for name in MODEL_MODULES:  # model classes register themselves when their module is imported
         importlib.import_module(name)
     cls = Module.registry.get(meta.get("class", ""))
     if cls is None or cls.config_class is None:
         raise TpcoreError(f"checkpoint class {meta.get('class')!r} is not a loadable tpcore model")
-    module = cls(cls.config_class(**meta["config"]))
-    with np.load(path) as f:
-        module.load_state_dict({k: get_xp().asarray(f[k]) for k in f.files})
+    config = _config(meta_path, cls.config_class, meta.get("config"))
+    try:
+        module = cls(config)
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise TpcoreError(f"{meta_path}: cannot build {cls.__name__} from its config: "
+                          f"{exc}") from None
+    try:
+        with np.load(path) as f:
+            state = {k: get_xp().asarray(f[k]) for k in f.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise TpcoreError(f"{path}: not a readable weights file ({exc})") from None
+    module.load_state_dict(state)
     return module
+
+
+SCALARS: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool,
+                                               "str": str}
+"""JSON types accepted for config fields annotated with these names."""
+
+
+def _config(meta_path: Path, config_class: Any, config: Any) -> Any:
+    """``config_class(**config)``, refusing an unknown, missing or mistyped key by name."""
+    if not isinstance(config, dict):
+        raise TpcoreError(f"{meta_path}: key 'config' must be an object, got {config!r}")
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(config) - set(fields))
+    if unknown:
+        raise TpcoreError(f"{meta_path}: config key {unknown[0]!r} is not a setting of "
+                          f"{config_class.__name__}; expected some of {', '.join(fields)}")
+    for name, f in fields.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if name not in config and required:
+            raise TpcoreError(f"{meta_path}: config key {name!r} is missing")
+    for name, value in config.items():
+        kind = SCALARS.get(str(fields[name].type))
+        if kind and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)):
+            raise TpcoreError(f"{meta_path}: config key {name!r} is {value!r}; expected "
+                              f"{fields[name].type}")
+    try:
+        return config_class(**config)
+    except (TypeError, ValueError) as exc:
+        raise TpcoreError(f"{meta_path}: config: {exc}") from None
