@@ -150,6 +150,9 @@ def load(path: str | Path) -> Module:
             state = {k: get_xp().asarray(f[k]) for k in f.files}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise TpcoreError(f"{path}: not a readable weights file ({exc})") from None
+    for k, a in state.items():
+        if a.dtype.kind in "fc" and not bool(get_xp().isfinite(a).all()):
+            raise TpcoreError(f"{path}: array {k!r} holds NaN or inf")
     module.load_state_dict(state)
     return module
 

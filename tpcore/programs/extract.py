@@ -34,6 +34,7 @@ import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.programs.ir import (
+    LIMITS,
     Classifier,
     ExpertCount,
     Head,
@@ -42,6 +43,7 @@ from tpcore.programs.ir import (
     PrefixCount,
     Program,
     Variable,
+    check_size,
     expert_values,
     numerical_range,
 )
@@ -54,20 +56,29 @@ EXPERT_SOURCE = "experts"
 of the histogram per sequence, chosen by the gate."""
 
 
+CHUNK = 2**16
+"""Input combinations an MLP is evaluated on at once (bounds the memory of a large table)."""
+
+
 def _mlp_table(m: Any, inputs: list[Variable], width: int, dtype: Any) -> np.ndarray:
-    """Output index for every combination of the inputs' values: ``(|v_a|, |v_b|)``."""
+    """Output index for every combination of the inputs' values: ``(|v_a|, |v_b|)``, at most
+    ``LIMITS.table`` of them, evaluated :data:`CHUNK` combinations at a time."""
     a, b = inputs
-    if m.kind == "categorical":
-        ia, ib = np.meshgrid(np.arange(a.size), np.arange(b.size), indexing="ij")
-        eye = np.eye(width, dtype=dtype)
-        x = np.concatenate([eye[ia.ravel()], eye[ib.ravel()]], axis=-1)
-    else:
-        va, vb = np.meshgrid(np.asarray(a.values, dtype=dtype), np.asarray(b.values, dtype=dtype),
-                             indexing="ij")
-        x = np.stack([va.ravel(), vb.ravel()], axis=-1)
-    h = np.maximum(x @ m.w1.astype(dtype) + m.b1.astype(dtype), 0)
-    z = h @ m.w2.astype(dtype) + m.b2.astype(dtype)
-    return z.argmax(axis=-1).reshape(a.size, b.size).astype(np.int64)
+    check_size(a.size * b.size, LIMITS.table, f"{m.name}: table entries")
+    w1, b1, w2, b2 = (x.astype(dtype) for x in (m.w1, m.b1, m.w2, m.b2))
+    eye = np.eye(width, dtype=dtype)
+    va, vb = (np.asarray(x.values, dtype=dtype) if m.kind == "numerical" else None
+              for x in (a, b))
+    flat = np.empty(a.size * b.size, dtype=np.int64)
+    for start in range(0, flat.size, CHUNK):
+        ia, ib = np.divmod(np.arange(start, min(start + CHUNK, flat.size)), b.size)
+        if m.kind == "categorical":
+            x = np.concatenate([eye[ia], eye[ib]], axis=-1)
+        else:
+            x = np.stack([va[ia], vb[ib]], axis=-1)
+        h = np.maximum(x @ w1 + b1, 0)
+        flat[start : start + len(ia)] = (h @ w2 + b2).argmax(axis=-1)
+    return flat.reshape(a.size, b.size)
 
 
 def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: str = "program",
@@ -90,6 +101,7 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
     if foreign:
         raise TpcoreError(f"variable {foreign[0].name!r} comes from module {foreign[0].source!r}, "
                           "which the program IR cannot express yet")
+    check_size(dp.max_len, LIMITS.max_len, "maximum length")
     n_cls = len(dp.classifier_bias)
     if len(classes) != n_cls:
         raise TpcoreError(f"model has {n_cls} classes but {len(classes)} labels were given")
@@ -115,6 +127,8 @@ def extract(model: Any, vocab: Sequence[str], classes: Sequence[str], *, name: s
                 raise TpcoreError(f"variable {x.name!r} comes from the expert gate, whose weights "
                                   "are missing: extract from the CountingProgramModel itself")
             e = ExpertCount(EXPERT_SOURCE, x.name, gate["weights"], gate["bias"], gate["dtype"])
+            check_size(len(vocab) * dp.max_len, LIMITS.gate,
+                       f"{x.name}: vocabulary times maximum length")
             v[x.name] = Variable(x.name, "numerical",
                                  expert_values(e, v["tokens"], bos, eos, pad, dp.max_len))
             modules.append(e)

@@ -13,6 +13,7 @@ both interpreter engines and the generated program (run in a child process) agre
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -55,24 +56,68 @@ def _from_run_dir(path: Path) -> Program:
 
 
 def _from_model(path: Path) -> Program:
-    """Extract the program of the model saved at ``path`` (``.npz``, beside its ``.json``)."""
+    """Extract the program of the model saved at ``path`` (``.npz``, beside its ``.json``). Both
+    are bounded by ``LIMITS.file_bytes`` (the ``.npz`` by its arrays' bytes, read from their
+    headers before any array is loaded)."""
     import tpcore.models.counting  # noqa: F401  (registers the program models for load)
     import tpcore.models.program  # noqa: F401
     from tpcore.nn.module import load
     from tpcore.programs.extract import extract
+    from tpcore.programs.ir import LIMITS, check_label, check_size, read_limited
 
     meta_path = path.with_suffix(".json")
     if not meta_path.is_file():
         raise TpcoreError(f"{path}: no {meta_path.name} beside it to name the program's values")
-    meta: dict[str, Any] = json.loads(meta_path.read_text())
-    extra = meta.get("extra", meta)
-    if "vocab" not in extra or "classes" not in extra:
+    try:
+        meta = json.loads(read_limited(meta_path, "model description"))
+    except (ValueError, RecursionError) as exc:
+        raise TpcoreError(f"{meta_path}: not JSON ({str(exc)[:200]})") from None
+    extra = meta.get("extra", meta) if isinstance(meta, dict) else None
+    if not (isinstance(extra, dict) and isinstance(extra.get("vocab"), list)
+            and isinstance(extra.get("classes"), list)):
         raise TpcoreError(f"{meta_path}: no vocab/classes to name the program's values")
-    vocab = list(extra["vocab"])
-    return extract(load(path), vocab, list(extra["classes"]),
-                   name=str(extra.get("task", "program")), bos="<s>" if "<s>" in vocab else None,
+    vocab, classes = extra["vocab"], extra["classes"]
+    try:
+        check_size(len(vocab), LIMITS.vocabulary, "vocabulary")
+        check_size(len(classes), LIMITS.classes, "classes")
+        for x in vocab + classes:
+            if not isinstance(check_label(x, "vocab/classes"), str):
+                raise TpcoreError(f"vocab/classes: {x!r} is not a string")
+    except TpcoreError as exc:
+        raise TpcoreError(f"{meta_path}: {exc}") from None
+    _check_arrays(path)
+    return extract(load(path), vocab, classes, name=str(extra.get("task", "program")),
+                   bos="<s>" if "<s>" in vocab else None,
                    eos="</s>" if "</s>" in vocab else None,
                    pad="<pad>" if "<pad>" in vocab else None)
+
+
+def _check_arrays(path: Path) -> None:
+    """Raise unless ``path`` is an ``.npz`` of numeric arrays of at most ``LIMITS.file_bytes``
+    bytes together, as their ``.npy`` headers say (nothing is loaded)."""
+    import zipfile
+
+    from tpcore.programs.ir import LIMITS
+
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version not in ((1, 0), (2, 0)):
+                        raise ValueError(f"array format version {version}")
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(f)
+                if dtype.hasobject:
+                    raise ValueError(f"array {info.filename!r} holds Python objects")
+                total += math.prod(shape) * dtype.itemsize
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise TpcoreError(f"{path}: not a saved model ({str(exc)[:200]})") from None
+    if total > LIMITS.file_bytes:
+        raise TpcoreError(f"{path}: arrays of {total:,} bytes exceed the limit of "
+                          f"{LIMITS.file_bytes:,}")
 
 
 def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples: int = 20000,
