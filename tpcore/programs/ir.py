@@ -163,12 +163,14 @@ def check_size(n: int, limit: int, what: str) -> None:
 
 
 def check_finite(a: np.ndarray, what: str) -> None:
-    """Raise naming ``what`` and the first row (first axis) holding NaN or inf."""
-    bad = ~np.isfinite(a)
+    """Raise naming ``what`` and the first row (first axis) holding NaN, inf or a magnitude
+    above ``LIMITS.number``."""
+    bad = ~(np.abs(a) <= LIMITS.number)
     if bad.any():
         row = np.argwhere(bad)[0]
         where = f" row {row[0]}" if a.ndim > 1 else f" entry {row[0]}" if a.ndim == 1 else ""
-        raise TpcoreError(f"{what}{where}: {a[tuple(row)]} is not a finite number")
+        raise TpcoreError(f"{what}{where}: {a[tuple(row)]} is not a finite number of magnitude "
+                          f"at most {LIMITS.number:.0f}")
 
 
 def read_limited(path: str | Path, what: str = "file") -> str:

@@ -601,10 +601,11 @@ def _read_weights(text: str, where: str) -> tuple[list[str], dict[tuple[str, str
         except ValueError:
             raise TpcoreError(f"{where}:{n}: weights must be numbers") from None
         key = (row[0], row[1])
-        bad = np.flatnonzero(~np.isfinite(w))
+        bad = np.flatnonzero(~(np.abs(w) <= LIMITS.number))
         if bad.size:
             raise TpcoreError(f"{where}:{n}: row {key}: weight {shorten(row[2 + bad[0]])} of "
-                              f"class {shorten(classes[bad[0]])} is not a finite number")
+                              f"class {shorten(classes[bad[0]])} is not a finite number of "
+                              f"magnitude at most {LIMITS.number:.0f}")
         if key[1] == PLACEHOLDER:
             unnamed.setdefault(key[0], []).append(n)
         elif key in weights:
