@@ -97,7 +97,7 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
-def _canon(text: str) -> str:
+def _canon(text: str) -> tuple[str, ...]:
     tree = ast.parse(text.strip("\n"))
     return _dump(tree.body[0]) if len(tree.body) == 1 else _dump(tree)
 
@@ -126,9 +126,10 @@ class _Parser:
             raise ProgramSyntaxError(f"{filename}:{exc.lineno}: not valid Python ({exc.msg})") \
                 from None
         except (RecursionError, MemoryError, ValueError) as exc:
+            hint = (f"; nesting is limited to {LIMITS.depth} levels"
+                    if isinstance(exc, RecursionError) else "")
             raise ProgramSyntaxError(f"{filename}: cannot be parsed ({type(exc).__name__}: "
-                                     f"{str(exc)[:100]}); nesting is limited to "
-                                     f"{LIMITS.depth} levels") from None
+                                     f"{str(exc)[:100]}){hint}") from None
         depth = _depth(self.tree)
         if depth > LIMITS.depth:
             raise ProgramSyntaxError(f"{filename}: nested {depth} levels deep; the limit is "
@@ -692,11 +693,13 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
     check_size(max_len, LIMITS.max_len, f"{p.file}: maximum length")
     check_size(len(p.modules) + 3, LIMITS.variables, f"{p.file}: variables")
     v: dict[str, Variable] = {}
+    total = 0
 
     def define(var: Variable) -> None:
+        nonlocal total
         v[var.name] = var
-        check_size(sum(x.size for x in v.values()), LIMITS.total_values,
-                   f"{p.file}: values of all variables")
+        total += var.size
+        check_size(total, LIMITS.total_values, f"{p.file}: values of all variables")
 
     define(Variable("tokens", "categorical", vocab))
     define(Variable("positions", "categorical", tuple(range(max_len))))
