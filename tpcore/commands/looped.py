@@ -22,6 +22,9 @@ def _load(args: argparse.Namespace):
     from tpcore.looped.program import load_csv
 
     spec = args.program
+    csv = Path(spec).suffix.lower() == ".csv"
+    if args.mem is not None and not csv:
+        raise TpcoreError(f"--mem {args.mem!r} goes with a commands CSV; {spec!r} is not one")
     if spec in EXAMPLES:
         return example(spec, args.N, args.s)
     path = Path(spec)
@@ -29,7 +32,7 @@ def _load(args: argparse.Namespace):
         raise TpcoreError(f"{unknown_name('example', spec, EXAMPLES)}, or an assembler or "
                           f"commands CSV file (there is no file {spec!r})")
     N = 8 if args.N is None else args.N
-    if path.suffix.lower() == ".csv":
+    if csv:
         if args.mem is None:
             raise TpcoreError(f"{spec} is a commands CSV; give its memory CSV with --mem")
         return load_csv(path, args.mem, s=args.s, N=N)
