@@ -81,7 +81,7 @@ def error_line(exc: BaseException) -> str:
         return "input nested too deeply to process (Python's recursion limit was reached)"
     if isinstance(exc, OSError):
         what = exc.strerror or text or type(exc).__name__
-        names = [repr(os.fsdecode(f)) for f in (exc.filename, exc.filename2) if f is not None]
+        names = [repr(str(f)) for f in (exc.filename, exc.filename2) if f is not None]
         return f"{what}: {' -> '.join(names)}" if names else what
     if isinstance(exc, OverflowError):
         return f"a number is too large: {text}"
