@@ -279,3 +279,18 @@ def test_written_files_respect_the_umask(tmp_path, umask, file_mode, dir_mode):
     assert (tmp_path / "run" / "b.txt").stat().st_mode & 0o777 == file_mode
     assert (tmp_path / "run" / RECORD).stat().st_mode & 0o777 == file_mode
     assert (tmp_path / "run").stat().st_mode & 0o777 == dir_mode
+
+
+def test_a_write_error_without_a_file_name_names_the_target(tmp_path, monkeypatch):
+    import errno
+
+    import tpcore.io
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tpcore.io.os, "replace", full_disk)
+    with pytest.raises(OSError) as info:
+        write_text(tmp_path / "metrics.json", "{}")
+    assert info.value.filename == str(tmp_path / "metrics.json")
+    assert list(tmp_path.iterdir()) == []

@@ -12,11 +12,13 @@ Host-only code (NumPy and the standard library)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
 import shutil
 import socket
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,7 +85,8 @@ def _running(pid: int) -> bool:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed to ``path``.
 
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched; an
+    ``OSError`` that names no file (a full disk, say) is given ``path`` as its file name.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +94,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -117,6 +124,29 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     """Write arrays to an ``.npz`` file atomically."""
     with atomic_open(path, "wb") as f:
         np.savez(f, **arrays)
+
+
+def npz_array_bytes(path: str | os.PathLike) -> int:
+    """Bytes of the arrays in the ``.npz`` at ``path``, as their ``.npy`` headers say (nothing is
+    loaded). Raises ``ValueError`` for a file that is not an ``.npz`` of plain numeric arrays
+    (object arrays would need pickle)."""
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version not in ((1, 0), (2, 0)):
+                        raise ValueError(f"array format version {version}")
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(f)
+                if dtype.hasobject:
+                    raise ValueError(f"array {info.filename!r} holds Python objects")
+                total += math.prod(shape) * dtype.itemsize
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not an .npz of arrays ({str(exc)[:200]})") from None
+    return total
 
 
 def json_value(obj: Any) -> Any:

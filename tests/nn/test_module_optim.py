@@ -110,3 +110,26 @@ def test_load_rebuilds_any_model_class_in_a_fresh_process(tmp_path):
     code = f"from tpcore.nn.module import load; print(type(load({str(tmp_path / 'p')!r})).__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ProgramModel"
+
+
+@pytest.mark.parametrize("field, value", [("d_model", 65536), ("vocab_size", 10**9)])
+def test_load_refuses_a_config_far_larger_than_its_weights(tmp_path, field, value):
+    import time
+
+    model = Transformer(TransformerConfig(vocab_size=5, max_len=4, d_model=8, n_heads=2))
+    save(model, tmp_path / "m.npz")
+    meta = json.loads((tmp_path / "m.json").read_text())
+    meta["config"][field] = value
+    (tmp_path / "m.json").write_text(json.dumps(meta))
+    start = time.perf_counter()
+    with pytest.raises(TpcoreError, match="describes about .* bytes of parameters"):
+        load(tmp_path / "m.npz")
+    assert time.perf_counter() - start < 2.0
+
+
+def test_load_refuses_an_npz_of_python_objects(tmp_path):
+    model = Transformer(TransformerConfig(vocab_size=5, max_len=4, d_model=8, n_heads=2))
+    save(model, tmp_path / "m.npz")
+    np.savez(tmp_path / "m.npz", tok_emb=np.array([object()], dtype=object))
+    with pytest.raises(TpcoreError, match="Python objects"):
+        load(tmp_path / "m.npz")

@@ -99,6 +99,20 @@ class ProgramConfig:
         """Cardinality of MLP outputs (and learned embedding variables)."""
         return self.k or self.width
 
+    def n_parameters(self) -> int:
+        """An upper bound on the number of parameters (every layer counted with the last
+        layer's ``m`` categorical and ``p`` numerical variables): per layer the read gates,
+        the ``d x d`` predicates and the MLPs' weights; the learned embeddings; the
+        classifier over all ``m`` one-hots of width ``d`` and ``p`` scalars."""
+        d, k, L, D = self.width, self.out_k, self.n_layers, self.d_mlp
+        hc, hn, mc, mn = self.n_cat_heads, self.n_num_heads, self.n_cat_mlps, self.n_num_mlps
+        m, p = 2 + self.n_embed_vars + L * (hc + mc + mn), 1 + L * hn
+        layer = ((3 * hc + 2 * hn) * m + hn * p + (hc + hn) * d * d + 2 * mc * (m + hc)
+                 + 2 * mn * (p + hn) + mc * (2 * d * D + D + D * k + k)
+                 + mn * (3 * D + D * k + k))
+        return (L * layer + self.vocab_size * self.n_embed_vars * k
+                + (m * d + p + 1) * self.n_classes)
+
 
 @dataclass(frozen=True)
 class VarSpec:

@@ -124,9 +124,10 @@ class LearnConfig:
         V, N = self.task_size()
         d, D, L = max(V, N), self.d_mlp, self.n_layers
         hc, hn, mc, mn = self.n_cat_heads, self.n_num_heads, self.n_cat_mlps, self.n_num_mlps
-        m, p = 2 + L * (hc + mc + mn), 1 + L * hn
-        params = (L * ((hc + hn) * d * d + (3 * hc + 2 * hn) * m + hn * p + 2 * mc * (m + hc)
-                       + 2 * mn * (p + hn) + (mc + mn) * (3 * d + 3) * D) + (m * d + p) * d)
+        m = 2 + L * (hc + mc + mn)
+        params = ProgramConfig(vocab_size=V, max_len=N, n_classes=d, n_layers=L, n_cat_heads=hc,
+                               n_num_heads=hn, n_cat_mlps=mc, n_num_mlps=mn,
+                               d_mlp=D).n_parameters()
         batch = min(max(self.batch_size, EVAL_BATCH), self.n_samples)
         per_token = 2 * m * d + L * ((hc + hn) * 4 * N + (3 * hc + 2 * hn) * d
                                      + (mc + mn) * (3 * d + 2 * D))

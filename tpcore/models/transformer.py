@@ -72,6 +72,15 @@ class TransformerConfig:
             raise TpcoreError(f"dropout {self.dropout} must be in [0, 1)")
 
 
+    def n_parameters(self) -> int:
+        """An upper bound on the number of parameters: embeddings, per block the four ``d x d``
+        attention maps, the MLP and the layer norms, the readout."""
+        d, D, L = self.d_model, self.d_mlp, self.n_layers
+        classes = self.n_classes or self.vocab_size
+        block = 4 * d * d + 4 * d + 4 * d + (0 if self.attn_only else 2 * d * D + D + d)
+        return (self.vocab_size + self.max_len) * d + L * block + 2 * d + (d + 1) * classes
+
+
 def sinusoidal_positions(n: int, d: int, xp: Any, dtype: Any) -> Array:
     """``P[p, 2i] = sin(p / 10000^(2i/d))``, ``P[p, 2i+1] = cos(...)``; shape ``(n, d)``."""
     pos = xp.arange(n, dtype="float64")[:, None]

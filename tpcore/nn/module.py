@@ -20,7 +20,8 @@ import numpy as np
 
 from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.io import write_json, write_npz
+from tpcore.io import npz_array_bytes, write_json, write_npz
+from tpcore.limits import check_memory
 
 MODEL_MODULES = ("tpcore.models.transformer", "tpcore.models.program", "tpcore.models.counting",
                  "tpcore.models.pooled")
@@ -140,6 +141,7 @@ def load(path: str | Path) -> Module:
     if cls is None or cls.config_class is None:
         raise TpcoreError(f"checkpoint class {meta.get('class')!r} is not a loadable tpcore model")
     config = _config(meta_path, cls.config_class, meta.get("config"))
+    _check_size(path, config)
     try:
         module = cls(config)
     except (TypeError, ValueError, KeyError, IndexError) as exc:
@@ -155,6 +157,24 @@ def load(path: str | Path) -> Module:
             raise TpcoreError(f"{path}: array {k!r} holds NaN or inf")
     module.load_state_dict(state)
     return module
+
+
+def _check_size(path: Path, config: Any) -> None:
+    """Refuse, before anything is built, weights whose headers describe more than the machine's
+    memory, and a config that describes far more parameters (``config.n_parameters()``, an
+    upper bound, where the config has one) than the weights file holds."""
+    try:
+        stored = npz_array_bytes(path)
+    except ValueError as exc:
+        raise TpcoreError(str(exc)) from None
+    check_memory(stored, f"{path}")
+    count = getattr(config, "n_parameters", None)
+    if count is None:
+        return
+    implied = count() * np.dtype(getattr(config, "dtype", "float32")).itemsize
+    if implied > 2 * stored + 2**20:
+        raise TpcoreError(f"{path.with_suffix('.json')}: its config describes about "
+                          f"{implied:,} bytes of parameters but {path.name} holds {stored:,}")
 
 
 SCALARS: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool,

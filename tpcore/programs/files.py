@@ -13,7 +13,6 @@ both interpreter engines and the generated program (run in a child process) agre
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -95,26 +94,13 @@ def _from_model(path: Path) -> Program:
 def _check_arrays(path: Path) -> None:
     """Raise unless ``path`` is an ``.npz`` of numeric arrays of at most ``LIMITS.file_bytes``
     bytes together, as their ``.npy`` headers say (nothing is loaded)."""
-    import zipfile
-
+    from tpcore.io import npz_array_bytes
     from tpcore.programs.ir import LIMITS
 
-    total = 0
     try:
-        with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                with z.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    if version not in ((1, 0), (2, 0)):
-                        raise ValueError(f"array format version {version}")
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                            else np.lib.format.read_array_header_2_0)
-                    shape, _, dtype = read(f)
-                if dtype.hasobject:
-                    raise ValueError(f"array {info.filename!r} holds Python objects")
-                total += math.prod(shape) * dtype.itemsize
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise TpcoreError(f"{path}: not a saved model ({str(exc)[:200]})") from None
+        total = npz_array_bytes(path)
+    except ValueError as exc:
+        raise TpcoreError(f"{path}: not a saved model ({exc})") from None
     if total > LIMITS.file_bytes:
         raise TpcoreError(f"{path}: arrays of {total:,} bytes exceed the limit of "
                           f"{LIMITS.file_bytes:,}")
