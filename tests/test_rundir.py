@@ -294,3 +294,10 @@ def test_a_write_error_without_a_file_name_names_the_target(tmp_path, monkeypatc
         write_text(tmp_path / "metrics.json", "{}")
     assert info.value.filename == str(tmp_path / "metrics.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_out_dot_writes_the_run_into_the_empty_current_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["learn", "sort", "--epochs", "1", "--n-samples", "200", "--layers", "1",
+                 "--quiet", "--out", "."]) == 0
+    assert (tmp_path / RECORD).is_file() and (tmp_path / "program" / "sort.py").is_file()

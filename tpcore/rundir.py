@@ -115,6 +115,8 @@ class RunDir:
     def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False,
                  legacy: Callable[[Path], dict[str, Any] | None] | None = None) -> None:
         self.path = Path(path)
+        if self.path.name in ("", ".."):  # "." or "..": name the folder itself
+            self.path = Path(os.path.abspath(self.path))
         self.config = json_value(config)
         self.overwrite = overwrite
         self.legacy = legacy
