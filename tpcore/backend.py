@@ -9,7 +9,10 @@ The backend is chosen by ``set_backend("numpy" | "cupy")`` or, before the first 
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -142,10 +145,6 @@ def blas_threads(n: int) -> int | None:
     time waiting, so training and the tests run single-threaded (``OPENBLAS_NUM_THREADS=1``
     does the same when set before NumPy loads).
     """
-    import ctypes
-    import re
-    from pathlib import Path
-
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
