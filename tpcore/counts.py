@@ -100,31 +100,7 @@ def length_rule(w: np.ndarray, b: np.ndarray, framing: dict[int, int], content: 
     return rule
 
 
-def rule_text(rule: dict[int, str | None]) -> list[str]:
-    """A :func:`length_rule` as comment text, one line per run of consecutive lengths with one
-    choice, e.g. ``1..6 content tokens: always token_count``."""
-    spans: list[list[Any]] = []
-    for length, choice in rule.items():
-        if spans and spans[-1][2] == choice and spans[-1][1] == length - 1:
-            spans[-1][1] = length
-        else:
-            spans.append([length, length, choice])
-    lines = []
-    for lo, hi, choice in spans:
-        what = (f"always {choice}" if choice is not None
-                else "expert = argmax(W @ hist + b), depends on the input")
-        lines.append(f"{lo if lo == hi else f'{lo}..{hi}'} content tokens: {what}")
-    return lines
-
-
 def only_expert(rule: dict[int, str | None]) -> str | None:
     """The expert a :func:`length_rule` fixes at every length, or None."""
     choices = set(rule.values())
     return choices.pop() if len(choices) == 1 else None
-
-
-EXPERT_CODE = {"total_count": "len(tokens)", "token_count": "hist[tokens[t]]",
-               "most_frequent": "int(hist[tokens[t]] == max(hist.values()))",
-               "seen_once": "int(hist[tokens[t]] == 1)",
-               "relative_frequency": "hist[tokens[t]] / len(tokens)"}
-"""Each expert as a Python expression (``hist``: counts of the non-padding tokens)."""

@@ -28,15 +28,7 @@ from typing import Any
 import numpy as np
 
 from tpcore.backend import get_xp, to_host
-from tpcore.counts import (
-    EXPERT_CODE,
-    EXPERTS,
-    expert_features,
-    length_rule,
-    only_expert,
-    prefix_counts,
-    rule_text,
-)
+from tpcore.counts import EXPERTS, expert_features, length_rule, only_expert, prefix_counts
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
 from tpcore.models.program import (
@@ -46,6 +38,7 @@ from tpcore.models.program import (
     StreamExtension,
 )
 from tpcore.nn.module import Parameter
+from tpcore.programs.codegen import EXPERT_CODE, rule_text
 
 Array = Any
 class PrefixSumCounts(StreamExtension):

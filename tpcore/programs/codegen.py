@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.counts import EXPERT_CODE, EXPERTS, only_expert, rule_text
+from tpcore.counts import EXPERTS, only_expert
 from tpcore.errors import TpcoreError
 from tpcore.programs import library
 from tpcore.programs.analysis import reachable
@@ -45,6 +45,11 @@ from tpcore.programs.ir import (
 
 WIDTH = 88
 STYLES = ("tpcore", "published")
+EXPERT_CODE = {"total_count": "len(tokens)", "token_count": "hist[tokens[t]]",
+               "most_frequent": "int(hist[tokens[t]] == max(hist.values()))",
+               "seen_once": "int(hist[tokens[t]] == 1)",
+               "relative_frequency": "hist[tokens[t]] / len(tokens)"}
+"""Each counting expert as a Python expression (``hist``: counts of the non-padding tokens)."""
 
 
 def literal(x: Label) -> str:
@@ -67,6 +72,23 @@ def _singular(name: str) -> str:
     """``name`` without a trailing ``s`` (an argument name), unless that leaves no name."""
     short = name[:-1] if name.endswith("s") else name
     return short if short.isidentifier() and not keyword.iskeyword(short) else name
+
+
+def rule_text(rule: dict[int, str | None]) -> list[str]:
+    """A :func:`tpcore.counts.length_rule` as comment text, one line per run of consecutive
+    lengths with one choice, e.g. ``1..6 content tokens: always token_count``."""
+    spans: list[list[Any]] = []
+    for length, choice in rule.items():
+        if spans and spans[-1][2] == choice and spans[-1][1] == length - 1:
+            spans[-1][1] = length
+        else:
+            spans.append([length, length, choice])
+    lines = []
+    for lo, hi, choice in spans:
+        what = (f"always {choice}" if choice is not None
+                else "expert = argmax(W @ hist + b), depends on the input")
+        lines.append(f"{lo if lo == hi else f'{lo}..{hi}'} content tokens: {what}")
+    return lines
 
 
 def _wrap(indent: int, head: str, items: list[str], tail: str, sep: str = ", ") -> list[str]:
