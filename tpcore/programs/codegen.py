@@ -70,7 +70,7 @@ def _doc(text: str) -> str:
 
 def _singular(name: str) -> str:
     """``name`` without a trailing ``s`` (an argument name), unless that leaves no name."""
-    short = name[:-1] if name.endswith("s") else name
+    short = library.stem(name)
     return short if short.isidentifier() and not keyword.iskeyword(short) else name
 
 
@@ -159,12 +159,12 @@ class _Writer:
         """Published style: the classifier-score boilerplate line(s) for ``var``."""
         if self.style != "published":
             return []
-        stem = var[:-1] if var.endswith("s") else var
+        frame = library.scores_name(var)
         if self.p.variables[var].kind == "numerical":
-            return [f"    {stem}_scores = classifier_weights.loc[",
+            return [f"    {frame} = classifier_weights.loc[",
                     f'        [("{var}", "_") for v in {var}]',
                     f"    ].mul({var}, axis=0)"]
-        return _wrap(4, f"{stem}_scores = classifier_weights.loc[",
+        return _wrap(4, f"{frame} = classifier_weights.loc[",
                      [f'[("{var}", str(v)) for v in {var}]'], "]", sep="")
 
     def head(self, h: Head) -> list[str]:
@@ -321,7 +321,7 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
             body += w.mlp(m)
     feats = list(p.classifier.features)
     if style == "published":
-        frames = [f"{f[:-1] if f.endswith('s') else f}_scores" for f in feats]
+        frames = [library.scores_name(f) for f in feats]
         body += ["    feature_logits = pd.concat(",
                  "        [",
                  "            df.reset_index()",

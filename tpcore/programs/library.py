@@ -143,6 +143,17 @@ def aggregate_sum(attention, values):
 '''
 
 
+def stem(name: str) -> str:
+    """``name`` without a trailing ``s`` (``tokens`` -> ``token``): what generated code names
+    an argument or a classifier-score frame after a variable."""
+    return name[:-1] if name.endswith("s") else name
+
+
+def scores_name(var: str) -> str:
+    """The published format's classifier-score frame of variable ``var`` (``token_scores``)."""
+    return f"{stem(var)}_scores"
+
+
 def _keys(causal: bool) -> str:
     return "keys[: i + 1]" if causal else "keys"
 

@@ -360,8 +360,7 @@ class _Parser:
     def score_line(self, node: ast.Assign, name: str) -> None:
         self.set_style("published", node)
         for var in sorted(self.defined):
-            stem = var[:-1] if var.endswith("s") else var
-            if f"{stem}_scores" != name:
+            if library.scores_name(var) != name:
                 continue
             cat = f'{name} = classifier_weights.loc[[("{var}", str(v)) for v in {var}]]'
             num = (f'{name} = classifier_weights.loc[[("{var}", "_") for v in {var}]]'
