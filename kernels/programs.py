@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from tpcore.kernels.program_opcodes import CAT_HEAD, EXPERT_COUNT, MLP, PREFIX_COUNT
 
 ONE = np.uint64(1)
 DEBRUIJN = np.uint64(0x03F79D71B4CA8B09)
@@ -175,7 +176,7 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, nu
         visible_all = (ONE << np.uint64(length)) - ONE if length < 64 else ~np.uint64(0)
         for o in range(ops.shape[0]):
             kind, a, bb, c, dst, off, stride, flag = ops[o]
-            if kind == 3:  # prefix count of token a (values 0 .. max_len - 1: index = count)
+            if kind == PREFIX_COUNT:  # of token a; values 0 .. max_len - 1, so index = count
                 count = 0
                 for i in range(length):
                     num[dst, i] = count
@@ -183,13 +184,13 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, nu
                     if cat[inputs[0], i] == a:
                         count += 1
                 continue
-            if kind == 4:  # expert count: gate parameters at fparams[a:], stride tokens
+            if kind == EXPERT_COUNT:  # gate parameters at fparams[a:], stride tokens
                 _expert_count(fparams, a, stride, flag, cat[inputs[0]], length, hist, num[dst])
                 for i in range(length):
                     numi[dst, i] = _num_index(num_vals, num_off, num_size, num_lo, dst,
                                               num[dst, i])
                 continue
-            if kind == 2:
+            if kind == MLP:
                 for i in range(length):
                     if flag:
                         idx = numi[a, i]
@@ -209,7 +210,7 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, nu
                 if target >= 0:
                     visible = ((ONE << np.uint64(i)) << ONE) - ONE if causal else visible_all
                     m = masks[cat_off[bb] + target] & visible
-                if kind == 0:
+                if kind == CAT_HEAD:
                     cat[dst, i] = cat[c, _attend(m, i, flag)]
                 else:
                     if c == inputs[2]:
@@ -227,7 +228,7 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, nu
                         k = np.int64(s - lo)
                         ok = (k == s - lo) & (k >= 0) & (k < num_size[dst])
                         numi[dst, i] = k if ok else np.int64(-1)
-            if kind == 0:
+            if kind == CAT_HEAD:
                 _index_masks(cat, masks, cat_off, dst, length)
         for i in range(length):
             for t in range(n_cls):

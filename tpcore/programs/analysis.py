@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.programs.interpret import encode, evaluate
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 
 
@@ -110,8 +111,6 @@ def contributions(program: Program, tokens: list[str], position: int) -> list[di
     the feature's score for the predicted class (largest first); a numerical feature's score is
     its row times its value.
     """
-    from tpcore.programs.interpret import encode, evaluate
-
     ids, lengths = encode(program, [tokens])
     if not 0 <= position < len(tokens):
         raise ValueError(f"position {position} outside 0 .. {len(tokens) - 1}")

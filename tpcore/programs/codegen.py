@@ -30,6 +30,7 @@ import numpy as np
 
 from tpcore.counts import EXPERTS, only_expert
 from tpcore.errors import TpcoreError
+from tpcore.io import write_text
 from tpcore.programs import library
 from tpcore.programs.analysis import reachable
 from tpcore.programs.ir import (
@@ -432,8 +433,6 @@ def write(program: Program, path: str | Path, style: str = "tpcore",
     """Write ``NAME.py`` and ``NAME_weights.csv`` atomically; ``path`` is the ``.py`` file or a
     folder (then ``<folder>/<program name>.py``, which must resolve to a file inside it).
     Returns both paths."""
-    from tpcore.io import write_text
-
     path = Path(path)
     if path.suffix != ".py":
         folder, path = path, path / f"{check_name(program.name, 'program name')}.py"

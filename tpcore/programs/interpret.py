@@ -213,10 +213,11 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     """Flatten ``program`` into the arrays the numba kernel reads (host, NumPy).
 
     Variables get slots in two stores (categorical, numerical) in definition order. ``ops`` rows:
-    ``(type, a, b, c, out, param_offset, stride, flag)`` with type 0 categorical head, 1 numerical
-    head, 2 MLP, 3 prefix count (``a``: the token's index), 4 expert count (``a``: offset of
-    its ``W`` (row-major) then ``b`` in ``fparams``, ``stride``: the number of tokens, ``flag``
-    1 when relative frequencies are divided in float32); for heads ``a, b, c`` are query,
+    ``(opcode, a, b, c, out, param_offset, stride, flag)`` with the module's opcode
+    (:mod:`tpcore.kernels.program_opcodes`); for a prefix count ``a`` is the token's index; for
+    an expert count ``a`` is the offset of its ``W`` (row-major) then ``b`` in ``fparams``,
+    ``stride`` the number of tokens and ``flag``
+    1 when relative frequencies are divided in float32; for heads ``a, b, c`` are query,
     key, value slots, ``param`` the predicate and ``flag`` the rule (1: published); for MLPs
     ``a, b`` are input slots (``b = -1`` for one input), ``c`` the default, ``param`` the flat
     table, ``stride`` the second input's size and ``flag``
@@ -240,20 +241,20 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     for m in program.modules:
         if isinstance(m, PrefixCount):
             p = np.zeros(0, dtype=np.int64)
-            op = [3, program.tokens.index(m.token), -1, -1, slot[m.output], offset, 0, 0]
+            op = [m.opcode, program.tokens.index(m.token), -1, -1, slot[m.output], offset, 0, 0]
         elif isinstance(m, ExpertCount):
             p = np.zeros(0, dtype=np.int64)
-            op = [4, sum(f.size for f in fparams), -1, -1, slot[m.output], offset,
+            op = [m.opcode, sum(f.size for f in fparams), -1, -1, slot[m.output], offset,
                   m.weights.shape[1], int(m.dtype == "float32")]
             fparams.append(np.concatenate([m.weights.ravel(), m.bias]))
         elif isinstance(m, Head):
             p = m.predicate
-            op = [0 if m.kind == "categorical" else 1, slot[m.query], slot[m.key], slot[m.value],
+            op = [m.opcode, slot[m.query], slot[m.key], slot[m.value],
                   slot[m.output], offset, 0, int(m.rule == "published")]
         else:
             p = m.table.ravel()
             two = len(m.inputs) == 2
-            op = [2, slot[m.inputs[0]], slot[m.inputs[1]] if two else -1, m.default,
+            op = [m.opcode, slot[m.inputs[0]], slot[m.inputs[1]] if two else -1, m.default,
                   slot[m.output], offset, v[m.inputs[1]].size if two else 1,
                   int(m.kind == "numerical")]
         params.append(p.astype(np.int64))

@@ -68,6 +68,8 @@ import numpy as np
 
 from tpcore.counts import EXPERTS, length_rule
 from tpcore.errors import TpcoreError
+from tpcore.io import write_json
+from tpcore.kernels import program_opcodes as op
 
 FORMAT = "tpcore-program"
 VERSION = 1
@@ -236,6 +238,12 @@ class Head:
     def reads(self) -> tuple[str, ...]:
         return (self.query, self.key, self.value)
 
+    @property
+    def opcode(self) -> int:
+        """The kernel's opcode of this kind of module (:mod:`tpcore.kernels.program_opcodes`;
+        the other module kinds name theirs as a class attribute)."""
+        return op.CAT_HEAD if self.kind == "categorical" else op.NUM_HEAD
+
 
 @dataclass
 class Mlp:
@@ -247,6 +255,8 @@ class Mlp:
     output: str
     table: np.ndarray
     default: int
+
+    opcode = op.MLP
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -261,6 +271,7 @@ class PrefixCount:
     token: str
     output: str
     kind: str = "numerical"
+    opcode = op.PREFIX_COUNT
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -279,6 +290,7 @@ class ExpertCount:
     bias: np.ndarray
     dtype: str = "float32"
     kind: str = "numerical"
+    opcode = op.EXPERT_COUNT
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -757,8 +769,6 @@ def _module(md: Any, i: int, b: _Builder, numerical: dict[str, Any],
 
 def save(p: Program, path: str | Path) -> None:
     """Write ``p`` as JSON atomically."""
-    from tpcore.io import write_json
-
     write_json(path, to_dict(p))
 
 
