@@ -122,7 +122,7 @@ def test_every_tour_command_has_an_entry():
 
 
 def test_tour_task_list_is_the_known_tasks():
-    from tpcore.tasks.rasp import TASK_NAMES
+    from tpcore.tasks.registry import TASK_NAMES
 
     listed = re.search(r"\(tasks: ([^)]*)\)", " ".join(
         line.split("#", 1)[1] for line in tour_block().splitlines() if "#" in line))

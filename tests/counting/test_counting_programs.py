@@ -12,7 +12,7 @@ from tpcore.models.counting import CountingConfig, CountingProgramModel, variant
 from tpcore.programs import codegen, extract, ir, library
 from tpcore.programs import interpret as it
 from tpcore.programs.files import agreement
-from tpcore.tasks.rasp import make_task
+from tpcore.tasks.registry import make_task
 
 TASK = make_task("hist", vocab_size=6, max_len=8, n_samples=600, seed=0)
 A, B, C, D = (TASK.vocab.index(t) for t in "abcd")

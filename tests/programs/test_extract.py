@@ -152,7 +152,7 @@ def test_learn_run_fidelity_all_engines(tmp_path):
 def test_task_accuracy_of_program_equals_models(task_name):
     """``evaluate_on_task`` on an extracted (untrained) program gives the model's accuracy."""
     from tpcore.programs.files import evaluate_on_task
-    from tpcore.tasks.rasp import make_task
+    from tpcore.tasks.registry import make_task
 
     task = make_task(task_name, n_samples=300)
     cfg = ProgramConfig(vocab_size=len(task.vocab), max_len=task.max_len,

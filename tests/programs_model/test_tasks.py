@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
-from tpcore.tasks.rasp import TASK_NAMES, make_task
+from tpcore.tasks.registry import TASK_NAMES, make_task
 
 
 def _reference(name, x):

@@ -66,7 +66,7 @@ def config_from_args(args: argparse.Namespace, **arch: int):
     from tpcore.cli import NLP_LEARN_TASKS
     from tpcore.errors import unknown_name
     from tpcore.models.program_train import LearnConfig
-    from tpcore.tasks.rasp import ALIASES, TASK_NAMES, task_name
+    from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
 
     if args.task not in (*TASK_NAMES, *ALIASES):
         raise unknown_name("task", args.task, (*TASK_NAMES, *NLP_LEARN_TASKS))
@@ -133,7 +133,7 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
 
 def run_table1(args: argparse.Namespace) -> int:
     from tpcore.experiments.table1 import TASKS, run, table
-    from tpcore.tasks.rasp import task_name
+    from tpcore.tasks.registry import task_name
 
     tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else TASKS
     result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler, args.seeds,

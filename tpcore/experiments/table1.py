@@ -24,7 +24,7 @@ from typing import Any
 from tpcore.errors import TpcoreError
 from tpcore.models.program_sweep import PAPER_GRID, grid, sweep
 from tpcore.models.program_train import LearnConfig
-from tpcore.tasks.rasp import DEFAULTS
+from tpcore.tasks.registry import DEFAULTS
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2", "induction")
 PAPER = {"reverse": 99.79, "hist": 100.0, "double_hist": 98.40, "sort": 99.83,

@@ -30,7 +30,7 @@ from tpcore.rundir import RunDir
 from tpcore.train import Batch, StepContext
 
 if TYPE_CHECKING:
-    from tpcore.tasks.rasp import TaskData
+    from tpcore.tasks.data import TaskData
 
 EVAL_BATCH = 1024
 """Sequences per evaluation forward (bounds peak memory)."""
@@ -47,7 +47,7 @@ class LearnConfig:
     ``samples``: Gumbel samples averaged per step; ``init_std``: standard deviation of the initial
     gate and predicate logits; ``eval_every``: epochs between validation
     evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0: the task's
-    default, see :func:`tpcore.tasks.rasp.make_task`)."""
+    default, see :func:`tpcore.tasks.registry.make_task`)."""
 
     task: str = "sort"
     n_layers: int = 3
@@ -106,7 +106,7 @@ class LearnConfig:
 
     def task_size(self) -> tuple[int, int]:
         """``(vocab_size, max_len)`` with the task's defaults in place of 0."""
-        from tpcore.tasks.rasp import DEFAULTS, task_name
+        from tpcore.tasks.registry import DEFAULTS, task_name
 
         dv, dn = DEFAULTS.get(task_name(self.task), (8, 8))
         return self.vocab_size or dv, self.max_len or dn
@@ -137,7 +137,7 @@ class LearnConfig:
 
 def make_data(cfg: LearnConfig) -> TaskData:
     """The task's splits for ``cfg`` (seeded by ``data_seed``)."""
-    from tpcore.tasks.rasp import make_task
+    from tpcore.tasks.registry import make_task
 
     return make_task(cfg.task, cfg.vocab_size or None, cfg.max_len or None, cfg.n_samples,
                      cfg.data_seed, cfg.min_len)

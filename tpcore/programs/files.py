@@ -115,7 +115,7 @@ def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples
     programs work too.
     """
     from tpcore.programs.interpret import run_ids
-    from tpcore.tasks.rasp import make_task, special_tokens
+    from tpcore.tasks.registry import make_task, special_tokens
 
     framing = {program.bos, program.eos, program.pad} - {None}
     content = [t for t in program.tokens.values if t not in framing]

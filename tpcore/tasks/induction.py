@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.tasks.rasp import BOS, PAD, TaskData, split, unique_rows
+from tpcore.tasks.data import BOS, PAD, TaskData, split, unique_rows
 
 LETTERS, NUMBERS = ("a", "b", "c", "d"), ("0", "1", "2", "3")
 UNK = "unk"

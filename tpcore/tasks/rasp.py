@@ -29,73 +29,16 @@ with uniform tokens (Weiss et al.'s bias).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpcore.errors import TpcoreError, unknown_name
-
-PAD, BOS, EOS = "<pad>", "<s>", "</s>"
-SPLITS = ("train", "val", "test")
-Split = dict[str, np.ndarray]
-
-
-@dataclass
-class TaskData:
-    """A generated task. ``vocab[i]`` is the string of token id ``i`` (id 0 is ``<pad>``);
-    ``classes[c]`` the label of output class ``c``; ``splits[name]`` holds ``tokens``,
-    ``targets`` (class ids, 0 where masked), ``mask`` (positions with a target) and ``pad``
-    (padding positions), all ``(S, T)``; ``max_len = T``."""
-
-    name: str
-    vocab: tuple[str, ...]
-    classes: tuple[str, ...]
-    causal: bool
-    max_len: int
-    splits: dict[str, Split] = field(default_factory=dict)
-    params: dict = field(default_factory=dict)
-
-    @property
-    def eos(self) -> str | None:
-        return EOS if EOS in self.vocab else None
-
-    def encode(self, words: list[str]) -> np.ndarray:
-        """Token ids of ``words`` (framing tokens included); unknown words raise naming them."""
-        index = {w: i for i, w in enumerate(self.vocab)}
-        bad = [w for w in words if w not in index]
-        if bad:
-            raise TpcoreError(f"token {bad[0]!r} is not in the {self.name} vocabulary {self.vocab}")
-        if len(words) > self.max_len:
-            raise TpcoreError(f"sequence of length {len(words)} exceeds max_len {self.max_len}")
-        return np.array([index[w] for w in words])
+from tpcore.errors import TpcoreError
+from tpcore.tasks.data import BOS, EOS, PAD, TaskData, split, unique_rows
 
 
 def letters(n: int) -> list[str]:
     """``a, b, ...`` for up to 26 symbols, else ``t0, t1, ...``."""
     return [chr(ord("a") + i) for i in range(n)] if n <= 26 else [f"t{i}" for i in range(n)]
-
-
-def unique_rows(sample: Callable[[np.random.Generator, int], np.ndarray], n: int,
-                gen: np.random.Generator, what: str) -> np.ndarray:
-    """Up to ``n`` distinct rows, drawing batches from ``sample(gen, size)`` (rows of ints, ``-1``
-    = padding) until ``n`` are unique or ``5 n`` rows have been drawn (then all the distinct ones
-    found); the first ``n`` distinct rows in draw order, returned shuffled. Shuffling matters:
-    frequent strings (short ones) come first in draw order, and :func:`split` cuts the rows in
-    order. Raises if fewer than ``n / 2`` are found: the space is too small."""
-    rows = np.zeros((0, 0), dtype=np.int64)
-    drawn = 0
-    while len(rows) < n and drawn < 5 * n:
-        size = min(max(2 * (n - len(rows)), 64), 5 * n - drawn)
-        new = sample(gen, size)
-        drawn += size
-        rows = new if rows.size == 0 else np.concatenate([rows, new])
-        _, first = np.unique(rows, axis=0, return_index=True)
-        rows = rows[np.sort(first)]
-    if 2 * len(rows) < n:
-        raise TpcoreError(f"cannot draw {n} distinct {what} inputs (only {len(rows)} found in "
-                          f"{drawn} draws); lower n_samples or raise vocab_size / max_len")
-    rows = rows[:n]
-    return rows[gen.permutation(len(rows))]
 
 
 def uniform_strings(v: int, min_len: int, max_len: int) -> Callable:
@@ -199,28 +142,8 @@ RaspFn = Callable[[np.ndarray, int], tuple[np.ndarray, list[str]]]
 RASP: dict[str, RaspFn] = {"reverse": _reverse, "hist": _hist, "double_hist": _double_hist,
                            "sort": _sort, "most_freq": _most_freq}
 DYCK = {"dyck1": 1, "dyck2": 2}
-ALIASES = {"double-hist": "double_hist", "hist2": "double_hist", "most-freq": "most_freq",
-           "dyck-1": "dyck1", "dyck-2": "dyck2", "in-context": "induction"}
-TASK_NAMES = (*RASP, *DYCK, "induction")
-DEFAULTS = {"dyck1": (2, 16), "dyck2": (4, 16), "induction": (8, 10)}
-"""``(vocab_size, max_len)`` where the paper's small scale differs from ``(8, 8)``."""
-
-
-def task_name(name: str) -> str:
-    """Canonical task name; an unknown one raises listing the known tasks."""
-    canon = ALIASES.get(name, name)
-    if canon not in TASK_NAMES:
-        raise unknown_name("task", name, TASK_NAMES)
-    return canon
-
-
-def split(data: dict[str, np.ndarray], n: int, fractions: tuple[float, float] = (0.8, 0.1)
-          ) -> dict[str, Split]:
-    """First 80 % train, next 10 % validation, rest test (rows must already be in random order,
-    as :func:`unique_rows` returns them)."""
-    a, b = int(n * fractions[0]), int(n * (fractions[0] + fractions[1]))
-    return {name: {k: v[lo:hi] for k, v in data.items()}
-            for name, (lo, hi) in zip(SPLITS, ((0, a), (a, b), (b, n)))}
+EOS_TASKS = ("sort", "reverse")
+"""The tasks whose inputs end with ``</s>``."""
 
 
 def frame(x: np.ndarray, y: np.ndarray, eos: bool) -> dict[str, np.ndarray]:
@@ -242,23 +165,16 @@ def frame(x: np.ndarray, y: np.ndarray, eos: bool) -> dict[str, np.ndarray]:
 
 
 def special_tokens(name: str) -> list[str]:
-    """The token ids a task uses besides its content symbols: ``<pad>``, ``<s>`` and, for
+    """The token ids task ``name`` uses besides its content symbols: ``<pad>``, ``<s>`` and, for
     ``sort`` and ``reverse``, ``</s>``."""
-    return [PAD, BOS, EOS] if task_name(name) in ("sort", "reverse") else [PAD, BOS]
+    return [PAD, BOS, EOS] if name in EOS_TASKS else [PAD, BOS]
 
 
-def make_task(name: str, vocab_size: int | None = None, max_len: int | None = None,
-              n_samples: int = 20000, seed: int = 0, min_len: int = 1) -> TaskData:
-    """Generate task ``name`` (see :data:`TASK_NAMES`) with the paper's sizes: ``vocab_size``
-    token ids and ``max_len`` positions, special tokens and framing included (see the module
-    docstring; Dyck: the bracket pairs are fixed and ``vocab_size`` is ignored)."""
-    name = task_name(name)
-    dv, dn = DEFAULTS.get(name, (8, 8))
-    vocab_size, max_len = vocab_size or dv, max_len or dn
-    if name == "induction":
-        from tpcore.tasks.induction import make_induction
-
-        return make_induction(n_samples=n_samples, length=max_len, seed=seed)
+def make_rasp(name: str, vocab_size: int, max_len: int, n_samples: int, seed: int,
+              min_len: int) -> TaskData:
+    """Generate the RASP or Dyck task ``name`` with ``vocab_size`` token ids and ``max_len``
+    positions, special tokens and framing included (see the module docstring; Dyck: the bracket
+    pairs are fixed and ``vocab_size`` is ignored)."""
     specials = special_tokens(name)
     eos = EOS in specials
     v, n = vocab_size - len(specials), max_len - 1 - eos
