@@ -43,6 +43,40 @@ from tpcore.nn.relax import gumbel_noise
 Array = Any
 
 
+@dataclass(frozen=True)
+class AttnGateLayout:
+    """The rows of a layer's ``attn_gates``: the query, key and value gates of the ``cat_heads``
+    categorical heads, then the query and key gates of the ``num_heads`` numerical heads (their
+    value gates read the numerical stream: ``value_gates``)."""
+
+    cat_heads: int
+    num_heads: int
+
+    @property
+    def rows(self) -> int:
+        return 3 * self.cat_heads + 2 * self.num_heads
+
+    @property
+    def cat_query(self) -> slice:
+        return slice(0, self.cat_heads)
+
+    @property
+    def cat_key(self) -> slice:
+        return slice(self.cat_heads, 2 * self.cat_heads)
+
+    @property
+    def cat_value(self) -> slice:
+        return slice(2 * self.cat_heads, 3 * self.cat_heads)
+
+    @property
+    def num_query(self) -> slice:
+        return slice(3 * self.cat_heads, 3 * self.cat_heads + self.num_heads)
+
+    @property
+    def num_key(self) -> slice:
+        return slice(3 * self.cat_heads + self.num_heads, self.rows)
+
+
 @dataclass
 class ProgramConfig:
     """Hyper-parameters of a Transformer Program.
@@ -99,6 +133,11 @@ class ProgramConfig:
         """Cardinality of MLP outputs (and learned embedding variables)."""
         return self.k or self.width
 
+    @property
+    def attn_layout(self) -> AttnGateLayout:
+        """The rows of each layer's ``attn_gates``."""
+        return AttnGateLayout(self.n_cat_heads, self.n_num_heads)
+
     def n_parameters(self) -> int:
         """An upper bound on the number of parameters (every layer counted with the last
         layer's ``m`` categorical and ``p`` numerical variables): per layer the read gates,
@@ -107,7 +146,7 @@ class ProgramConfig:
         d, k, L, D = self.width, self.out_k, self.n_layers, self.d_mlp
         hc, hn, mc, mn = self.n_cat_heads, self.n_num_heads, self.n_cat_mlps, self.n_num_mlps
         m, p = 2 + self.n_embed_vars + L * (hc + mc + mn), 1 + L * hn
-        layer = ((3 * hc + 2 * hn) * m + hn * p + (hc + hn) * d * d + 2 * mc * (m + hc)
+        layer = (self.attn_layout.rows * m + hn * p + (hc + hn) * d * d + 2 * mc * (m + hc)
                  + 2 * mn * (p + hn) + mc * (2 * d * D + D + D * k + k)
                  + mn * (3 * D + D * k + k))
         return (L * layer + self.vocab_size * self.n_embed_vars * k
@@ -195,8 +234,8 @@ class DiscreteProgram:
 class ProgramLayer(Module):
     """One layer's parameters (all logits of relaxed choices, plus MLP weights).
 
-    ``attn_gates: (3 Hc + 2 Hn, m)``: query, key, value gates of the categorical heads, then
-    query, key gates of the numerical heads, over the ``m`` categorical variables before the layer;
+    ``attn_gates: (3 Hc + 2 Hn, m)`` over the ``m`` categorical variables before the layer, rows
+    as :class:`AttnGateLayout` orders them;
     ``value_gates: (Hn, p)`` over the ``p`` numerical variables; ``cat_pred: (Hc, d, d)``,
     ``num_pred: (Hn, d, d)`` predicate logits (one categorical distribution per row);
     ``mlp_gates: (2 Mc, m + Hc)`` (first inputs of all MLPs, then second inputs) and
@@ -217,7 +256,7 @@ class ProgramLayer(Module):
             bound = 1.0 / math.sqrt(fan_in)
             return Parameter(xp.asarray(gen.uniform(-bound, bound, shape), dtype=dt))
 
-        self.attn_gates = normal(3 * hc + 2 * hn, m)
+        self.attn_gates = normal(cfg.attn_layout.rows, m)
         self.value_gates = normal(hn, p)
         self.cat_pred = normal(hc, d, d)
         self.num_pred = normal(hn, d, d)
@@ -408,10 +447,11 @@ class ProgramModel(Module):
         c["pi_attn"], c["attn_gates"] = ops.sample(layer.attn_gates.data,
                                                    noise(layer.attn_gates.shape), tau)
         r = ops.read_forward(x[:m], c["pi_attn"])
+        rows = cfg.attn_layout
         if hc:
             pred, c["cat_pred"] = ops.sample(layer.cat_pred.data, noise(layer.cat_pred.shape), tau)
             x[m:m + hc], c["cat_attn"] = ops.cat_attention_forward(
-                r[:hc], r[hc:2 * hc], r[2 * hc:3 * hc], pred, mask, bias,
+                r[rows.cat_query], r[rows.cat_key], r[rows.cat_value], pred, mask, bias,
                 noise((hc, b, n, n)), tau)
         if hn:
             c["pi_value"], c["value_gates"] = ops.sample(layer.value_gates.data,
@@ -419,7 +459,7 @@ class ProgramModel(Module):
             v = ops.read_forward(xn[:p], c["pi_value"])
             pred, c["num_pred"] = ops.sample(layer.num_pred.data, noise(layer.num_pred.shape), tau)
             xn[p:p + hn], c["num_attn"] = ops.num_attention_forward(
-                r[3 * hc:3 * hc + hn], r[3 * hc + hn:], v, pred, mask)
+                r[rows.num_query], r[rows.num_key], v, pred, mask)
         m, p = m + hc, p + hn
         if mc:
             c["pi_mlp"], c["mlp_gates"] = ops.sample(layer.mlp_gates.data,
@@ -501,17 +541,18 @@ class ProgramModel(Module):
             dxr, dpi = ops.read_backward(dr, x[:ma], c["pi_mlp"])
             dx[:ma] += dxr
             layer.mlp_gates.accumulate(ops.sample_backward(dpi, c["mlp_gates"]))
-        dr = get_xp().zeros((3 * hc + 2 * hn, b, n, d), dtype=dx.dtype)
+        rows = cfg.attn_layout
+        dr = get_xp().zeros((rows.rows, b, n, d), dtype=dx.dtype)
         if hn:
             dq, dk, dv, dpred = ops.num_attention_backward(dxn[p:pa], c["num_attn"])
-            dr[3 * hc:3 * hc + hn], dr[3 * hc + hn:] = dq, dk
+            dr[rows.num_query], dr[rows.num_key] = dq, dk
             layer.num_pred.accumulate(ops.sample_backward(dpred, c["num_pred"]))
             dxr, dpi = ops.read_backward(dv, xn[:p], c["pi_value"])
             dxn[:p] += dxr
             layer.value_gates.accumulate(ops.sample_backward(dpi, c["value_gates"]))
         if hc:
             dq, dk, dv, dpred = ops.cat_attention_backward(dx[m:ma], c["cat_attn"])
-            dr[:hc], dr[hc:2 * hc], dr[2 * hc:3 * hc] = dq, dk, dv
+            dr[rows.cat_query], dr[rows.cat_key], dr[rows.cat_value] = dq, dk, dv
             layer.cat_pred.accumulate(ops.sample_backward(dpred, c["cat_pred"]))
         dxr, dpi = ops.read_backward(dr, x[:m], c["pi_attn"])
         dx[:m] += dxr
@@ -529,20 +570,22 @@ class ProgramModel(Module):
         def host(p: Parameter) -> np.ndarray:
             return np.asarray(to_host(p.data), dtype=np.float64)
 
+        rows = cfg.attn_layout
         modules: list[DiscreteHead | DiscreteMlp] = []
         for li, layer in enumerate(self.layers):
             g = host(layer.attn_gates).argmax(axis=1)
+            q, k, v = g[rows.cat_query], g[rows.cat_key], g[rows.cat_value]
+            nq, nk = g[rows.num_query], g[rows.num_key]
             vg = host(layer.value_gates).argmax(axis=1)
             cp, npred = host(layer.cat_pred).argmax(-1), host(layer.num_pred).argmax(-1)
             for h in range(hc):
                 modules.append(DiscreteHead(
-                    f"attn_{li}_{h}", "categorical", li, cat[g[h]], cat[g[hc + h]],
-                    cat[g[2 * hc + h]], f"attn_{li}_{h}_outputs", cp[h]))
+                    f"attn_{li}_{h}", "categorical", li, cat[q[h]], cat[k[h]], cat[v[h]],
+                    f"attn_{li}_{h}_outputs", cp[h]))
             for h in range(hn):
                 modules.append(DiscreteHead(
-                    f"num_attn_{li}_{h}", "numerical", li, cat[g[3 * hc + h]],
-                    cat[g[3 * hc + hn + h]], num[vg[h]], f"num_attn_{li}_{h}_outputs",
-                    npred[h]))
+                    f"num_attn_{li}_{h}", "numerical", li, cat[nq[h]], cat[nk[h]], num[vg[h]],
+                    f"num_attn_{li}_{h}_outputs", npred[h]))
             mg, ng = host(layer.mlp_gates).argmax(axis=1), host(layer.num_mlp_gates).argmax(axis=1)
             for i in range(mc):
                 modules.append(DiscreteMlp(

@@ -24,7 +24,7 @@ import numpy as np
 
 from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError
-from tpcore.models.program import ProgramConfig, ProgramModel
+from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
 from tpcore.rundir import RunDir
 from tpcore.train import Batch, StepContext
@@ -129,7 +129,7 @@ class LearnConfig:
                                n_num_heads=hn, n_cat_mlps=mc, n_num_mlps=mn,
                                d_mlp=D).n_parameters()
         batch = min(max(self.batch_size, EVAL_BATCH), self.n_samples)
-        per_token = 2 * m * d + L * ((hc + hn) * 4 * N + (3 * hc + 2 * hn) * d
+        per_token = 2 * m * d + L * ((hc + hn) * 4 * N + AttnGateLayout(hc, hn).rows * d
                                      + (mc + mn) * (3 * d + 2 * D))
         data = self.n_samples * N * (64 + 2 * V)
         return 4 * 4 * params + 2 * 4 * batch * N * per_token + data
