@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
+from tpcore.models import extract
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
-from tpcore.programs import codegen, extract, ir, library
+from tpcore.programs import codegen, ir, library
 from tpcore.programs import interpret as it
 from tpcore.programs.files import agreement
 from tpcore.tasks.registry import make_task
@@ -193,7 +194,7 @@ def test_discrete_program_carries_the_gate():
     model = _model("experts", "input")
     dp = model.discrete()
     assert ir.to_dict(_extract(dp)) == ir.to_dict(_extract(model))
-    del dp.meta["expert_gate"]
+    dp.extensions.clear()
     with pytest.raises(TpcoreError, match="expert_count.*weights are missing"):
         _extract(dp)
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tpcore.models import extract
 from tpcore.models.program import ProgramConfig, ProgramModel
-from tpcore.programs import codegen, extract
+from tpcore.programs import codegen
 from tpcore.programs import interpret as it
 
 VOCAB = ["<pad>", "<s>", "a", "b", "c", "d"]
@@ -95,13 +96,17 @@ def test_extract_checks_labels():
 
 
 def test_unsupported_stream_modules_are_named():
-    from tpcore.models.counting import CountingConfig, CountingProgramModel, PrefixSumCounts
+    from tpcore.models.counting import CountingConfig, CountingProgramModel
+    from tpcore.models.program import StreamExtension
+
+    class Opaque(StreamExtension):
+        """Counts with no program form (no ``program_modules``)."""
+
+        name, outputs = "unknown", ("prefix_count_0",)
 
     class Unknown(CountingProgramModel):
         def make_extensions(self):
-            ext = PrefixSumCounts(self.config.vocab_size)
-            ext.name = "unknown"
-            return [ext]
+            return [Opaque()]
 
     cfg = CountingConfig(vocab_size=6, max_len=6, n_classes=7)
     with pytest.raises(ValueError, match="prefix_count_0.*unknown"):

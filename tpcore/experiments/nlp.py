@@ -249,7 +249,7 @@ def unigram_ner(data: NerData) -> dict[str, Any]:
 
 def extract_program(model: Any, vocab: Vocab, classes: list[str], name: str) -> Any:
     """The program IR of a trained (per-token) Transformer Program."""
-    from tpcore.programs.extract import extract
+    from tpcore.models.extract import extract
 
     inner = getattr(model, "inner", model)
     return extract(inner, vocab.words, classes, name=name, bos=BOS, eos=EOS, pad=PAD)

@@ -22,6 +22,7 @@ never counted and its features are 0).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,16 +32,14 @@ from tpcore.backend import get_xp, to_host
 from tpcore.counts import EXPERTS, expert_features, length_rule, only_expert, prefix_counts
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
-from tpcore.models.program import (
-    DiscreteProgram,
-    ProgramConfig,
-    ProgramModel,
-    StreamExtension,
-)
+from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
 from tpcore.nn.module import Parameter
+from tpcore.programs import ir
 from tpcore.programs.codegen import EXPERT_CODE, rule_text
 
 Array = Any
+
+
 class PrefixSumCounts(StreamExtension):
     """Per-position counts of each token id strictly before the position (no parameters)."""
 
@@ -56,6 +55,10 @@ class PrefixSumCounts(StreamExtension):
 
     def backward(self, dvalues: Array, cache: None) -> None:
         """No parameters and integer inputs: nothing to accumulate."""
+
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+        """A prefix count of token ``vocab[v]`` for each ``prefix_count_{v}``."""
+        return [ir.PrefixCount(out, vocab[v], out) for v, out in enumerate(self.outputs)]
 
 
 class SparseExpertCountingNetwork(StreamExtension):
@@ -103,6 +106,11 @@ class SparseExpertCountingNetwork(StreamExtension):
         dz = ops.sample_backward(dalpha, gate)
         self.w.accumulate(dz.T @ h)
         self.b.accumulate(dz.sum(axis=0))
+
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+        """The discrete gate as an expert-count module: ``W``, ``b`` (:meth:`host_gate`) and
+        the float type relative frequencies are divided in."""
+        return [ir.ExpertCount(self.name, self.outputs[0], *self.host_gate(), self.dtype)]
 
 
 @dataclass
@@ -165,17 +173,6 @@ class CountingProgramModel(ProgramModel):
     def expert_network(self) -> SparseExpertCountingNetwork | None:
         return next((e for e in self.extensions
                      if isinstance(e, SparseExpertCountingNetwork)), None)
-
-    def discrete(self) -> DiscreteProgram:
-        """:meth:`ProgramModel.discrete`, plus the expert gate in ``meta["expert_gate"]``
-        (``weights: (5, V)``, ``bias: (5,)`` host float64, and the model's float ``dtype``) when
-        the model has one."""
-        dp = super().discrete()
-        net = self.expert_network
-        if net is not None:
-            w, b = net.host_gate()
-            dp.meta["expert_gate"] = {"weights": w, "bias": b, "dtype": net.dtype}
-        return dp
 
 
 def framing_and_content(vocab: list[str] | tuple[str, ...]) -> tuple[dict[int, int], list[int]]:

@@ -29,6 +29,7 @@ reads. Exact semantics of every module: ``tpcore/models/program_ops.py``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
 from tpcore.nn.module import Module, Parameter
 from tpcore.nn.relax import gumbel_noise
+from tpcore.programs import ir
 
 Array = Any
 
@@ -198,16 +200,20 @@ class DiscreteMlp:
     w2: np.ndarray
     b2: np.ndarray
 
-    def lookup(self, a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
+    def lookup(self, a: np.ndarray, b: np.ndarray, width: int,
+               dtype: Any = "float64") -> np.ndarray:
         """Output indices for input values ``a, b`` (indices of categorical inputs, numbers of
-        numerical ones), any equal shapes; ``width`` = ``d`` for categorical inputs."""
+        numerical ones), any equal shapes; ``width`` = ``d`` for categorical inputs. Computed in
+        the float type ``dtype`` (the model's, for outputs equal to its own)."""
+        w1, b1, w2, b2 = (x.astype(dtype) for x in (self.w1, self.b1, self.w2, self.b2))
         a, b = np.asarray(a), np.asarray(b)
         if self.kind == "categorical":
-            x = np.concatenate([np.eye(width)[a], np.eye(width)[b]], axis=-1)
+            eye = np.eye(width, dtype=dtype)
+            x = np.concatenate([eye[a], eye[b]], axis=-1)
         else:
-            x = np.stack([a, b], axis=-1).astype(np.float64)
-        h = np.maximum(x @ self.w1 + self.b1, 0.0)
-        return np.argmax(h @ self.w2 + self.b2, axis=-1)
+            x = np.stack([a, b], axis=-1).astype(dtype)
+        h = np.maximum(x @ w1 + b1, 0)
+        return np.argmax(h @ w2 + b2, axis=-1)
 
 
 @dataclass
@@ -217,7 +223,8 @@ class DiscreteProgram:
     embedding table when present (``embedding[v, i]``: value of variable ``embed_i`` for token
     ``v``) and the classifier ``logits = bias + sum_f W_f[value of f]`` (categorical ``f``,
     ``W_f: (width_f, C)``) ``+ W_f[0] * f`` (numerical, ``W_f: (1, C)``); masked classes never
-    win."""
+    win. ``extensions``: the model's stream extensions, which describe their own program
+    modules (:meth:`StreamExtension.program_modules`)."""
 
     variables: list[VarSpec]
     modules: list[DiscreteHead | DiscreteMlp]
@@ -228,7 +235,7 @@ class DiscreteProgram:
     causal: bool
     max_len: int
     embedding: np.ndarray | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    extensions: list[StreamExtension] = field(default_factory=list)
 
 
 class ProgramLayer(Module):
@@ -292,6 +299,12 @@ class StreamExtension(Module):
 
     def backward(self, dvalues: Array, cache: Any) -> None:
         raise NotImplementedError
+
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+        """The program IR modules that compute ``outputs`` in the discrete mode (one per output,
+        host copies of any parameters), token ids named by ``vocab``."""
+        raise TpcoreError(f"variable {self.outputs[0]!r} comes from module {self.name!r}, which "
+                          "the program IR cannot express yet")
 
 
 class ProgramModel(Module):
@@ -606,4 +619,5 @@ class ProgramModel(Module):
                                else w[d * m_all + v.slot][None])
         emb = host(self.embedding).argmax(-1) if cfg.n_embed_vars else None
         return DiscreteProgram(list(self.variables), modules, weights, host(self.b_out),
-                               cfg.masked_classes, d, cfg.causal, cfg.max_len, emb)
+                               cfg.masked_classes, d, cfg.causal, cfg.max_len, emb,
+                               list(self.extensions))

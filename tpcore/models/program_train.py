@@ -210,8 +210,8 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
 def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
     """Extract the program, write ``program.json`` and ``program/<task>.py`` (+ weights CSV),
     and measure its agreement with the discrete model on the test split."""
+    from tpcore.models.extract import extract
     from tpcore.programs import codegen, ir
-    from tpcore.programs.extract import extract
     from tpcore.programs.interpret import run_ids
 
     prog = extract(model, task.vocab, task.classes, name=task.name, bos="<s>", eos=task.eos,

@@ -60,8 +60,8 @@ def _from_model(path: Path) -> Program:
     headers before any array is loaded)."""
     import tpcore.models.counting  # noqa: F401  (registers the program models for load)
     import tpcore.models.program  # noqa: F401
+    from tpcore.models.extract import extract
     from tpcore.nn.module import load
-    from tpcore.programs.extract import extract
     from tpcore.programs.ir import LIMITS, check_label, check_size, read_limited
 
     meta_path = path.with_suffix(".json")

@@ -749,19 +749,19 @@ def _module(md: Any, i: int, b: _Builder, numerical: dict[str, Any],
         table = np.asarray([ov.index(x) for x in entries], dtype=np.int64).reshape(shape)
         return Mlp(name, kind, tuple(x.name for x in inputs), out, table,
                    ov.index(_need(md, "default", name)))
+    tok = b.variables["tokens"]
     if mtype == "prefix_count":
-        b.add(out, "numerical", tuple(range(max_len)))
-        return PrefixCount(name, _need(md, "token", name, str), out)
+        m = PrefixCount(name, _need(md, "token", name, str), out)
+        b.add(out, "numerical", count_values(m, tok, *framing, max_len))
+        return m
     if mtype == "expert_count":
-        tok = b.variables["tokens"]
         gate_w, gate_b = _need(md, "weights", name, dict), _need(md, "bias", name, dict)
         rows = [[_need(_need(gate_w, e, name, dict), t, name) for t in tok.values]
                 for e in EXPERTS]
         m = ExpertCount(name, out, _numbers(rows, f"{name} gate weights", 2),
                         _numbers([_need(gate_b, e, name) for e in EXPERTS], f"{name} gate bias",
                                  1), _need(md, "dtype", name, str))
-        _validate_gate(m, tok.size, max_len)
-        b.add(out, "numerical", expert_values(m, tok, *framing, max_len))
+        b.add(out, "numerical", count_values(m, tok, *framing, max_len))
         return m
     _fail(f"module {i}", f"type {shorten(mtype)}; expected 'head', 'mlp', 'prefix_count' or "
           "'expert_count'")
@@ -798,6 +798,17 @@ def numerical_range(value: Variable, max_len: int) -> tuple[int, ...]:
     lo, hi = min(0, max_len * int(min(value.values))), max(0, max_len * int(max(value.values)))
     check_size(hi - lo + 1, LIMITS.values, f"sums of {value.name!r} over {max_len} positions")
     return tuple(range(lo, hi + 1))
+
+
+def count_values(m: PrefixCount | ExpertCount, tokens: Variable, bos: str | None,
+                 eos: str | None, pad: str | None, max_len: int) -> tuple[int | float, ...]:
+    """The values of the output of a module that reads only the tokens, on framed inputs of at
+    most ``max_len`` tokens: a prefix count's ``0 .. max_len - 1``; an expert gate's
+    :func:`expert_values`, once its shapes and size are checked."""
+    if isinstance(m, PrefixCount):
+        return tuple(range(max_len))
+    _validate_gate(m, tokens.size, max_len)
+    return expert_values(m, tokens, bos, eos, pad, max_len)
 
 
 def expert_rule(m: ExpertCount, tokens: Variable, bos: str | None, eos: str | None,
