@@ -10,7 +10,7 @@ shared by several agents: compare rows of one run, absolute figures are noisy.
 import numpy as np
 import pytest
 
-from tpcore.looped import functions as F
+from tpcore.fleq.blocks import block_layers, matmul_block, run_block
 
 D, BATCH = 8, 1000
 
@@ -28,9 +28,9 @@ def test_matmul_block_throughput(benchmark, operands, variant):
         out = benchmark(lambda: np.swapaxes(A, 1, 2) @ B)
     else:
         sym = variant == "symmetric"
-        blk = F.matmul_block(D, 3 * D, c=1e-5 if sym else 1e-7, symmetric=sym)
-        layers = F.block_layers(blk)
-        out = benchmark(F.run_block, blk, A, B, layers=layers)
+        blk = matmul_block(D, 3 * D, c=1e-5 if sym else 1e-7, symmetric=sym)
+        layers = block_layers(blk)
+        out = benchmark(run_block, blk, A, B, layers=layers)
     err = np.abs(np.asarray(out) - np.swapaxes(A, 1, 2) @ B).max()
     assert err < 1e-6
     benchmark.extra_info["products_per_s"] = BATCH / benchmark.stats.stats.mean

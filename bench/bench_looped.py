@@ -22,11 +22,12 @@ import time
 
 import numpy as np
 import pytest
-from tpcore.kernels.subleq import run_batch, run_batch_reference
+from tpcore.kernels.subleq import run_batch
 
 from tpcore.looped.compiled import compile_layers, forward_compiled
-from tpcore.looped.examples import random_program
-from tpcore.looped.machine import build, punchcard
+from tpcore.subleq.examples import random_program
+from tpcore.subleq.interpret import run_batch_reference
+from tpcore.subleq.machine import build, punchcard
 
 
 def _random_programs(B, m, k, N=8, seed=0):

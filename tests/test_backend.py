@@ -12,7 +12,7 @@ from tpcore import backend
 from tpcore.errors import BackendError
 
 ROOT = Path(tpcore.__file__).parent
-COMPUTE_FOLDERS = ("nn", "models", "looped")
+COMPUTE_FOLDERS = ("nn", "models", "looped", "subleq", "fleq")
 NUMPY_NAMES = {"np", "numpy"}
 
 

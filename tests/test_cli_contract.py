@@ -20,7 +20,7 @@ import pytest
 import tpcore.io
 from tpcore.cli import main
 from tpcore.errors import TpcoreError
-from tpcore.looped.examples import multiply
+from tpcore.subleq.examples import multiply
 
 REPO = Path(__file__).resolve().parents[1]
 CAUSAL = REPO / "results" / "sorting" / "causal"

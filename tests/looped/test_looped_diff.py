@@ -3,9 +3,9 @@
 import numpy as np
 
 from tpcore.looped.diff import loop_backward, loop_forward, weight_arrays, with_weights
-from tpcore.looped.examples import example
-from tpcore.looped.machine import build, punchcard
 from tpcore.nn.gradcheck import assert_gradients, random_like
+from tpcore.subleq.examples import example
+from tpcore.subleq.machine import build, punchcard
 
 
 def test_loop_backward_matches_finite_differences():

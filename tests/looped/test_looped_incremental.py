@@ -3,13 +3,13 @@ output cannot change) == full, parallel == serial, both == the NumPy sparse path
 
 import numpy as np
 import pytest
-from tpcore.kernels.subleq import run_sparse
+from tpcore.kernels.looped import run_sparse
 
 from tpcore.looped.compiled import compile_layers, forward_compiled
-from tpcore.looped.examples import random_program
 from tpcore.looped.layer import layer_forward_sparse
-from tpcore.looped.machine import build, decode_memory, decode_pc, punchcard
-from tpcore.looped.program import Program
+from tpcore.subleq.examples import random_program
+from tpcore.subleq.machine import build, decode_memory, decode_pc, punchcard
+from tpcore.subleq.program import SubleqProgram
 
 EPS_SOFT = 1e-9
 
@@ -49,8 +49,10 @@ def test_incremental_equals_full_and_numpy(lam):
 
 def test_pass_change_is_reported_and_zero_at_the_fixed_point():
     """``run_sparse`` returns max |X_T - X_(T-1)| per program: > 0 while running, 0 at EOF."""
-    halting = Program(np.array([[2, 2, 7], [1, 1, 7], [4, 3, 7]]), np.array([0, 3, 0, 0]), 1, 5)
-    looping = Program(np.array([[1, 2, 5], [1, 1, 5], [4, 3, 7]]), np.array([1, 3, 0, 0]), 1, 5)
+    halting = SubleqProgram(np.array([[2, 2, 7], [1, 1, 7], [4, 3, 7]]), np.array([0, 3, 0, 0]),
+                            1, 5)
+    looping = SubleqProgram(np.array([[1, 2, 5], [1, 1, 5], [4, 3, 7]]), np.array([1, 3, 0, 0]),
+                            1, 5)
     X = np.stack([punchcard(halting), punchcard(looping)])
     M = build(halting.layout)
     C = compile_layers(M.layers)

@@ -6,7 +6,7 @@ import pytest
 from tpcore.looped.layer import (
     SCOPE_GLOBAL,
     SCOPE_LOCAL,
-    Head,
+    AttentionHead,
     Layer,
     hardmax_columns,
     layer_backward,
@@ -17,8 +17,10 @@ from tpcore.nn.gradcheck import assert_gradients, random_like
 
 
 def _layer(rng, d=5, k=3, h=7, n_heads=2, lam=1.3):
-    heads = tuple(Head(rng.standard_normal((k, d)) * 0.5, rng.standard_normal((k, d)) * 0.5,
-                       rng.standard_normal((d, d)) * 0.5, lam + 0.4 * i) for i in range(n_heads))
+    heads = tuple(AttentionHead(rng.standard_normal((k, d)) * 0.5,
+                                rng.standard_normal((k, d)) * 0.5,
+                                rng.standard_normal((d, d)) * 0.5, lam + 0.4 * i)
+                  for i in range(n_heads))
     return Layer(heads, rng.standard_normal((h, d)), rng.standard_normal(h),
                  rng.standard_normal((d, h)), rng.standard_normal(d))
 
@@ -115,7 +117,7 @@ def test_sparse_path_matches_dense(hard):
     X[:, :bits, :g] = np.sign(rng.standard_normal((2, bits, g)))   # scratch queries: any code
     sel = np.eye(d)[:bits]
     base = _layer(rng, d=d, h=6, n_heads=1)
-    head = Head(sel, sel, base.heads[0].V, lam)
+    head = AttentionHead(sel, sel, base.heads[0].V, lam)
     W1 = base.W1.copy()
     W1[1, bits] = W1[2, bits] = 0.0
     W1[1, bits + 1] = 100.0                       # unit 1 only fires where row bits+1 > 0

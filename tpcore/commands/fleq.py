@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 
 from tpcore.commands.options import nonnegative_int
+from tpcore.experiments.fleq import reproduce
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from tpcore.experiments.fleq import reproduce
-
     print(reproduce(args.budget, args.out, args.seed))
     return 0
 

@@ -10,17 +10,30 @@ memory CSV with header ``mem``), ``--s`` and ``--N``.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
-from tpcore.commands.options import nonnegative_float, nonnegative_int, positive_float, positive_int
+import numpy as np
+
+from tpcore.backend import get_xp
+from tpcore.commands.options import (
+    has_module,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
+from tpcore.errors import TpcoreError, missing_package, unknown_name
+from tpcore.experiments.looped import reproduce
+from tpcore.limits import check_memory
+from tpcore.subleq.asm import assemble
+from tpcore.subleq.examples import EXAMPLES, example
+from tpcore.subleq.interpret import interpret
+from tpcore.subleq.machine import build, decode_memory, execute, punchcard
+from tpcore.subleq.program import SubleqProgram, load_csv
 
 
-def _load(args: argparse.Namespace):
-    from tpcore.errors import TpcoreError, unknown_name
-    from tpcore.looped.asm import assemble
-    from tpcore.looped.examples import EXAMPLES, example
-    from tpcore.looped.program import load_csv
-
+def _load(args: argparse.Namespace) -> SubleqProgram:
     spec = args.program
     csv = Path(spec).suffix.lower() == ".csv"
     if args.mem is not None and not csv:
@@ -39,27 +52,16 @@ def _load(args: argparse.Namespace):
     return assemble(path.read_text(encoding="utf-8"), N=N, s=args.s)
 
 
-def _cell_names(program) -> dict[int, str]:
+def _cell_names(program: SubleqProgram) -> dict[int, str]:
     return {col - program.s: name for name, col in program.names.items()}
 
 
-def _fmt_mem(program, mem) -> str:
+def _fmt_mem(program: SubleqProgram, mem: np.ndarray) -> str:
     names = _cell_names(program)
     return "  ".join(f"{names.get(i, program.s + i)}={int(v)}" for i, v in enumerate(mem))
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
-    import numpy as np_module
-
-    from tpcore.backend import get_xp
-    from tpcore.commands.options import has_module
-    from tpcore.errors import missing_package
-    from tpcore.limits import check_memory
-    from tpcore.looped.interpret import interpret
-    from tpcore.looped.machine import build, decode_memory, execute, punchcard
-
     if args.kernel and not has_module("numba"):
         raise missing_package("numba", "--kernel")
     program = _load(args)
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                  f"looped run {args.program} (s={lo.s}, m={lo.m}, {lo.k} instructions, N={lo.N}: "
                  f"X is {lo.d} x {lo.n}; trace of up to {args.max_steps} steps)")
     trace = interpret(program, max_steps=args.max_steps)
-    xp = np_module if args.kernel else get_xp()       # the numba kernel runs on the host
+    xp = np if args.kernel else get_xp()       # the numba kernel runs on the host
     machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap, xp=xp)
     t0 = time.perf_counter()
     path = "kernel" if args.kernel else args.sparse
@@ -102,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from tpcore.experiments.looped import reproduce
-
     summary = reproduce(budget=args.budget, out=args.out, seed=args.seed)
     print(summary)
     return 0

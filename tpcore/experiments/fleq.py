@@ -16,6 +16,7 @@ Host-side orchestration (NumPy data); the constructions run on the backend.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,17 @@ import numpy as np
 
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
+from tpcore.fleq import applications as AP
+from tpcore.fleq.blocks import (
+    DEFAULT_GATE,
+    combine_block,
+    matmul_block,
+    run_block,
+    sigmoid_block,
+    transpose_block,
+)
+from tpcore.fleq.fits import fit_sigmoids
 from tpcore.io import write_json, write_text
-from tpcore.looped import applications as AP
-from tpcore.looped import functions as F
 from tpcore.rundir import check_out_dir
 
 C_GRID = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
@@ -50,15 +59,15 @@ def matmul_study(seed: int, d: int = 8) -> dict[str, Any]:
     for sym in (False, True):
         for name, dt in DTYPES.items():
             for c in C_GRID:
-                blk = F.matmul_block(d, 3 * d, c=c, C=30.0, symmetric=sym)
-                err = _relerr(F.run_block(blk, A, B, dtype=dt), ref)
+                blk = matmul_block(d, 3 * d, c=c, C=30.0, symmetric=sym)
+                err = _relerr(run_block(blk, A, B, dtype=dt), ref)
                 out["vs_c"].append({"symmetric": sym, "dtype": name, "c": c, "C": 30.0,
                                     "error": err})
             best = min((r for r in out["vs_c"] if r["symmetric"] == sym and r["dtype"] == name),
                        key=lambda r: r["error"])
             for C in BIG_C_GRID:
-                blk = F.matmul_block(d, 3 * d, c=best["c"], C=C, symmetric=sym)
-                err = _relerr(F.run_block(blk, A, B, dtype=dt), ref)
+                blk = matmul_block(d, 3 * d, c=best["c"], C=C, symmetric=sym)
+                err = _relerr(run_block(blk, A, B, dtype=dt), ref)
                 out["vs_C"].append({"symmetric": sym, "dtype": name, "c": best["c"], "C": C,
                                     "error": err})
     return out
@@ -71,15 +80,14 @@ def lambda_study(seed: int, d: int = 4) -> list[dict[str, Any]]:
     A, B = rng.uniform(-1, 1, (d, d)), rng.uniform(-1, 1, (d, d))
     s = 3 * d + d * d
     rows = []
-    for gate in (F.GATE, 100.0):
+    for gate in (DEFAULT_GATE, 100.0):
         for name, dt in DTYPES.items():
             for lam in LAM_GRID:
-                with F.gate_constant(gate):
-                    add_blk = F.combine_block(d, s, 1.0, 1.0, lam)
-                    tr_blk = F.transpose_block(d, s, lam)
+                add_blk = combine_block(d, s, 1.0, 1.0, lam, gate=gate)
+                tr_blk = transpose_block(d, s, lam, gate=gate)
                 rows.append({"dtype": name, "lam": lam, "gate": gate,
-                             "add": _relerr(F.run_block(add_blk, A, B, dtype=dt), A + B),
-                             "transpose": _relerr(F.run_block(tr_blk, A, dtype=dt), A.T)})
+                             "add": _relerr(run_block(add_blk, A, B, dtype=dt), A + B),
+                             "transpose": _relerr(run_block(tr_blk, A, dtype=dt), A.T)})
     return rows
 
 
@@ -94,16 +102,16 @@ def sigmoid_study(grid: list[int]) -> list[dict[str, Any]]:
         for kind in ("lstsq", "lemma"):
             for m in grid:
                 if kind == "lstsq":
-                    fit = F.fit_sigmoids(f, lo, hi, m)
+                    fit = fit_sigmoids(f, lo, hi, m)
                 else:
                     key = "inv" if fn == "inv" else "sqrt"
                     fit = AP.calculator_fits(m, lo=0.5, hi=4.0, kind="lemma")[key][0]
                 row = {"function": fn, "kind": kind, "m": m, "terms": fit.m,
                        "fit_error": float(np.abs(fit(xs) - f(xs)).max() / np.abs(f(xs)).min())}
                 d = 16
-                blk = F.sigmoid_block(d, 3 * d, [fit])
+                blk = sigmoid_block(d, 3 * d, [fit])
                 for name, dt in DTYPES.items():
-                    y = F.run_block(blk, pts, np.ones((1, 1)), dtype=dt)[0]
+                    y = run_block(blk, pts, np.ones((1, 1)), dtype=dt)[0]
                     row[f"block_{name}"] = _relerr(y, f(pts[0]))
                 rows.append(row)
     return rows
@@ -164,9 +172,9 @@ def application_study(budget: str, seed: int) -> dict[str, Any]:
                        "rel_error_vs_numpy_newton": _val(r, "rel_error_vs_numpy_newton"),
                        "rel_error_vs_inv": _val(r, "rel_error_vs_inv")})
     r32 = _try(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32))
-    with F.gate_constant(100.0):
-        r32g = _try(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2), dtype=np.float32))
-        r64g = _try(lambda: AP.newton_inverse(A, T, best))
+    r32g = _try(lambda: AP.newton_inverse(A, T, AP.Constants(c=1e-2, gate=100.0),
+                                          dtype=np.float32))
+    r64g = _try(lambda: AP.newton_inverse(A, T, replace(best, gate=100.0)))
     ok = next(r for r in raw if "broken" not in r)
     i_best = settings.index((True, best.c, best.lam))
     res["newton_inverse"] = {"d": d, "T": T, "runs": newton, "stats": _stats(raw, i_best),
@@ -242,7 +250,8 @@ def _markdown(res: dict[str, Any]) -> str:
           "transpose f32, C = 100 |", "|---|---|---|---|---|---|---|"]
     for lam in LAM_GRID:
         e = {(r["dtype"], r["gate"]): r for r in res["lambda"] if r["lam"] == lam}
-        f64, f32, g32 = e[("float64", F.GATE)], e[("float32", F.GATE)], e[("float32", 100.0)]
+        f64, f32 = e[("float64", DEFAULT_GATE)], e[("float32", DEFAULT_GATE)]
+        g32 = e[("float32", 100.0)]
         L.append(f"| {lam:g} | {_fmt(f64['add'])} | {_fmt(f64['transpose'])} | "
                  f"{_fmt(f32['add'])} | {_fmt(f32['transpose'])} | {_fmt(g32['add'])} | "
                  f"{_fmt(g32['transpose'])} |")
@@ -322,7 +331,7 @@ def _plots(res: dict[str, Any], out: Path) -> list[str]:
     for dt in DTYPES:
         for blk in ("add", "transpose"):
             pts = [(r["lam"], max(r[blk], 1e-17)) for r in res["lambda"]
-                   if r["dtype"] == dt and r["gate"] == F.GATE]
+                   if r["dtype"] == dt and r["gate"] == DEFAULT_GATE]
             ax[1].semilogy(*zip(*pts), marker="o", label=f"{blk} {dt}")
     ax[1].set(xlabel="lambda", ylabel="relative error", title="pointer heads")
     ax[1].legend()

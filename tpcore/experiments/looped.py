@@ -27,20 +27,20 @@ from typing import Any
 import numpy as np
 
 from tpcore.io import write_json, write_text
-from tpcore.looped.asm import assemble
 from tpcore.looped.diff import loop_backward, loop_forward, weight_arrays, with_weights
-from tpcore.looped.examples import multiply, random_program
-from tpcore.looped.interpret import interpret, step
 from tpcore.looped.layer import Layer, layer_backward, layer_forward
-from tpcore.looped.machine import Machine, build, decode_memory, decode_pc, punchcard
-from tpcore.looped.program import Program
 from tpcore.rundir import check_out_dir
+from tpcore.subleq.asm import assemble
+from tpcore.subleq.examples import multiply, random_program
+from tpcore.subleq.interpret import interpret, step
+from tpcore.subleq.machine import SubleqMachine, build, decode_memory, decode_pc, punchcard
+from tpcore.subleq.program import SubleqProgram
 
 LAM_LO, LAM_HI = 0.25, 64.0
 EPS = 0.25
 
 
-def _reference(progs: list[Program], T: int) -> tuple[np.ndarray, np.ndarray]:
+def _reference(progs: list[SubleqProgram], T: int) -> tuple[np.ndarray, np.ndarray]:
     """Interpreter memory ``(T+1, B, m)`` and PC ``(T+1, B)`` (EOF repeats once reached)."""
     lo = progs[0].layout
     mems = [p.memory.copy() for p in progs]
@@ -55,7 +55,7 @@ def _reference(progs: list[Program], T: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(M), np.stack(P)
 
 
-def lockstep_ok(machine: Machine, progs: list[Program], T: int,
+def lockstep_ok(machine: SubleqMachine, progs: list[SubleqProgram], T: int,
                 ref: tuple[np.ndarray, np.ndarray] | None = None,
                 layers: list[Layer] | None = None) -> bool:
     """True iff ``T`` dense iterations decode to the interpreter's memory and PC every time."""
@@ -117,7 +117,7 @@ def lam_sweep(Ts: list[int], seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _final_memory_grads(machine: Machine, prog: Program, T: int, projections: int,
+def _final_memory_grads(machine: SubleqMachine, prog: SubleqProgram, T: int, projections: int,
                         seed: int) -> dict[str, dict[str, float]]:
     """RMS over random projections ``g`` of ``|| d (g . mem_T) / dW ||`` for every block."""
     lo = prog.layout
@@ -152,7 +152,7 @@ def _noisy(layers: list[Layer], which: list[int], sigma: float, rng: np.random.G
 SIGMAS = [float(10.0 ** e) for e in np.arange(-9, 0.01, 0.5)]
 
 
-def _break_sigma(machine: Machine, progs: list[Program], T: int, ref, seed: int,
+def _break_sigma(machine: SubleqMachine, progs: list[SubleqProgram], T: int, ref, seed: int,
                  which: list[int], only: str | None = None, support: str = "all") -> float | None:
     """Smallest sigma on the grid whose perturbation breaks the lockstep run."""
     for sigma in SIGMAS:
@@ -187,7 +187,7 @@ def sensitivity(seed: int, lam: float = 10.0) -> dict[str, Any]:
             "break_sigma_all_compute_layers": whole}
 
 
-def _pairs(machine_exact: Machine, layout_prog: Program, count: int,
+def _pairs(machine_exact: SubleqMachine, layout_prog: SubleqProgram, count: int,
            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Single-instruction pairs ``(X_t, X_{t+1})`` from ``count`` random programs of
     ``layout_prog``'s layout, ``t`` uniform in 0..7, computed by the exact (hardmax) machine."""

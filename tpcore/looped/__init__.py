@@ -1,7 +1,8 @@
-"""Looped transformer computer: encodings, punchcard layout, weight generators, SUBLEQ/FLEQ.
+"""The looped transformer layer that both computers build on (Giannou et al. 2023, Eq. 1).
 
-SUBLEQ (Giannou et al. 2023, Sec. 4-5): ``layer`` (Eq. 1 with hand-written backward),
-``encodings``, ``layout``, ``blocks`` (one weight generator per block), ``machine`` (build, run,
-decode), ``program`` / ``asm`` / ``examples`` (programs), ``interpret`` (reference interpreter),
-``compiled`` (CSR form for the numba kernel), ``diff`` (backward through the loop).
+``layer`` (Eq. 1 with a hand-written backward and the scratchpad-only sparse forward),
+``encodings`` (+-1 addresses and integers), ``weights`` (row blocks, the layer builder and the
+gated feed-forward idioms), ``diff`` (the backward through loop iterations; the weights as
+trainable parameters), ``compiled`` (layers packed for the sparse-path kernel
+``tpcore.kernels.looped``). The computers: :mod:`tpcore.subleq` and :mod:`tpcore.fleq`.
 """

@@ -1,5 +1,5 @@
 """A stack of Eq. 1 layers compiled to packed sparse (CSR) arrays for the numba sparse-path
-kernel ``tpcore.kernels.subleq.run_sparse``.
+kernel ``tpcore.kernels.looped.run_sparse``.
 
 The looped computer's weights are almost all zeros (selections, copies, gated units with one to a
 dozen inputs), so the kernel walks only the non-zeros, one program at a time through all layers
@@ -52,13 +52,13 @@ def _forms(W1: np.ndarray, lists: list[np.ndarray],
 
 
 @dataclass(frozen=True)
-class CompiledMachine:
+class CompiledLayers:
     """The packed CSR arrays of a layer stack, in the kernel's argument order."""
 
     args: tuple[Any, ...]
 
 
-def compile_layers(layers: list[Layer]) -> CompiledMachine:
+def compile_layers(layers: list[Layer]) -> CompiledLayers:
     """Pack ``layers``: every head's K and Q rows and V's non-zero output rows stacked in
     order, every FF unit stacked (``b1``, W2 transposed by unit), ``b2`` per layer, and each
     layer's unit lists for scratchpad and other columns (global unit indices). The ``W1`` rows of
@@ -90,7 +90,7 @@ def compile_layers(layers: list[Layer]) -> CompiledMachine:
     n_g = sum(len(f) for f in forms_g)
     forms_l, fl = _forms(W1, ul, n_g)
     b2r = [np.nonzero(row)[0] for row in b2]
-    return CompiledMachine((
+    return CompiledLayers((
         _offsets([len(ly.heads) for ly in layers]), np.array([h.lam for h in heads], float),
         _offsets([h.K.shape[0] for h in heads]), *_csr(K), *_csr(Q),
         _offsets([len(r) for r in v_rows]), _ints(v_rows),
@@ -102,7 +102,7 @@ def compile_layers(layers: list[Layer]) -> CompiledMachine:
         n_g + _offsets([len(f) for f in forms_l])))
 
 
-def forward_compiled(X: np.ndarray, machine: CompiledMachine, n_global: int, hard: bool,
+def forward_compiled(X: np.ndarray, layers: CompiledLayers, n_global: int, hard: bool,
                      iterations: int = 1, tol: float = 1e-9, incremental: bool = True,
                      parallel: bool = False) -> np.ndarray:
     """``iterations`` passes of the compiled layers on ``X: (B, d, n)`` (host float64) with the
@@ -111,8 +111,8 @@ def forward_compiled(X: np.ndarray, machine: CompiledMachine, n_global: int, har
     ``incremental`` (bitwise the same X) recomputes, from the second pass of a call on, only the
     columns whose layer output can have changed; ``parallel`` runs programs on numba's threads.
     """
-    from tpcore.kernels.subleq import run_sparse
+    from tpcore.kernels.looped import run_sparse
 
     XT = np.array(np.swapaxes(X, -1, -2), dtype=np.float64, order="C")   # (B, n, d) copy
-    run_sparse(XT, iterations, n_global, hard, tol, machine.args, incremental, parallel)
+    run_sparse(XT, iterations, n_global, hard, tol, layers.args, incremental, parallel)
     return np.ascontiguousarray(np.swapaxes(XT, -1, -2))

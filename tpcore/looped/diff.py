@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tpcore.looped.layer import Head, Layer, layer_backward, layer_forward
+from tpcore.looped.layer import AttentionHead, Layer, layer_backward, layer_forward
 
 
 def loop_forward(X: Any, layers: list[Layer], T: int, hard: bool = False) -> tuple[Any, list]:
@@ -33,7 +33,7 @@ def add_layers(a: Layer | None, b: Layer) -> Layer:
     """Entry-wise sum of two gradient :class:`Layer` s (``a`` may be None)."""
     if a is None:
         return b
-    heads = tuple(Head(x.K + y.K, x.Q + y.Q, x.V + y.V, x.lam + y.lam)
+    heads = tuple(AttentionHead(x.K + y.K, x.Q + y.Q, x.V + y.V, x.lam + y.lam)
                   for x, y in zip(a.heads, b.heads))
     return replace(a, heads=heads, W1=a.W1 + b.W1, b1=a.b1 + b.b1, W2=a.W2 + b.W2, b2=a.b2 + b.b2)
 
@@ -59,7 +59,7 @@ def weight_arrays(layer: Layer) -> dict[str, Any]:
 
 def with_weights(layer: Layer, arrays: dict[str, Any]) -> Layer:
     """``layer`` with the arrays named as in :func:`weight_arrays` replaced."""
-    heads = tuple(Head(arrays.get(f"K{i}", h.K), arrays.get(f"Q{i}", h.Q),
+    heads = tuple(AttentionHead(arrays.get(f"K{i}", h.K), arrays.get(f"Q{i}", h.Q),
                        arrays.get(f"V{i}", h.V), h.lam) for i, h in enumerate(layer.heads))
     return replace(layer, heads=heads, W1=arrays.get("W1", layer.W1), b1=arrays.get("b1", layer.b1),
                    W2=arrays.get("W2", layer.W2), b2=arrays.get("b2", layer.b2))

@@ -17,7 +17,7 @@ of ``X`` (NumPy or CuPy); the looped computer uses float64.
 
 API (FLEQ and SUBLEQ both build on it)::
 
-    layer = Layer(heads=(Head(K, Q, V, lam),), W1=W1, b1=b1, W2=W2, b2=b2)
+    layer = Layer(heads=(AttentionHead(K, Q, V, lam),), W1=W1, b1=b1, W2=W2, b2=b2)
     Y, cache = layer_forward(X, layer, hard=False)        # exact Eq. 1
     dX, grads = layer_backward(dY, cache)                 # grads: Layer of gradients
     Y = layer_forward_sparse(X, layer, n_global=s)        # scratchpad-only global attention
@@ -43,7 +43,7 @@ SCOPE_ALL, SCOPE_GLOBAL, SCOPE_LOCAL = 0, 1, 2
 
 
 @dataclass(frozen=True)
-class Head:
+class AttentionHead:
     """One attention head: scores ``(K X)^T (Q X)``, inverse temperature ``lam``, values ``V X``."""
 
     K: Any
@@ -57,7 +57,7 @@ class Layer:
     """Weights of one Eq. 1 layer. ``scope: (h,)`` ints (``SCOPE_*``) or None (all ``SCOPE_ALL``);
     it matters only to :func:`layer_forward_sparse`."""
 
-    heads: tuple[Head, ...]
+    heads: tuple[AttentionHead, ...]
     W1: Any
     b1: Any
     W2: Any
@@ -98,7 +98,7 @@ def softmax_columns(Z: Any) -> Any:
     return E / E.sum(axis=-2, keepdims=True)
 
 
-def attention_forward(X: Any, heads: tuple[Head, ...], hard: bool = False,
+def attention_forward(X: Any, heads: tuple[AttentionHead, ...], hard: bool = False,
                       tol: float = 1e-9) -> tuple[Any, list[tuple[Any, Any, Any, Any]]]:
     """Eq. 1a: ``A = X + sum_h V_h X P_h``. Returns ``(A, per-head (KX, QX, S, P))``."""
     A = X.copy()
@@ -164,11 +164,11 @@ def layer_backward(dY: Any, cache: dict[str, Any]) -> tuple[Any, Layer]:
             dK = _batch_sum(dKX @ _t(X), batched)
             dQ = _batch_sum(dQX @ _t(X), batched)
             dX = dX + _t(h.K) @ dKX + _t(h.Q) @ dQX
-        head_grads.append(Head(dK, dQ, dV, dlam))
+        head_grads.append(AttentionHead(dK, dQ, dV, dlam))
     return dX, replace(layer, heads=tuple(head_grads), W1=dW1, b1=db1, W2=dW2, b2=db2)
 
 
-def _sparse_head(X: Any, h: Head, n_global: int, hard: bool, tol: float) -> Any:
+def _sparse_head(X: Any, h: AttentionHead, n_global: int, hard: bool, tol: float) -> Any:
     """``V X P`` where query columns ``k >= n_global`` only see keys ``{0..n_global-1, k}``."""
     xp = xp_of(X)
     KX, QX, VX = h.K @ X, h.Q @ X, h.V @ X

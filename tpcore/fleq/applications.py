@@ -18,7 +18,7 @@ the same algorithm in NumPy float64.
   (whose printed control flow never terminates); data pointers as in Algorithm 9.
 
 Host-only code: programs and references are built with NumPy; execution goes through
-:func:`tpcore.looped.fleq.execute` on the backend.
+:func:`tpcore.fleq.run.execute` on the backend.
 """
 
 from __future__ import annotations
@@ -29,35 +29,40 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.looped import fleq as FL
-from tpcore.looped.functions import SigmoidFit, fit_sigmoids
+from tpcore.fleq.assemble import AssembledProgram, assemble, batch_punchcards
+from tpcore.fleq.blocks import DEFAULT_GATE
+from tpcore.fleq.fits import SigmoidFit, fit_sigmoids, inverse_fit, sqrt_fit
+from tpcore.fleq.program import FleqProgram
+from tpcore.fleq.run import FleqRun, execute, read_cell
+from tpcore.fleq.toolkit import toolkit
 
 
 @dataclass(frozen=True)
 class Constants:
     """Constants of the construction: pointer inverse temperature ``lam``, matmul ``c, C``
-    (``symmetric``: two heads ``+-c``), sigmoid terms ``m``."""
+    (``symmetric``: two heads ``+-c``), sigmoid terms ``m``, gating constant ``gate``."""
 
     lam: float = 30.0
     c: float = 1e-5
     C: float = 30.0
     symmetric: bool = True
     m: int = 120
+    gate: float = DEFAULT_GATE
 
 
 def _rel(x: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(np.ravel(x) - np.ravel(ref)) / max(np.linalg.norm(ref), 1e-300))
 
 
-def _run(program: FL.Program, names: tuple[str, ...], k: Constants,
+def _run(program: FleqProgram, names: tuple[str, ...], k: Constants,
          fits: dict[str, list[SigmoidFit]] | None = None, max_steps: int = 20_000,
          dtype: Any = np.float64, values: dict[str, np.ndarray] | None = None
-         ) -> tuple[FL.Compiled, FL.FleqRun]:
-    tk = FL.toolkit(program.d, names, c=k.c, C=k.C, lam=k.lam, fits=fits,
-                    symmetric=k.symmetric)
-    comp = FL.assemble(program, tk, lam=k.lam)
-    X = FL.batch_punchcards(comp, values) if values else None
-    return comp, FL.execute(comp, X, max_steps=max_steps, dtype=dtype)
+         ) -> tuple[AssembledProgram, FleqRun]:
+    tk = toolkit(program.d, names, c=k.c, C=k.C, lam=k.lam, fits=fits, symmetric=k.symmetric,
+                 gate=k.gate)
+    comp = assemble(program, tk, lam=k.lam)
+    X = batch_punchcards(comp, values) if values else None
+    return comp, execute(comp, X, max_steps=max_steps, dtype=dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -73,8 +78,6 @@ def calculator_fits(m: int, lo: float = 0.5, hi: float = 4.0, kind: str = "lstsq
         return {"inv": [fit_sigmoids(lambda x: 1 / x, lo, hi, m)],
                 "sqrt": [fit_sigmoids(np.sqrt, 1 / hi, 1 / lo, m)]}
     if kind == "lemma":
-        from tpcore.looped.functions import inverse_fit, sqrt_fit
-
         eps_inv = _eps_for(lambda e: inverse_fit(e, lo / 2, 2 * hi).m, m)
         eps_sq = _eps_for(lambda e: sqrt_fit(e, 2 / lo).m, m)
         return {"inv": [inverse_fit(eps_inv, lo / 2, 2 * hi)], "sqrt": [sqrt_fit(eps_sq, 2 / lo)]}
@@ -96,7 +99,7 @@ def calculator(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray,
                ) -> dict[str, Any]:
     """Algorithm 3 on a batch of inputs (one program per input, run together):
     ``sqrt(1/(((a+b)-c) d))/100``. Inputs should keep ``((a+b)-c) d`` in ``[0.5, 4]``."""
-    p = FL.Program(1)
+    p = FleqProgram(1)
     for nm in "pqrs":
         p.cell(nm, 0.0)
     p.cell("t", 0.0)
@@ -111,7 +114,7 @@ def calculator(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray,
     vals = {nm: np.asarray(v, dtype=np.float64) for nm, v in zip("pqrs", (a, b, c, d))}
     comp, run = _run(p, ("add", "sub", "mul", "inv", "sqrt", "perc"), k, fits,
                      dtype=dtype, values=vals)
-    out = FL.read_cell(comp, run.X, "t")[:, 0, 0]
+    out = read_cell(comp, run.X, "t")[:, 0, 0]
     ref = np.sqrt(1.0 / (((vals["p"] + vals["q"]) - vals["r"]) * vals["s"])) / 100
     rel = np.abs(out - ref) / np.abs(ref)
     return {"app": "calculator", "max_rel_error": float(rel.max()), "steps": run.steps,
@@ -129,7 +132,7 @@ def newton_inverse(A: np.ndarray, T: int = 12, k: Constants = Constants(),
     A = np.asarray(A, dtype=np.float64)
     d = A.shape[0]
     alpha = 1.0 / (np.abs(A).sum(0).max() * np.abs(A).sum(1).max())
-    p = FL.Program(d)
+    p = FleqProgram(d)
     p.cell("a", A)
     p.cell("at", np.zeros((d, d)))
     p.cell("sI", alpha * np.eye(d))
@@ -148,7 +151,7 @@ def newton_inverse(A: np.ndarray, T: int = 12, k: Constants = Constants(),
     p.op("add", "t", "t", "q", flag="t", goto="loop")
     p.halt()
     comp, run = _run(p, ("add", "sub", "mul", "transp"), k, dtype=dtype)
-    X = FL.read_cell(comp, run.X, "x")
+    X = read_cell(comp, run.X, "x")
     ref = alpha * A.T
     for _ in range(T):
         ref = ref @ (2 * np.eye(d) - A @ ref)
@@ -165,7 +168,7 @@ def power_iteration(A: np.ndarray, T: int = 30, T2: int = 3, k: Constants = Cons
     A = np.asarray(A, dtype=np.float64)
     d = A.shape[0]
     As = A / np.linalg.norm(A)
-    p = FL.Program(d)
+    p = FleqProgram(d)
     p.cell("at", As.T)
     p.cell("b", np.full(d, 1.0 / np.sqrt(d)))
     p.cell("r", np.zeros((1, d)))
@@ -194,7 +197,7 @@ def power_iteration(A: np.ndarray, T: int = 30, T2: int = 3, k: Constants = Cons
     p.op("add", "t1", "t1", "q", flag="t1", goto="outer")
     p.halt()
     comp, run = _run(p, ("add", "sub", "mul", "transp"), k, dtype=dtype)
-    bt = FL.read_cell(comp, run.X, "b")[:, 0]
+    bt = read_cell(comp, run.X, "b")[:, 0]
     b, x = np.full(d, 1.0 / np.sqrt(d)), 1.0
     for _ in range(T):
         b = As @ b
@@ -214,7 +217,7 @@ def power_iteration(A: np.ndarray, T: int = 30, T2: int = 3, k: Constants = Cons
 # In-context learning
 
 
-def _data_cells(p: FL.Program, X: np.ndarray, y: np.ndarray, rows: bool) -> None:
+def _data_cells(p: FleqProgram, X: np.ndarray, y: np.ndarray, rows: bool) -> None:
     """Points as consecutive column cells ``x{i}`` (and row cells ``xr{i}``), labels ``y{i}``."""
     for i, x in enumerate(X):
         p.cell(f"x{i}", x)
@@ -225,7 +228,7 @@ def _data_cells(p: FL.Program, X: np.ndarray, y: np.ndarray, rows: bool) -> None
         p.cell(f"y{i}", float(v))
 
 
-def _epoch_loop(p: FL.Program, moving: dict[str, dict[str, int]], D: int, T: int,
+def _epoch_loop(p: FleqProgram, moving: dict[str, dict[str, int]], D: int, T: int,
                 first: str) -> None:
     """Pointer increments for the instructions in ``moving`` (label -> field steps), the
     within-epoch counter ``j`` and the epoch counter ``k``, resets from saved copies."""
@@ -252,7 +255,7 @@ def linear_sgd(X: np.ndarray, y: np.ndarray, eta: float, T: int, k: Constants = 
     ``X: (D, dx)``, ``y: (D,)``, starting from ``w = 0``; compares with NumPy."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     D, dx = X.shape
-    p = FL.Program(dx)
+    p = FleqProgram(dx)
     p.cell("w", np.zeros(dx))
     p.cell("eta", eta)
     p.cell("tmp", 0.0)
@@ -265,7 +268,7 @@ def linear_sgd(X: np.ndarray, y: np.ndarray, eta: float, T: int, k: Constants = 
     p.op("sub", "w", "w", "g")
     _epoch_loop(p, {"i1": {"a": 1}, "i2": {"b": 1}, "i3": {"a": dx}}, D, T, "i1")
     comp, run = _run(p, ("add", "sub", "mul", "ptr"), k, dtype=dtype, max_steps=100_000)
-    w = FL.read_cell(comp, run.X, "w")[:, 0]
+    w = read_cell(comp, run.X, "w")[:, 0]
     ref = np.zeros(dx)
     for _ in range(T):
         for i in range(D):
@@ -274,7 +277,7 @@ def linear_sgd(X: np.ndarray, y: np.ndarray, eta: float, T: int, k: Constants = 
             "D": D, "T": T, "stats": comp.machine.stats(), "w": w, "ref": ref}
 
 
-def _element_loop(p: FL.Program, hdim: int) -> None:
+def _element_loop(p: FleqProgram, hdim: int) -> None:
     """``d1r[i] = sigma(zr[i]) (1 - sigma(zr[i])) w2r[i] d2`` for ``i < hdim`` by a loop whose
     instructions L1 (reads ``zr[i]``), L4 (``w2r[i]``) and L5 (writes ``d1r[i]``) are advanced
     by ``ptr``; then ``d1 = d1r^T``. Algorithm 11 with its control flow fixed."""
@@ -327,7 +330,7 @@ def mlp_sgd(X: np.ndarray, y: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np
     D, dx = X.shape
     hdim = W1.shape[0]
     d = max(dx, hdim)
-    p = FL.Program(d)
+    p = FleqProgram(d)
     p.cell("w1t", W1.T)
     p.cell("b1", b1)
     p.cell("w2", W2)
@@ -371,7 +374,7 @@ def mlp_sgd(X: np.ndarray, y: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np
     names = ("add", "sub", "mul", "transp", "diag", "sig", "ptr")
     comp, run = _run(p, names if hadamard == "diag" else names[:4] + names[5:], k,
                      fits={"sig": mlp_fits()}, dtype=dtype, max_steps=100_000)
-    got = np.concatenate([FL.read_cell(comp, run.X, nm).ravel()
+    got = np.concatenate([read_cell(comp, run.X, nm).ravel()
                           for nm in ("w1t", "b1", "w2", "b2")])
     w1, bb1, w2, bb2 = W1.copy(), np.array(b1, float), np.array(W2, float), float(b2)
     for _ in range(T):

@@ -18,11 +18,11 @@ import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.looped.encodings import int_range
-from tpcore.looped.layout import Layout
+from tpcore.subleq.layout import Layout
 
 
 @dataclass(frozen=True)
-class Program:
+class SubleqProgram:
     """``commands: (k, 3)`` absolute columns ``(a, b, c)``; ``memory: (m,)`` initial values;
     ``s`` scratchpad columns; ``N`` bits per integer; ``names``: memory cell name -> column;
     ``labels``: label -> instruction column (both optional, for printing)."""
@@ -45,7 +45,7 @@ class Program:
         return self.names[name] - self.s
 
 
-def validate(program: Program) -> Layout:
+def validate(program: SubleqProgram) -> Layout:
     """Check ranges, initial values and the EOF instruction; raise naming the offender."""
     cmds = np.asarray(program.commands)
     mem = np.asarray(program.memory)
@@ -85,11 +85,11 @@ def validate(program: Program) -> Layout:
     return layout
 
 
-def load_csv(commands_csv: str | Path, memory_csv: str | Path, s: int, N: int) -> Program:
+def load_csv(commands_csv: str | Path, memory_csv: str | Path, s: int, N: int) -> SubleqProgram:
     """Read the authors' files: ``a,b,c`` absolute 0-based columns, and ``mem`` initial values."""
     rows = _read_columns(commands_csv, ("a", "b", "c"))
     mem = _read_columns(memory_csv, ("mem",))
-    program = Program(np.array(rows, dtype=np.int64).reshape(-1, 3),
+    program = SubleqProgram(np.array(rows, dtype=np.int64).reshape(-1, 3),
                       np.array(mem, dtype=np.int64).reshape(-1), s=s, N=N)
     validate(program)
     return program

@@ -4,20 +4,13 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
-from tpcore.looped import blocks
 from tpcore.looped.encodings import encode_int, wrap
-from tpcore.looped.examples import EXAMPLES, example
-from tpcore.looped.interpret import interpret, step
 from tpcore.looped.layer import layer_forward
-from tpcore.looped.machine import (
-    build,
-    decode_memory,
-    decode_pc,
-    execute,
-    gate_constant,
-    punchcard,
-)
-from tpcore.looped.program import Program
+from tpcore.subleq import blocks
+from tpcore.subleq.examples import EXAMPLES, example
+from tpcore.subleq.interpret import interpret, step
+from tpcore.subleq.machine import build, decode_memory, decode_pc, execute, punchcard
+from tpcore.subleq.program import SubleqProgram
 
 EPS_SOFT = 1e-9
 """With the snap layer a softmax run equals the hardmax run to this (it is exact in practice)."""
@@ -86,7 +79,7 @@ def test_subtract_flag_branch_exhaustive_4_bits():
     vals = np.arange(-8, 8)
     A, Bv = np.meshgrid(vals, vals, indexing="ij")
     cmds = np.array([[3, 4, 7], [1, 1, 7], [1, 2, 7]])            # columns 5, 6, 7 (EOF)
-    progs = [Program(cmds, np.array([0, -1, a, b]), s=1, N=N)
+    progs = [SubleqProgram(cmds, np.array([0, -1, a, b]), s=1, N=N)
              for a, b in zip(A.ravel(), Bv.ravel())]
     lo = progs[0].layout
     X = build(lo).forward(np.stack([punchcard(p) for p in progs]))
@@ -100,7 +93,7 @@ def test_subtract_flag_branch_exhaustive_4_bits():
 def test_snap_restores_noisy_values_exactly():
     p = example("multiply")
     lo = p.layout
-    layer = blocks.merge([blocks.snap(lo, gate_constant(lo), eps=0.25)])
+    layer = blocks.merge([blocks.snap(lo, lo.gate, eps=0.25)])
     X = punchcard(p)
     noise = np.random.default_rng(0).uniform(-0.24, 0.24, X.shape)
     noisy = X.copy()

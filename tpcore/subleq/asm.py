@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.looped.program import Program, validate
+from tpcore.subleq.program import SubleqProgram, validate
 
 RESERVED = (("_zero", 0), ("_neg", -1), ("_tmp", 0))
 _LABEL = re.compile(r"^([A-Za-z_][\w.]*)\s*:\s*(.*)$")
@@ -59,8 +59,8 @@ def _expand(op: str, args: list[str], line: int) -> list[tuple[str, str, str]]:
     return [("_zero", "_zero", "halt")]
 
 
-def assemble(source: str, N: int = 8, s: int = 1) -> Program:
-    """Assemble ``source`` into a validated :class:`Program` with ``s`` scratchpad columns."""
+def assemble(source: str, N: int = 8, s: int = 1) -> SubleqProgram:
+    """Assemble ``source`` into a validated :class:`SubleqProgram` with ``s`` scratchpad columns."""
     cells: dict[str, int] = {}
     values: list[int] = []
 
@@ -147,7 +147,7 @@ def assemble(source: str, N: int = 8, s: int = 1) -> Program:
     resolved.append((cells["_zero"], cells["_neg"], len(code)))      # EOF
     m = len(values)
     cmds = np.array([(s + a, s + b, s + m + c) for a, b, c in resolved], dtype=np.int64)
-    program = Program(cmds, np.array(values, dtype=np.int64), s=s, N=N,
+    program = SubleqProgram(cmds, np.array(values, dtype=np.int64), s=s, N=N,
                       names={k: s + v for k, v in cells.items()},
                       labels={k: s + m + v for k, v in labels.items()})
     validate(program)

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from tpcore.errors import TpcoreError, unknown_name
-from tpcore.looped.asm import assemble
-from tpcore.looped.program import Program
+from tpcore.subleq.asm import assemble
+from tpcore.subleq.program import SubleqProgram
 
 
 def multiply(x: int, y: int) -> str:
@@ -135,10 +135,10 @@ EXAMPLES = {
     "minsky": lambda N=8, s=1: assemble(minsky(minsky_add(), {"a": 3, "b": 4, "z": 0}), N=N,
                                         s=s),
 }
-"""name -> builder of a :class:`Program` with default inputs (used by tests and the CLI)."""
+"""name -> builder of a :class:`SubleqProgram` with default inputs (used by tests and the CLI)."""
 
 
-def example(name: str, N: int | None = None, s: int = 1) -> Program:
+def example(name: str, N: int | None = None, s: int = 1) -> SubleqProgram:
     """The named example program (see :data:`EXAMPLES`) with ``s`` scratchpad columns and
     ``N`` bits per integer (None: the example's own)."""
     if name not in EXAMPLES:
@@ -147,7 +147,7 @@ def example(name: str, N: int | None = None, s: int = 1) -> Program:
 
 
 def random_program(rng: np.random.Generator, m: int, k: int, N: int, s: int = 1,
-                   vmax: int = 9, halting: bool = True) -> Program:
+                   vmax: int = 9, halting: bool = True) -> SubleqProgram:
     """A random program of ``m`` cells and ``k`` instructions (the last is EOF).
 
     Cells 0 and 1 hold EOF's constants 0 and -1 and are never written; the others start uniform in
@@ -163,4 +163,4 @@ def random_program(rng: np.random.Generator, m: int, k: int, N: int, s: int = 1,
         body[-1] = [s, s, s + m]
     cmds = np.concatenate([body, [[s, s + 1, s + m + k - 1]]]).astype(np.int64)
     mem = np.concatenate([[0, -1], rng.integers(-vmax, vmax + 1, m - 2)]).astype(np.int64)
-    return Program(cmds, mem, s=s, N=N)
+    return SubleqProgram(cmds, mem, s=s, N=N)

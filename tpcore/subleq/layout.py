@@ -32,10 +32,12 @@ from dataclasses import dataclass, field
 
 from tpcore.errors import TpcoreError
 from tpcore.looped.encodings import address_bits
+from tpcore.looped.weights import RowBlocks
 
 MAX_BITS = 48
-"""Most bits per integer: the adders' gate constant ``4 * 2^N`` must leave float64 room for the
-+-1 bits beside it (at N = 49 the machine no longer reaches the EOF fixed point)."""
+"""Most bits per integer: the gating constant (:attr:`Layout.gate`, about ``4 * 2^N``) must
+leave float64 room for the +-1 bits beside it (at N = 49 the machine no longer reaches the EOF
+fixed point)."""
 
 BLOCKS = ("cmd_a", "cmd_b", "cmd_c", "mem", "scr_a", "scr_b", "cur_a", "cur_b", "cur_c", "pc",
           "pc1", "flag", "enc", "ind", "tmp_cmd", "tmp_a", "tmp_b")
@@ -65,11 +67,10 @@ class Layout:
         heights = {"cmd_a": L, "cmd_b": L, "cmd_c": L, "mem": N, "scr_a": N, "scr_b": N,
                    "cur_a": L, "cur_b": L, "cur_c": L, "pc": L, "pc1": L, "flag": 1, "enc": L,
                    "ind": 1, "tmp_cmd": 3 * L, "tmp_a": N, "tmp_b": N}
-        rows, start = {}, 0
+        blocks = RowBlocks()
         for name in BLOCKS:
-            rows[name] = slice(start, start + heights[name])
-            start += heights[name]
-        object.__setattr__(self, "rows", rows)
+            blocks.add(name, heights[name])
+        object.__setattr__(self, "rows", blocks.slices)
 
     @property
     def n(self) -> int:
@@ -90,6 +91,12 @@ class Layout:
     def d_paper(self) -> int:
         """The paper's row count ``8L + 3N + 1`` (no temporaries)."""
         return 8 * self.L + 3 * self.N + 1
+
+    @property
+    def gate(self) -> float:
+        """The gating constant ``C`` of the machine's gated units: above every pre-activation a
+        gate must silence (adder sums reach ``2^(bits+1)``)."""
+        return float(4 * 2 ** max(self.N, self.L) + 8)
 
     @property
     def first_instruction(self) -> int:

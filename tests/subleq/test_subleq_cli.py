@@ -4,8 +4,8 @@ import numpy as np
 
 from tpcore.cli import main
 from tpcore.experiments.looped import lockstep_ok, min_lam, paper_bound
-from tpcore.looped.examples import example
-from tpcore.looped.machine import build
+from tpcore.subleq.examples import example
+from tpcore.subleq.machine import build
 
 
 def test_run_example_agrees(capsys):

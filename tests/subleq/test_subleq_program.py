@@ -1,44 +1,17 @@
-"""Encodings, validation of bad programs, the assembler and the authors' CSV format."""
+"""Validation of bad programs, the assembler and the authors' CSV format."""
 
 import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
-from tpcore.looped.asm import assemble
-from tpcore.looped.encodings import (
-    address_bits,
-    decode_int,
-    decode_unsigned,
-    encode_address,
-    encode_int,
-    int_range,
-)
-from tpcore.looped.examples import minsky
-from tpcore.looped.interpret import interpret
-from tpcore.looped.program import Program, load_csv, validate
-
-
-@pytest.mark.parametrize("N", [2, 5, 9])
-def test_int_roundtrip_and_range(N):
-    lo, hi = int_range(N)
-    v = np.arange(lo, hi + 1)
-    np.testing.assert_array_equal(decode_int(encode_int(v, N)), v)
-    with pytest.raises(TpcoreError, match=f"value {hi + 1} at position 0"):
-        encode_int([hi + 1], N)
-
-
-def test_address_codes_separate_by_two():
-    n = 37
-    L = address_bits(n)
-    P = encode_address(np.arange(n), L)
-    G = P.T @ P
-    assert np.all(np.diag(G) == L)
-    assert np.all(G[~np.eye(n, dtype=bool)] <= L - 2)
-    np.testing.assert_array_equal(decode_unsigned(P), np.arange(n))
+from tpcore.subleq.asm import assemble
+from tpcore.subleq.examples import minsky
+from tpcore.subleq.interpret import interpret
+from tpcore.subleq.program import SubleqProgram, load_csv, validate
 
 
 def _prog(cmds, mem, s=1, N=6):
-    return Program(np.array(cmds), np.array(mem), s=s, N=N)
+    return SubleqProgram(np.array(cmds), np.array(mem), s=s, N=N)
 
 
 @pytest.mark.parametrize("cmds, mem, match", [

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from tpcore.kernels.subleq import run_batch, run_batch_reference
+from tpcore.kernels.subleq import run_batch
 
 from tpcore.errors import TpcoreError
-from tpcore.looped.examples import EXAMPLES, example
-from tpcore.looped.interpret import interpret, interpret_batch, step
+from tpcore.subleq.examples import EXAMPLES, example
+from tpcore.subleq.interpret import interpret, interpret_batch, run_batch_reference, step
 
 
 def test_kernel_matches_reference_on_random_programs(random_program):

@@ -1,16 +1,16 @@
 """Weight generators for the SUBLEQ looped transformer, one function per block.
 
-Each generator returns a :class:`Part`: attention heads (``K, Q, V``) and feed-forward units
-(rows of ``W1, b1``, columns of ``W2``, entries of ``b2``) over the rows of a
-:class:`~tpcore.looped.layout.Layout`. :func:`merge` stacks parts into one Eq. 1 layer (heads side
-by side, FF units concatenated), so a schedule decides how many blocks share a layer.
+Each generator returns a :class:`~tpcore.looped.weights.LayerBuilder` holding its attention heads
+(``K, Q, V``) and feed-forward units over the rows of a :class:`~tpcore.subleq.layout.Layout`.
+:func:`merge` stacks blocks into one Eq. 1 layer (heads side by side, FF units concatenated), so
+a schedule decides how many blocks share a layer.
 
 Recurring FF idioms (``x`` a linear form of the attention output, ``ind`` the scratchpad bit,
-``C`` a constant larger than any ``|x|`` that occurs):
+``C = Layout.gate``, larger than any ``|x|`` that occurs):
 
-* gated identity ``ReLU(x + g) - ReLU(-x + g) = x`` if ``g = 0`` and ``0`` if ``g <= -|x|``, with
-  ``g = C (ind - 1)`` (scratchpad column only, scope ``GLOBAL``) or ``g = -C ind`` (every other
-  column, scope ``LOCAL``); used to overwrite a row: ``x = new - old``;
+* a unit's scope decides its gate (:mod:`tpcore.looped.weights`): ``g = ind`` on the scratchpad
+  column only (scope ``GLOBAL``), ``g = 1 - ind`` on every other column (``LOCAL``), none
+  (``ALL``); the gated identity overwrites a row: ``x = new - old``;
 * step ``ReLU(s - t + 1) - ReLU(s - t)`` = ``1[s >= t]`` on integers (Lemma 16's adder);
 * a gated constant ``v ind`` is ``v ReLU(ind)`` (``ind`` is 0 or 1).
 
@@ -22,71 +22,41 @@ Host-only code (NumPy): weights are built here and moved to the array module by 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tpcore.looped.layer import SCOPE_ALL, SCOPE_GLOBAL, SCOPE_LOCAL, Head, Layer
-from tpcore.looped.layout import Layout
-
-Terms = list[tuple[int, float]]
-"""A linear form ``sum coef * X[row]`` as ``[(row, coef), ...]``."""
+from tpcore.looped.layer import SCOPE_ALL, SCOPE_GLOBAL, SCOPE_LOCAL, Layer
+from tpcore.looped.weights import LayerBuilder, Terms, gated_linear, gated_unit, row_vec
+from tpcore.subleq.layout import Layout
 
 
-@dataclass
-class Part:
-    """Heads and FF units contributed by one block."""
-
-    d: int
-    heads: list[Head] = field(default_factory=list)
-    w1: list[np.ndarray] = field(default_factory=list)
-    b1: list[float] = field(default_factory=list)
-    w2: list[np.ndarray] = field(default_factory=list)
-    scope: list[int] = field(default_factory=list)
-    b2: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.b2 is None:
-            self.b2 = np.zeros(self.d)
-
-    def unit(self, terms: Terms, bias: float, out: Terms, scope: int = SCOPE_ALL) -> None:
-        """Add ``ReLU(sum terms + bias)`` with output weights ``out``."""
-        w1, w2 = np.zeros(self.d), np.zeros(self.d)
-        for r, c in terms:
-            w1[r] += c
-        for r, c in out:
-            w2[r] += c
-        self.w1.append(w1)
-        self.b1.append(float(bias))
-        self.w2.append(w2)
-        self.scope.append(scope)
-
-
-class Gate:
-    """Gate terms for a scope: ``C (ind - 1)`` (GLOBAL), ``-C ind`` (LOCAL), nothing (ALL)."""
+class _Gate:
+    """The gate of each scope on a layout: ``g = ind`` (GLOBAL), ``1 - ind`` (LOCAL), 1 (ALL),
+    with gating constant ``C``."""
 
     def __init__(self, layout: Layout, C: float) -> None:
-        self.ind = layout.r("ind")
-        self.C = C
+        self.d, self.ind, self.C = layout.d, layout.r("ind"), C
 
-    def terms(self, scope: int) -> tuple[Terms, float]:
+    def of(self, scope: int) -> tuple[np.ndarray, float]:
+        """``(gate, gconst)`` with ``g = gate . x + gconst``."""
         if scope == SCOPE_GLOBAL:
-            return [(self.ind, self.C)], -self.C
+            return row_vec(self.d, [(self.ind, 1.0)]), 0.0
         if scope == SCOPE_LOCAL:
-            return [(self.ind, -self.C)], 0.0
-        return [], 0.0
+            return row_vec(self.d, [(self.ind, -1.0)]), 1.0
+        return row_vec(self.d), 1.0
+
+    def unit(self, p: LayerBuilder, terms: Terms, bias: float, out: Terms, scope: int) -> None:
+        """``out ReLU(terms + bias)`` gated to ``scope``."""
+        gated_unit(p, row_vec(self.d, terms), bias, out, *self.of(scope), self.C, scope)
+
+    def pair(self, p: LayerBuilder, x: Terms, dst: int, scope: int) -> None:
+        """Add ``x`` (gated to ``scope``) to row ``dst``: ``ReLU(x + g) - ReLU(-x + g)``."""
+        gated_linear(p, row_vec(self.d, x)[None], np.array([dst]), *self.of(scope), self.C,
+                     scope)
 
 
-def _relu_pair(p: Part, gate: Gate, x: Terms, bias: float, dst: int, scope: int,
-               coef: float = 1.0) -> None:
-    """Add ``coef * x`` (gated to ``scope``) to row ``dst``: ``ReLU(x+g) - ReLU(-x+g)``."""
-    g, gb = gate.terms(scope)
-    p.unit(x + g, bias + gb, [(dst, coef)], scope)
-    p.unit([(r, -c) for r, c in x] + g, -bias + gb, [(dst, -coef)], scope)
-
-
-def _constant(p: Part, gate: Gate, value: float, dst: int, scope: int) -> None:
+def _constant(p: LayerBuilder, gate: _Gate, value: float, dst: int, scope: int) -> None:
     """Add ``value`` to row ``dst`` on the columns of ``scope`` only."""
     if scope == SCOPE_ALL:
         p.b2[dst] += value
@@ -96,15 +66,16 @@ def _constant(p: Part, gate: Gate, value: float, dst: int, scope: int) -> None:
         p.unit([(gate.ind, -1.0)], 1.0, [(dst, value)], scope)
 
 
-def overwrite(p: Part, gate: Gate, new: Terms, dst: int, scope: int, bias: float = 0.0) -> None:
-    """Row ``dst := new + bias`` on ``scope`` columns (requires ``|new - dst| < C`` elsewhere)."""
-    _relu_pair(p, gate, new + [(dst, -1.0)], bias, dst, scope)
+def overwrite(p: LayerBuilder, gate: _Gate, new: list[tuple[int, float]], dst: int,
+              scope: int) -> None:
+    """Row ``dst := new`` on ``scope`` columns (requires ``|new - dst| < C`` elsewhere)."""
+    gate.pair(p, new + [(dst, -1.0)], dst, scope)
 
 
-def zero_rows(p: Part, gate: Gate, rows: range) -> None:
+def zero_rows(p: LayerBuilder, gate: _Gate, rows: range) -> None:
     """Temporaries back to exactly 0 on every column: ``x - ReLU(x) + ReLU(-x) = 0``."""
     for r in rows:
-        _relu_pair(p, gate, [(r, -1.0)], 0.0, r, SCOPE_ALL)
+        gate.pair(p, [(r, -1.0)], r, SCOPE_ALL)
 
 
 def _selector(layout: Layout, *blocks: str) -> np.ndarray:
@@ -135,16 +106,16 @@ def _rows(layout: Layout, name: str) -> range:
     return range(sl.start, sl.stop)
 
 
-def fetch(layout: Layout, lam: float, C: float) -> Part:
+def fetch(layout: Layout, lam: float, C: float) -> LayerBuilder:
     """Step 1: ``cur := cmd[:, PC]`` on column 0.
 
     Head: ``K = enc``, ``Q = pc``: column 0's query ``p_PC`` scores ``L`` against column PC and
     ``<= L - 2`` elsewhere (column 0's own key is 0); ``V`` copies ``cmd`` into ``tmp_cmd``.
     FF: overwrite ``cur`` with ``tmp_cmd`` on column 0, zero ``tmp_cmd`` everywhere.
     """
-    p, gate = Part(layout.d), Gate(layout, C)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     V = _copy(layout, (_span(layout, "cmd_a", "cmd_c"),), "tmp_cmd")
-    p.heads.append(Head(_selector(layout, "enc"), _selector(layout, "pc"), V, lam))
+    p.head(_selector(layout, "enc"), _selector(layout, "pc"), V, lam)
     t0 = layout.r("tmp_cmd")
     for i, r in enumerate(_span(layout, "cur_a", "cur_c")):
         overwrite(p, gate, [(t0 + i, 1.0)], r, SCOPE_GLOBAL)
@@ -152,7 +123,7 @@ def fetch(layout: Layout, lam: float, C: float) -> Part:
     return p
 
 
-def read(layout: Layout, lam: float, C: float, store: bool = True) -> Part:
+def read(layout: Layout, lam: float, C: float, store: bool = True) -> LayerBuilder:
     """Step 2 (2 heads): ``tmp_a := mem[a] / 2``, ``tmp_b := mem[b] / 2`` on column 0.
 
     Head for pointer ``x`` in {a, b}: ``K = Q = cur_x + enc``. Column 0 (key ``p_x``, encoding 0)
@@ -161,10 +132,10 @@ def read(layout: Layout, lam: float, C: float, store: bool = True) -> Part:
     ``scr_a := 2 tmp_a``, ``scr_b := 2 tmp_b`` and zeroes the temporaries; without it the
     temporaries are left for a :func:`subtract` in the same layer.
     """
-    p, gate = Part(layout.d), Gate(layout, C)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     for ptr, tmp in (("cur_a", "tmp_a"), ("cur_b", "tmp_b")):
         K = _selector(layout, ptr, "enc")
-        p.heads.append(Head(K, K.copy(), _copy(layout, (_rows(layout, "mem"),), tmp), lam))
+        p.head(K, K.copy(), _copy(layout, (_rows(layout, "mem"),), tmp), lam)
     if store:
         for tmp, scr in (("tmp_a", "scr_a"), ("tmp_b", "scr_b")):
             for i, r in enumerate(_rows(layout, scr)):
@@ -174,8 +145,9 @@ def read(layout: Layout, lam: float, C: float, store: bool = True) -> Part:
     return p
 
 
-def _adder(p: Part, gate: Gate, u: list[tuple[Terms, float]], v: list[tuple[Terms, float]],
-           carry: int, dst: range, scope: int) -> None:
+def _adder(p: LayerBuilder, gate: _Gate, u: list[tuple[list[tuple[int, float]], float]],
+           v: list[tuple[list[tuple[int, float]], float]], carry: int, dst: range,
+           scope: int) -> None:
     """Lemma 16 with carry-in: ``dst := bits of (u + v + carry) mod 2^len(dst)`` as +-1.
 
     ``u[k], v[k]`` are ``(terms, const)`` for 0/1 bit ``k``. With ``s_i`` the sum of the ``i`` low
@@ -183,8 +155,7 @@ def _adder(p: Part, gate: Gate, u: list[tuple[Terms, float]], v: list[tuple[Term
     ``[3 2^(i-1), 2^(i+1) - 1]``, i.e. ``1[s >= 2^(i-1)] + 1[s <= 2^i - 1] + 1[s >= 3 2^(i-1)] - 1``
     (6 ReLUs); as +-1 it is ``2 (steps) - 3``. The old value of ``dst`` is removed by a pair.
     """
-    g, gb = gate.terms(scope)
-    s_terms: Terms = []
+    s_terms: list[tuple[int, float]] = []
     s_const = float(carry)
     for i, r in enumerate(dst, start=1):
         k = i - 1
@@ -194,15 +165,15 @@ def _adder(p: Part, gate: Gate, u: list[tuple[Terms, float]], v: list[tuple[Term
         neg = [(row, -c) for row, c in s_terms]
         half, full = 2.0 ** (i - 1), 2.0 ** i
         for t in (half, 3 * half):                    # 1[s >= t], weight 2
-            p.unit(s_terms + g, s_const - t + 1 + gb, [(r, 2.0)], scope)
-            p.unit(s_terms + g, s_const - t + gb, [(r, -2.0)], scope)
-        p.unit(neg + g, full - s_const + gb, [(r, 2.0)], scope)   # 1[s <= 2^i - 1], weight 2
-        p.unit(neg + g, full - 1 - s_const + gb, [(r, -2.0)], scope)
+            gate.unit(p, s_terms, s_const - t + 1, [(r, 2.0)], scope)
+            gate.unit(p, s_terms, s_const - t, [(r, -2.0)], scope)
+        gate.unit(p, neg, full - s_const, [(r, 2.0)], scope)   # 1[s <= 2^i - 1], weight 2
+        gate.unit(p, neg, full - 1 - s_const, [(r, -2.0)], scope)
         _constant(p, gate, -3.0, r, scope)
-        _relu_pair(p, gate, [(r, -1.0)], 0.0, r, scope)
+        gate.pair(p, [(r, -1.0)], r, scope)
 
 
-def subtract(layout: Layout, C: float, a_rows: str, b_rows: str, scale: float) -> Part:
+def subtract(layout: Layout, C: float, a_rows: str, b_rows: str, scale: float) -> LayerBuilder:
     """Step 3: ``scr_b := (B - A) mod 2^N`` on column 0, ``A = scale * X[a_rows]``, likewise B.
 
     Two's complement: ``B - A = B + ~A + 1``; 0/1 bits ``(B_k + 1) / 2`` and ``(1 - A_k) / 2``
@@ -210,7 +181,7 @@ def subtract(layout: Layout, C: float, a_rows: str, b_rows: str, scale: float) -
     ``tmp_a, tmp_b`` with ``scale = 2`` (fused into the read layer, which then also stores
     ``scr_a`` and zeroes the temporaries).
     """
-    p, gate = Part(layout.d), Gate(layout, C)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     N = layout.N
     u = [([(layout.r(b_rows, k), scale / 2)], 0.5) for k in range(N)]
     v = [([(layout.r(a_rows, k), -scale / 2)], 0.5) for k in range(N)]
@@ -223,7 +194,7 @@ def subtract(layout: Layout, C: float, a_rows: str, b_rows: str, scale: float) -
     return p
 
 
-def write(layout: Layout, lam: float, C: float) -> Part:
+def write(layout: Layout, lam: float, C: float) -> LayerBuilder:
     """Step 4 (Lemma 3): ``mem[:, b] := scr_b[:, 0]``.
 
     Head: ``K = Q = cur_b + enc``; ``V`` adds ``mem + scr_b`` into ``tmp_a``. Column ``b`` splits
@@ -231,48 +202,45 @@ def write(layout: Layout, lam: float, C: float) -> Part:
     ``2 tmp_a - 2 mem = r - mem[b]`` on non-scratchpad columns; every other memory column attends
     to itself only (``2 tmp - 2 mem = 0``). Then ``tmp_a`` is zeroed.
     """
-    p, gate = Part(layout.d), Gate(layout, C)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     K = _selector(layout, "cur_b", "enc")
     V = _copy(layout, (_rows(layout, "mem"), _rows(layout, "scr_b")), "tmp_a")
-    p.heads.append(Head(K, K.copy(), V, lam))
+    p.head(K, K.copy(), V, lam)
     for i, r in enumerate(_rows(layout, "mem")):
-        _relu_pair(p, gate, [(layout.r("tmp_a", i), 2.0), (r, -2.0)], 0.0, r, SCOPE_LOCAL)
+        gate.pair(p, [(layout.r("tmp_a", i), 2.0), (r, -2.0)], r, SCOPE_LOCAL)
     zero_rows(p, gate, _rows(layout, "tmp_a"))
     return p
 
 
-def flag(layout: Layout, C: float) -> Part:
+def flag(layout: Layout, C: float) -> LayerBuilder:
     """Eq. 4: ``flag := ReLU(b_N) + ReLU(1 - N - sum_i b_i)`` from ``scr_b`` (1 iff <= 0)."""
-    p, gate = Part(layout.d), Gate(layout, C)
-    g, gb = gate.terms(SCOPE_GLOBAL)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     f = layout.r("flag")
     N = layout.N
-    p.unit([(layout.r("scr_b", N - 1), 1.0)] + g, gb, [(f, 1.0)], SCOPE_GLOBAL)
-    p.unit([(r, -1.0) for r in _rows(layout, "scr_b")] + g, 1.0 - N + gb, [(f, 1.0)],
-           SCOPE_GLOBAL)
-    _relu_pair(p, gate, [(f, -1.0)], 0.0, f, SCOPE_GLOBAL)
+    gate.unit(p, [(layout.r("scr_b", N - 1), 1.0)], 0.0, [(f, 1.0)], SCOPE_GLOBAL)
+    gate.unit(p, [(r, -1.0) for r in _rows(layout, "scr_b")], 1.0 - N, [(f, 1.0)], SCOPE_GLOBAL)
+    gate.pair(p, [(f, -1.0)], f, SCOPE_GLOBAL)
     return p
 
 
-def increment(layout: Layout, C: float) -> Part:
+def increment(layout: Layout, C: float) -> LayerBuilder:
     """Lemma 16 with ``b = 0`` and carry 1: ``pc1 := p_(PC + 1 mod 2^L)``."""
-    p, gate = Part(layout.d), Gate(layout, C)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     u = [([(layout.r("pc", k), 0.5)], 0.5) for k in range(layout.L)]
     v = [([], 0.0)] * layout.L
     _adder(p, gate, u, v, 1, _rows(layout, "pc1"), SCOPE_GLOBAL)
     return p
 
 
-def select(layout: Layout, C: float) -> Part:
+def select(layout: Layout, C: float) -> LayerBuilder:
     """Sec. 4.3: ``pc := 2 ReLU(pc1 - flag) + 2 ReLU(cur_c - (1 - flag)) - 1`` (on column 0)."""
-    p, gate = Part(layout.d), Gate(layout, C)
-    g, gb = gate.terms(SCOPE_GLOBAL)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     f = layout.r("flag")
     for k, r in enumerate(_rows(layout, "pc")):
-        p.unit([(layout.r("pc1", k), 1.0), (f, -1.0)] + g, gb, [(r, 2.0)], SCOPE_GLOBAL)
-        p.unit([(layout.r("cur_c", k), 1.0), (f, 1.0)] + g, -1.0 + gb, [(r, 2.0)], SCOPE_GLOBAL)
+        gate.unit(p, [(layout.r("pc1", k), 1.0), (f, -1.0)], 0.0, [(r, 2.0)], SCOPE_GLOBAL)
+        gate.unit(p, [(layout.r("cur_c", k), 1.0), (f, 1.0)], -1.0, [(r, 2.0)], SCOPE_GLOBAL)
         _constant(p, gate, -1.0, r, SCOPE_GLOBAL)
-        _relu_pair(p, gate, [(r, -1.0)], 0.0, r, SCOPE_GLOBAL)
+        gate.pair(p, [(r, -1.0)], r, SCOPE_GLOBAL)
     return p
 
 
@@ -284,7 +252,7 @@ STATIC_ROWS = ("cmd_a", "cmd_b", "cmd_c", "enc", "ind")
 """Rows no head or FF writes: exact with exact weights, but they drift when weights are noisy."""
 
 
-def snap(layout: Layout, C: float, eps: float = 0.25, static: bool = False) -> Part:
+def snap(layout: Layout, C: float, eps: float = 0.25, static: bool = False) -> LayerBuilder:
     """Step 6: snap values within ``eps`` of -1, 0, 1 back exactly (``eps < 1/2``).
 
     ``clean(x) = a (ReLU(x+1-eps) - ReLU(x+eps)) + a (ReLU(x-eps) - ReLU(x-1+eps)) - 1``,
@@ -295,31 +263,23 @@ def snap(layout: Layout, C: float, eps: float = 0.25, static: bool = False) -> P
     """
     if not 0 < eps < 0.5:
         raise ValueError(f"snap eps = {eps}; expected 0 < eps < 0.5")
-    p, gate = Part(layout.d), Gate(layout, C)
+    p, gate = LayerBuilder(layout.d), _Gate(layout, C)
     a = 1.0 / (1.0 - 2.0 * eps)
     targets = [(r, SCOPE_ALL) for r in _rows(layout, "mem")]
     targets += [(r, SCOPE_GLOBAL) for name in SNAP_ROWS for r in _rows(layout, name)]
     if static:
         targets += [(r, SCOPE_ALL) for name in STATIC_ROWS for r in _rows(layout, name)]
     for r, scope in targets:
-        g, gb = gate.terms(scope)
         for bias, coef in ((1 - eps, a), (eps, -a), (-eps, a), (-1 + eps, -a)):
-            p.unit([(r, 1.0)] + g, bias + gb, [(r, coef)], scope)
+            gate.unit(p, [(r, 1.0)], bias, [(r, coef)], scope)
         _constant(p, gate, -1.0, r, scope)
-        _relu_pair(p, gate, [(r, -1.0)], 0.0, r, scope)
+        gate.pair(p, [(r, -1.0)], r, scope)
     return p
 
 
-def merge(parts: list[Part], xp: Any = np) -> Layer:
-    """Stack parts into one layer over array module ``xp`` (an FF-only layer has no heads)."""
-    d = parts[0].d
-    heads = tuple(Head(xp.asarray(h.K), xp.asarray(h.Q), xp.asarray(h.V), h.lam)
-                  for p in parts for h in p.heads)
-    w1 = [w for p in parts for w in p.w1]
-    w2 = [w for p in parts for w in p.w2]
-    W1 = np.array(w1).reshape(-1, d)
-    W2 = np.array(w2).reshape(-1, d).T
-    b1 = np.array([b for p in parts for b in p.b1])
-    b2 = sum(p.b2 for p in parts)
-    scope = np.array([s for p in parts for s in p.scope], dtype=np.int64)
-    return Layer(heads, xp.asarray(W1), xp.asarray(b1), xp.asarray(W2), xp.asarray(b2), scope)
+def merge(parts: list[LayerBuilder], xp: Any = np) -> Layer:
+    """Stack blocks into one layer over array module ``xp`` (an FF-only layer has no heads)."""
+    layer = LayerBuilder(parts[0].d)
+    for part in parts:
+        layer.extend(part)
+    return layer.layer(xp)

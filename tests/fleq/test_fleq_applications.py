@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tpcore.looped import applications as AP
+from tpcore.fleq import applications as AP
 
 K = AP.Constants(lam=30.0, c=1e-5, C=30.0, symmetric=True, m=120)
 

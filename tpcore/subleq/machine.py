@@ -23,22 +23,18 @@ import numpy as np
 
 from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.looped import blocks
+from tpcore.looped.compiled import compile_layers, forward_compiled
 from tpcore.looped.encodings import decode_int, decode_unsigned, encode_address, encode_int
 from tpcore.looped.layer import Layer, layer_forward, layer_forward_sparse
-from tpcore.looped.layout import Layout
-from tpcore.looped.program import Program, validate
+from tpcore.subleq import blocks
+from tpcore.subleq.layout import Layout
+from tpcore.subleq.program import SubleqProgram, validate
 
 SCHEDULES = ("fused", "paper")
 
 
-def gate_constant(layout: Layout) -> float:
-    """``C`` above every pre-activation a gate must silence: adder sums reach ``2^(bits+1)``."""
-    return float(4 * 2 ** max(layout.N, layout.L) + 8)
-
-
 @dataclass
-class Machine:
+class SubleqMachine:
     """A compiled looped transformer for one layout. ``lam=None`` means hardmax."""
 
     layout: Layout
@@ -60,8 +56,6 @@ class Machine:
         (the same sparse path in the numba CSR kernel; host arrays only).
         """
         if sparse == "kernel":
-            from tpcore.looped.compiled import compile_layers, forward_compiled
-
             if self._compiled is None:
                 self._compiled = compile_layers(self.layers)
             Xb = X if X.ndim == 3 else X[None]
@@ -84,7 +78,7 @@ class Machine:
 
 
 def build(layout: Layout, lam: float | None = None, schedule: str = "fused", snap: bool = True,
-          eps: float = 0.25, snap_static: bool = False, xp: Any = np) -> Machine:
+          eps: float = 0.25, snap_static: bool = False, xp: Any = np) -> SubleqMachine:
     """Generate every block's weights for ``layout`` and stack them per ``schedule``.
 
     ``snap_static`` makes the snap layer also restore the rows no block writes (``cmd, enc, ind``)
@@ -93,7 +87,7 @@ def build(layout: Layout, lam: float | None = None, schedule: str = "fused", sna
         raise TpcoreError(f"schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
     if lam is not None and not lam > 0:
         raise TpcoreError(f"lam = {lam}; expected a positive inverse temperature or None")
-    C = gate_constant(layout)
+    C = layout.gate
     lam_h = 1.0 if lam is None else float(lam)
     lo = layout
     if schedule == "fused":
@@ -110,11 +104,11 @@ def build(layout: Layout, lam: float | None = None, schedule: str = "fused", sna
                 ("increment", [blocks.increment(lo, C)]), ("select", [blocks.select(lo, C)])]
     if snap:
         plan.append(("snap", [blocks.snap(lo, C, eps, static=snap_static)]))
-    return Machine(layout, [blocks.merge(parts, xp) for _, parts in plan], lam, schedule, snap,
-                   [name for name, _ in plan])
+    return SubleqMachine(layout, [blocks.merge(parts, xp) for _, parts in plan], lam, schedule,
+                         snap, [name for name, _ in plan])
 
 
-def punchcard(program: Program, xp: Any = np) -> Any:
+def punchcard(program: SubleqProgram, xp: Any = np) -> Any:
     """The initial ``X: (d, n)`` float64 (Eq. 5 plus temporaries), PC at the first instruction."""
     lo = validate(program)
     X = np.zeros((lo.d, lo.n))
@@ -138,7 +132,7 @@ def decode_pc(layout: Layout, X: Any) -> np.ndarray:
 
 
 @dataclass
-class Run:
+class SubleqRun:
     """Result of :func:`execute`: final ``X``, per-program ``steps`` (instructions before EOF),
     ``iterations`` run, and with ``trace`` the decoded ``mems[t], pcs[t]`` and ``Xs[t]``."""
 
@@ -150,8 +144,8 @@ class Run:
     Xs: list[np.ndarray] = field(default_factory=list)
 
 
-def execute(machine: Machine, X: Any, max_steps: int = 10_000, sparse: bool | str = False,
-            trace: bool = False, keep_X: bool = False, tol: float = 1e-9) -> Run:
+def execute(machine: SubleqMachine, X: Any, max_steps: int = 10_000, sparse: bool | str = False,
+            trace: bool = False, keep_X: bool = False, tol: float = 1e-9) -> SubleqRun:
     """Loop ``X <- TF(X)`` until ``X`` stops changing (``max |dX| <= tol`` for every program).
 
     ``X: (d, n)`` or ``(B, d, n)``. The EOF fixed point is reached two iterations after the PC
@@ -164,7 +158,7 @@ def execute(machine: Machine, X: Any, max_steps: int = 10_000, sparse: bool | st
     Xb = X if batched else X[None]
     B = Xb.shape[0]
     steps = np.full(B, -1, dtype=np.int64)
-    run = Run(X, steps, 0)
+    run = SubleqRun(X, steps, 0)
 
     def record(t: int, Xc: Any) -> None:
         pc = decode_pc(lo, Xc)
