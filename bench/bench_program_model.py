@@ -17,8 +17,8 @@ import pytest
 
 from tpcore.backend import blas_threads
 from tpcore.models.program import ProgramConfig, ProgramModel
-from tpcore.models.program_train import program_step
 from tpcore.nn.optim import Adam
+from tpcore.pipelines.learn import program_step
 from tpcore.train import StepContext
 
 

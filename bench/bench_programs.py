@@ -13,12 +13,14 @@ The machine is shared, so absolute timings are noisy.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 
 import numpy as np
 import pytest
 
+from tpcore.pipelines.decompile import load_program
 from tpcore.programs import codegen
 from tpcore.programs.examples import random_inputs, random_program
 from tpcore.programs.interpret import compile_program, run_reference
@@ -31,8 +33,6 @@ B_PYTHON = 300
 def program():
     path = os.environ.get("TPCORE_BENCH_PROGRAM")
     if path:
-        from tpcore.programs.files import load_program
-
         return load_program(path)
     return random_program(7, layers=3, cat_heads=4, num_heads=4, cat_mlps=2, num_mlps=2,
                           vocab=8, max_len=10, rule="closest")
@@ -45,8 +45,6 @@ def batch(program):
 
 @pytest.fixture(scope="module")
 def generated(program, tmp_path_factory):
-    import importlib.util
-
     path, _ = codegen.write(program, tmp_path_factory.mktemp("bench") / "sort.py")
     spec = importlib.util.spec_from_file_location("bench_sort_program", path)
     module = importlib.util.module_from_spec(spec)

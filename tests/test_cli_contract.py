@@ -101,7 +101,7 @@ def test_size_errors_name_estimate_and_limit(capsys):
 
 
 def test_learn_config_estimate_is_near_the_measured_peak():
-    from tpcore.models.program_train import LearnConfig
+    from tpcore.pipelines.learn import LearnConfig
 
     assert 200 * 2**20 < LearnConfig().memory_estimate() < 300 * 2**20  # measured peak 217 MiB
 
@@ -251,7 +251,7 @@ def test_unreadable_weights_name_the_file(causal_copy, capsys):
 
 
 def test_library_errors_stay_tpcore_errors():
-    from tpcore.models.program_train import LearnConfig
+    from tpcore.pipelines.learn import LearnConfig
 
     with pytest.raises(TpcoreError, match="need finite lr"):
         LearnConfig(lr=float("nan")).check()

@@ -13,8 +13,9 @@ import pytest
 from tpcore.cli import main
 from tpcore.errors import TpcoreError
 from tpcore.io import remove_stale_temps, write_text
-from tpcore.models import program_sweep, program_train
-from tpcore.models.program_train import LearnConfig, learn
+from tpcore.pipelines import learn as program_train
+from tpcore.pipelines import sweep as program_sweep
+from tpcore.pipelines.learn import LearnConfig, learn
 from tpcore.rundir import RECORD, RunDir, cached, check_out_dir
 
 TINY = dict(task="sort", n_layers=1, n_cat_heads=1, n_num_heads=1, n_cat_mlps=1, n_num_mlps=1,

@@ -10,9 +10,9 @@ import pytest
 from tpcore.errors import TpcoreError
 from tpcore.models import extract
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
+from tpcore.pipelines.fidelity import agreement
 from tpcore.programs import codegen, ir, library
 from tpcore.programs import interpret as it
-from tpcore.programs.files import agreement
 from tpcore.tasks.registry import make_task
 
 TASK = make_task("hist", vocab_size=6, max_len=8, n_samples=600, seed=0)
@@ -116,7 +116,8 @@ def test_random_untrained_models_are_programs(variant, seed):
 def test_briefly_trained_model_is_its_program(tmp_path, causal):
     """A few training steps of the ``both`` variant (gate, heads and MLPs all move), decompiled
     as ``tpcore learn`` does it; the gate depends on the input."""
-    from tpcore.models.program_train import LearnConfig, decompile, train
+    from tpcore.pipelines.decompile import decompile
+    from tpcore.pipelines.learn import LearnConfig, train
 
     cfg = LearnConfig(task="hist", n_layers=2, n_cat_heads=1, n_num_heads=1, n_cat_mlps=1,
                       n_num_mlps=1, d_mlp=8, epochs=3, batch_size=100, eval_every=0, seed=2)

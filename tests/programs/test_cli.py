@@ -8,9 +8,9 @@ from tpcore.cli import main
 from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
+from tpcore.pipelines.decompile import load_program
 from tpcore.programs import codegen, ir
 from tpcore.programs.examples import reverse_program
-from tpcore.programs.files import load_program
 
 LETTERS = list("abcdefgh")
 

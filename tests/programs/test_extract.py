@@ -140,8 +140,8 @@ def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal)
 def test_learn_run_fidelity_all_engines(tmp_path):
     """A tiny ``tpcore learn`` run: model, both engines and the generated program agree on its
     whole test split."""
-    from tpcore.models.program_train import LearnConfig, learn
-    from tpcore.programs.files import fidelity, load_program
+    from tpcore.pipelines.decompile import load_program
+    from tpcore.pipelines.learn import LearnConfig, fidelity, learn
 
     cfg = LearnConfig(task="hist", n_layers=1, n_cat_heads=1, n_num_heads=1, n_cat_mlps=1,
                       n_num_mlps=1, d_mlp=16, epochs=2, batch_size=64, eval_every=1,
@@ -156,7 +156,7 @@ def test_learn_run_fidelity_all_engines(tmp_path):
 @pytest.mark.parametrize("task_name", ["induction", "dyck1", "sort"])
 def test_task_accuracy_of_program_equals_models(task_name):
     """``evaluate_on_task`` on an extracted (untrained) program gives the model's accuracy."""
-    from tpcore.programs.files import evaluate_on_task
+    from tpcore.pipelines.score import evaluate_on_task
     from tpcore.tasks.registry import make_task
 
     task = make_task(task_name, n_samples=300)

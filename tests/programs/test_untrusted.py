@@ -20,10 +20,10 @@ import pytest
 from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
-from tpcore.programs import codegen, files, ir, parse
+from tpcore.pipelines.decompile import load_program
+from tpcore.programs import codegen, generated, ir, parse
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import reverse_program
-from tpcore.programs.files import load_program
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_injected_program_name_is_refused_and_never_runs(tmp_path, monkeypatch):
     """A program.json whose name closes the generated docstring: `tpcore reproduce
     program-lengths --run-dirs DIR` used to import the generated program, running the code."""
     from tpcore.experiments import program_lengths
-    from tpcore.models.program_train import LearnConfig, learn
+    from tpcore.pipelines.learn import LearnConfig, learn
 
     run = tmp_path / "run"
     learn(LearnConfig(task="reverse", n_layers=1, n_cat_heads=1, n_num_heads=0, n_cat_mlps=1,
@@ -84,7 +84,7 @@ def test_labels_reach_generated_code_only_as_literals(tmp_path):
     back = parse.parse_file(path)
     assert back.tokens.values == p.tokens.values
     seqs = [["<s>", *words[:4], "</s>"], ["<s>", *words[3:], "</s>"]]
-    assert files.run_generated(p, seqs) == it.predict(p, seqs)
+    assert generated.run_generated(p, seqs) == it.predict(p, seqs)
     assert not marker.exists()
 
 
@@ -94,7 +94,7 @@ def test_generated_programs_run_outside_this_process(tmp_path, monkeypatch):
         return "import os\n\n\ndef run(tokens):\n    return [str(os.getpid())] * len(tokens)\n"
 
     monkeypatch.setattr(codegen, "source", source)
-    pid = files.run_generated(reverse_program(), [["<s>", "1", "</s>"]])[0][0]
+    pid = generated.run_generated(reverse_program(), [["<s>", "1", "</s>"]])[0][0]
     assert pid != str(os.getpid()) and "generated" not in sys.modules
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from tpcore.cli import main
-from tpcore.models.program_sweep import execute, grid, sweep
-from tpcore.models.program_train import LearnConfig, learn
+from tpcore.pipelines.learn import LearnConfig, learn
+from tpcore.pipelines.sweep import execute, grid, sweep
 
 TINY = dict(task="induction", n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
             n_num_mlps=0, epochs=2, batch_size=64, eval_every=1, n_samples=300)
@@ -56,7 +56,7 @@ def test_sweep_resumes(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a finished run was repeated")
 
-    monkeypatch.setattr("tpcore.models.program_train.learn", boom)
+    monkeypatch.setattr("tpcore.pipelines.learn.learn", boom)
     again = execute(configs, tmp_path)
     assert [r["test_acc"] for r in again] == [r["test_acc"] for r in result["runs"]]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 from tpcore.commands.options import nonnegative_int, positive_int
+from tpcore.errors import TpcoreError
+from tpcore.experiments.counting import VARIANTS, run
 
 
 def register_reproduce(verbs: argparse._SubParsersAction) -> None:
@@ -32,9 +34,6 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_counting(args: argparse.Namespace) -> int:
-    from tpcore.errors import TpcoreError
-    from tpcore.experiments.counting import VARIANTS, run
-
     cells = None
     if args.cells:
         bad = [c for c in args.cells if c.count(":") != 1]

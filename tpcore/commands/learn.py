@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tpcore.cli import NLP_LEARN_TASKS
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+from tpcore.errors import unknown_name
+from tpcore.experiments import table1
+from tpcore.pipelines.learn import LearnConfig, learn
+from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
 
 DEFAULTS = {"n_layers": 3, "n_cat_heads": 4, "n_num_heads": 4, "n_cat_mlps": 2,
             "n_num_mlps": 2, "epochs": 250}
@@ -60,14 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def config_from_args(args: argparse.Namespace, **arch: int):
+def config_from_args(args: argparse.Namespace, **arch: int) -> LearnConfig:
     """A checked :class:`LearnConfig` from the options of :func:`add_model_options`; ``arch``:
     architecture fields (``n_layers``, ``seed``, ...; the defaults where not given)."""
-    from tpcore.cli import NLP_LEARN_TASKS
-    from tpcore.errors import unknown_name
-    from tpcore.models.program_train import LearnConfig
-    from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
-
     if args.task not in (*TASK_NAMES, *ALIASES):
         raise unknown_name("task", args.task, (*TASK_NAMES, *NLP_LEARN_TASKS))
     cfg = LearnConfig(task=task_name(args.task), epochs=args.epochs, batch_size=args.batch_size,
@@ -97,8 +97,6 @@ def summary(metrics: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tpcore.models.program_train import learn
-
     cfg = config_from_args(args, n_layers=args.layers, n_cat_heads=args.cat_heads,
                            n_num_heads=args.num_heads, n_cat_mlps=args.cat_mlps,
                            n_num_mlps=args.num_mlps, seed=args.seed)
@@ -132,11 +130,8 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_table1(args: argparse.Namespace) -> int:
-    from tpcore.experiments.table1 import TASKS, run, table
-    from tpcore.tasks.registry import task_name
-
-    tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else TASKS
-    result = run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler, args.seeds,
-                 args.overwrite)
-    print(table(result["tasks"]))
+    tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else table1.TASKS
+    result = table1.run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler,
+                        args.seeds, args.overwrite)
+    print(table1.table(result["tasks"]))
     return 0

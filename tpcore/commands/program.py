@@ -1,7 +1,8 @@
 """``tpcore program show|run|eval PATH``: read, run and score Transformer Programs.
 
 PATH may be a run directory (``tpcore learn``), a saved IR (``.json``), a generated program or a
-program in the authors' published format (``.py``, imported with ``ast``, never executed).
+program in the authors' published format (``.py``, imported with ``ast``, never executed), or a
+saved model (``.npz``, extracted).
 """
 
 from __future__ import annotations
@@ -9,12 +10,16 @@ from __future__ import annotations
 import argparse
 
 from tpcore.commands.options import engine_or_numpy, nonnegative_int, positive_int
+from tpcore.errors import TpcoreError
+from tpcore.experiments import program_lengths
+from tpcore.pipelines.decompile import load_program
+from tpcore.pipelines.learn import MIN_SAMPLES
+from tpcore.pipelines.score import evaluate_on_task
+from tpcore.programs import analysis, codegen
+from tpcore.programs.interpret import predict
 
 
 def _show(args: argparse.Namespace) -> int:
-    from tpcore.programs import analysis, codegen
-    from tpcore.programs.files import load_program
-
     p = load_program(args.path)
     if not args.no_source:
         print(codegen.source(p, compress=not args.full), end="")
@@ -38,18 +43,13 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tpcore.programs.files import load_program
-    from tpcore.programs.interpret import predict
-
     p = load_program(args.path)
     tokens = p.frame(args.tokens)
     pred = predict(p, [tokens], engine=engine_or_numpy(args.engine))[0]
     print(" ".join(y for t, y in zip(tokens, pred) if t not in (p.bos, p.eos)))
     if args.explain is not None:
-        from tpcore.programs.analysis import contributions
-
         i = args.explain
-        rows = contributions(p, tokens, i)
+        rows = analysis.contributions(p, tokens, i)
         cls = pred[i] if pred[i] in p.classifier.classes else p.classifier.classes[0]
         print(f"# position {i} ({tokens[i]!r} -> {pred[i]!r}): features by score for {cls!r}")
         for r in rows[: args.top]:
@@ -58,10 +58,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from tpcore.errors import TpcoreError
-    from tpcore.models.program_train import MIN_SAMPLES
-    from tpcore.programs.files import evaluate_on_task, load_program
-
     if args.n_samples < MIN_SAMPLES:
         raise TpcoreError(f"--n-samples {args.n_samples} is too few to split 80/10/10 with no "
                           f"split empty; expected >= {MIN_SAMPLES}")
@@ -122,12 +118,10 @@ def register_reproduce(verbs: argparse._SubParsersAction) -> None:
 
 
 def _reproduce_lengths(args: argparse.Namespace) -> int:
-    from tpcore.experiments.program_lengths import run, table
-
-    result = run(args.budget, args.table1, args.out, epochs=args.epochs,
-                 check_fidelity=not args.no_fidelity, run_dirs=args.run_dirs,
-                 overwrite=args.overwrite)
-    print(table(result["tasks"]))
+    result = program_lengths.run(args.budget, args.table1, args.out, epochs=args.epochs,
+                                 check_fidelity=not args.no_fidelity, run_dirs=args.run_dirs,
+                                 overwrite=args.overwrite)
+    print(program_lengths.table(result["tasks"]))
     print(f"{result['at_or_below_paper']} of {len(result['tasks'])} programs at or below the "
           "paper's pruned length")
     return 0

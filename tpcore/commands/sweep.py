@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tpcore.commands.learn import add_model_options
+from tpcore.commands.learn import add_model_options, config_from_args
 from tpcore.commands.options import nonnegative_int, positive_int
+from tpcore.limits import check_memory
+from tpcore.pipelines.sweep import grid, sweep, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,10 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tpcore.commands.learn import config_from_args
-    from tpcore.limits import check_memory
-    from tpcore.models.program_sweep import grid, sweep, table
-
     base = config_from_args(args)
     configs = grid(base, args.layers, args.heads, args.mlps, args.seeds)
     for c in configs:

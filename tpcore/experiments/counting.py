@@ -53,7 +53,7 @@ from tpcore.models.counting import (
     gate_rule,
     variant_flags,
 )
-from tpcore.models.program_train import LearnConfig
+from tpcore.pipelines.learn import LearnConfig
 from tpcore.rundir import cached, check_out_dir, saved
 
 TASKS = ("double_hist", "hist", "reverse", "sort", "most_freq")
@@ -192,7 +192,7 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     model (``.npz`` + ``.json``). ``gate_rule[L]`` names the expert the discrete gate picks for
     every input of ``L`` content tokens (None: it depends on the input)."""
     from tpcore.backend import blas_threads
-    from tpcore.models.program_train import make_data, train
+    from tpcore.pipelines.learn import make_data, train
     from tpcore.train import evaluate_supervised
 
     blas_threads(1)

@@ -35,6 +35,7 @@ import numpy as np
 from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.metrics import accuracy, conll_scores
+from tpcore.pipelines.fidelity import agreement
 from tpcore.programs.analysis import embedding_table
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.nlp import (
@@ -191,8 +192,8 @@ def _train(model: Any, splits: dict[str, dict[str, np.ndarray]], s: Any, evaluat
     """Adam through :func:`fit`, selecting on ``evaluate(model)["score"]``; program models get
     the Gumbel schedule and the one-sample program step."""
     from tpcore.backend import blas_threads
-    from tpcore.models.program_train import program_step
     from tpcore.nn.optim import Adam
+    from tpcore.pipelines.learn import program_step
     from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
 
     blas_threads(1)
@@ -258,16 +259,7 @@ def extract_program(model: Any, vocab: Vocab, classes: list[str], name: str) -> 
 def ner_fidelity(model: Any, program: Any, split: dict[str, np.ndarray]) -> dict[str, float]:
     """Agreement of the interpreter (NumPy reference and numba kernel) with the discrete model
     at the word positions of ``split``."""
-    from tpcore.programs.interpret import run_ids
-
-    want = predict(model, split)
-    lengths = (~split["pad"]).sum(axis=1)
-    mask = split["mask"]
-    out = {}
-    for engine in ("numpy", "numba"):
-        got = np.asarray(to_host(run_ids(program, split["tokens"], lengths, engine=engine)))
-        out[engine] = float((got[mask] == want[mask]).mean())
-    return out
+    return agreement(model, program, split, engines=("numpy", "numba"))
 
 
 def class_gap_table(program: Any, first: str = "B-LOC", second: str = "B-ORG", top: int = 15,
@@ -446,15 +438,7 @@ def classification_fidelity(model: Any, program: Any, split: dict[str, np.ndarra
     """Agreement of the mean-pooled program (the interpreter's per-token classifier logits,
     NumPy reference, averaged over non-pad tokens) with the discrete model on ``split``. The
     per-token program is exactly what the interpreter runs; the pooling is the readout."""
-    from tpcore.models.pooled import pool_weights
-    from tpcore.programs.interpret import evaluate, feature_logits
-
-    lengths = (~split["pad"]).sum(axis=1)
-    logits = np.asarray(to_host(feature_logits(program, evaluate(program, split["tokens"],
-                                                                  lengths))))
-    w = pool_weights(split["pad"], split["tokens"].shape, np, np.float64)
-    got = (logits * w[..., None]).sum(axis=1).argmax(axis=-1)
-    return {"numpy": float((got == predict(model, split)).mean())}
+    return agreement(model, program, split, engines=("numpy",))
 
 
 def naive_bayes(data: ClassificationData) -> dict[str, Any]:

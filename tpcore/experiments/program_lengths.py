@@ -8,7 +8,7 @@ of the NumPy reference, the numba kernel and the generated Python program.
 run's ``program.json``, counts
 the lines of its generated program without and with compression
 (:func:`tpcore.programs.codegen.line_counts`), measures fidelity
-(:func:`tpcore.programs.files.fidelity`), and writes ``program_lengths.json`` and
+(:func:`tpcore.pipelines.learn.fidelity`), and writes ``program_lengths.json`` and
 ``program_lengths.md``.
 """
 
@@ -45,7 +45,7 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     """One row: the run's task and test accuracy, its program's line counts, the paper's, and
     (with ``check_fidelity``) the agreement of every engine with the model."""
     from tpcore.programs import codegen, ir
-    from tpcore.programs.files import fidelity
+    from tpcore.pipelines.learn import fidelity
 
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())

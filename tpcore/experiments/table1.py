@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.errors import TpcoreError
-from tpcore.models.program_sweep import PAPER_GRID, grid, sweep
-from tpcore.models.program_train import LearnConfig
+from tpcore.pipelines.learn import LearnConfig
+from tpcore.pipelines.sweep import PAPER_GRID, grid, sweep
 from tpcore.tasks.registry import DEFAULTS
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2", "induction")
@@ -86,7 +86,7 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
     """Sweep every task at ``budget`` into ``out/runs/<task>``; write ``out/table1.json`` and
     ``out/table1.md``. Finished runs of the same configuration are reused (rerunning resumes);
     a run directory of another configuration is refused before training, unless
-    ``overwrite`` retrains it (:func:`tpcore.models.program_sweep.execute`). Rows of other tasks
+    ``overwrite`` retrains it (:func:`tpcore.pipelines.sweep.execute`). Rows of other tasks
     already in ``out/table1.json`` at the same budget are kept, so tasks can be run (or given
     more seeds) one command at a time; ``commands`` lists every command behind the table."""
     import json

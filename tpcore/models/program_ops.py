@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from tpcore.backend import xp_of
 from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
 from tpcore.nn.relax import argmax_onehot, gumbel_softmax_forward
@@ -69,8 +71,6 @@ def closest_bias(n: int, dtype: Any = "float32", xp: Any = None) -> Array:
     ``b = -(t - 1) / (n - 2)``: 0 for neighbours falling linearly to -1 at the farthest key, equal
     on both sides so the earlier key wins ties under a first-index argmax.
     """
-    import numpy as np
-
     xp = xp or np
     t = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]).astype(np.float64)
     b = -(t - 1) / max(n - 2, 1)

@@ -1,11 +1,14 @@
-"""Training a Transformer Program on a task through the shared loop (:func:`tpcore.train.fit`).
+"""Learn a Transformer Program: generate a task, train through the shared loop
+(:func:`tpcore.train.fit`), decompile, and write the run directory.
 
 :class:`LearnConfig` holds a run's settings (the paper's RASP defaults: Adam lr 0.05, batch 512,
 Gumbel temperature 3.0 -> 0.01 geometric per step, one sample per step, selection on validation
 token accuracy of the discrete model). :func:`learn` builds the model for a task, trains it and
 writes the run directory as a unit (:class:`tpcore.rundir.RunDir`): ``model.npz`` +
-``model.json``, ``metrics.json``, when :mod:`tpcore.programs` can extract it ``program.json``
-plus the readable ``program/<task>.py``, and last the completion record ``run.json``.
+``model.json``, ``metrics.json``, when the program IR can express it ``program.json`` plus the
+readable ``program/<task>.py`` (:func:`tpcore.pipelines.decompile.decompile`), and last the
+completion record ``run.json``. :func:`fidelity` checks a finished run's program against its
+model on every engine.
 """
 
 from __future__ import annotations
@@ -18,19 +21,30 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError
+from tpcore.io import write_json
+from tpcore.limits import check_memory
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
+from tpcore.nn.module import load, save
+from tpcore.nn.optim import Adam
+from tpcore.pipelines.decompile import decompile
+from tpcore.pipelines.fidelity import agreement
+from tpcore.programs import ir
 from tpcore.rundir import RunDir
-from tpcore.train import Batch, StepContext
-
-if TYPE_CHECKING:
-    from tpcore.tasks.data import TaskData
+from tpcore.tasks.data import TaskData
+from tpcore.tasks.registry import DEFAULTS, make_task, task_name
+from tpcore.train import (
+    Batch,
+    StepContext,
+    TrainConfig,
+    evaluate_supervised,
+    fit,
+    shuffled_batches,
+)
 
 EVAL_BATCH = 1024
 """Sequences per evaluation forward (bounds peak memory)."""
@@ -75,8 +89,6 @@ class LearnConfig:
         """Reject settings that cannot work, naming the value and what is allowed: counts, finite
         rates, splits that are not empty, and an estimated memory that fits
         (:meth:`memory_estimate`, :func:`tpcore.limits.check_memory`)."""
-        from tpcore.limits import check_memory
-
         for name in ("n_layers", "epochs", "batch_size", "samples", "d_mlp"):
             if getattr(self, name) < 1:
                 raise TpcoreError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -106,9 +118,7 @@ class LearnConfig:
 
     def task_size(self) -> tuple[int, int]:
         """``(vocab_size, max_len)`` with the task's defaults in place of 0."""
-        from tpcore.tasks.registry import DEFAULTS, task_name
-
-        dv, dn = DEFAULTS.get(task_name(self.task), (8, 8))
+        dv, dn = DEFAULTS[task_name(self.task)]
         return self.vocab_size or dv, self.max_len or dn
 
     def memory_estimate(self) -> int:
@@ -137,8 +147,6 @@ class LearnConfig:
 
 def make_data(cfg: LearnConfig) -> TaskData:
     """The task's splits for ``cfg`` (seeded by ``data_seed``)."""
-    from tpcore.tasks.registry import make_task
-
     return make_task(cfg.task, cfg.vocab_size or None, cfg.max_len or None, cfg.n_samples,
                      cfg.data_seed, cfg.min_len)
 
@@ -179,9 +187,6 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
     :func:`build_model`'s."""
-    from tpcore.nn.optim import Adam
-    from tpcore.train import TrainConfig, evaluate_supervised, fit, shuffled_batches
-
     cfg.check()
     model = build_model(cfg, task) if model is None else model
     n_train = len(task.splits["train"]["tokens"])
@@ -207,26 +212,6 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     return model, metrics
 
 
-def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
-    """Extract the program, write ``program.json`` and ``program/<task>.py`` (+ weights CSV),
-    and measure its agreement with the discrete model on the test split."""
-    from tpcore.models.extract import extract
-    from tpcore.programs import codegen, ir
-    from tpcore.programs.interpret import run_ids
-
-    prog = extract(model, task.vocab, task.classes, name=task.name, bos="<s>", eos=task.eos,
-                   pad="<pad>")
-    ir.save(prog, out / "program.json")
-    py, _ = codegen.write(prog, out / "program" / f"{task.name}.py")
-    test = task.splits["test"]
-    lengths = (~test["pad"]).sum(axis=1)
-    pred = np.asarray(run_ids(prog, test["tokens"], lengths, engine="numpy"))
-    want = np.asarray(model.forward(test["tokens"], test["pad"]).argmax(-1))
-    mask = test["mask"]
-    return {"path": str(py), "lines": len(py.read_text().splitlines()),
-            "fidelity": float((pred[mask] == want[mask]).mean())}
-
-
 def run_dir(cfg: LearnConfig, out: Path, overwrite: bool = False) -> RunDir:
     """The run directory of ``cfg`` at ``out``; its configuration is ``dataclasses.asdict(cfg)``
     (a run written before ``run.json`` existed: the ``config`` of its ``metrics.json``)."""
@@ -244,9 +229,6 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     (:func:`run_dir`); returns the metrics, with ``reused``: True when ``out`` already held a
     finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
     settings is refused before any work, unless ``overwrite``, which replaces it whole."""
-    from tpcore.io import write_json
-    from tpcore.nn.module import save
-
     cfg.check()
     run = run_dir(cfg, Path(out), overwrite)
     if run.finished:
@@ -267,3 +249,16 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
         metrics["wall_seconds"] = time.perf_counter() - start
         write_json(tmp / "metrics.json", metrics)
     return {**metrics, "reused": False}
+
+
+def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
+    """:func:`tpcore.pipelines.fidelity.agreement` of a finished run's discrete model and its
+    ``program.json`` on its test split, on every engine (the generated program on the first
+    ``n_program`` sequences, all when None), with the numbers of target ``positions`` and
+    ``sequences``."""
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    test = make_data(LearnConfig(**metrics["config"])).splits["test"]
+    return {"positions": int(test["mask"].sum()), "sequences": int(len(test["tokens"])),
+            **agreement(load(run_dir / "model.npz"), ir.load(run_dir / "program.json"), test,
+                        n_generated=n_program)}

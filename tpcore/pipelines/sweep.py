@@ -1,7 +1,7 @@
 """Grid sweeps of Transformer Programs: local processes or a Dask cluster, resumable.
 
-A sweep is a list of :class:`~tpcore.models.program_train.LearnConfig`; each run writes its own
-directory ``<out>/<run name>`` through :func:`~tpcore.models.program_train.learn`, as a unit
+A sweep is a list of :class:`~tpcore.pipelines.learn.LearnConfig`; each run writes its own
+directory ``<out>/<run name>`` through :func:`~tpcore.pipelines.learn.learn`, as a unit
 with its configuration recorded (:mod:`tpcore.rundir`), so rerunning a sweep reuses the finished
 runs of the same configuration. A run directory holding another configuration (say, another
 ``epochs``) is refused before anything is trained, unless ``overwrite`` retrains it.
@@ -12,6 +12,7 @@ evenly between categorical and numerical. Selection: best validation token accur
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.errors import TpcoreError
-from tpcore.models import program_train
-from tpcore.models.program_train import LearnConfig, run_dir
+from tpcore.io import write_json, write_text
+from tpcore.pipelines import learn
+from tpcore.pipelines.learn import LearnConfig, run_dir
 from tpcore.rundir import check_out_dir
 
 PAPER_GRID = {"layers": (2, 3), "heads": (4, 8), "mlps": (2, 4), "seeds": (0, 1, 2, 3, 4)}
@@ -51,7 +53,7 @@ def run_name(cfg: LearnConfig) -> str:
 def run_one(cfg_dict: dict[str, Any], out: str, overwrite: bool = False) -> dict[str, Any]:
     """Worker entry point: train one configuration into ``out`` (a finished run of it is
     reused) and return a one-line summary."""
-    program_train.learn(LearnConfig(**cfg_dict), Path(out), quiet=True, overwrite=overwrite)
+    learn.learn(LearnConfig(**cfg_dict), Path(out), quiet=True, overwrite=overwrite)
     return summarise(Path(out))
 
 
@@ -96,11 +98,9 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str
     if scheduler is not None and todo:
         _execute_dask(todo, scheduler, done)
     elif jobs > 1 and len(todo) > 1:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for fut in as_completed([pool.submit(run_one, *a) for a in todo]):
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+            for fut in concurrent.futures.as_completed([pool.submit(run_one, *a) for a in todo]):
                 done(fut.result())
     else:
         for a in todo:
@@ -147,8 +147,6 @@ def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any =
           on_done: Callable | None = None, overwrite: bool = False) -> dict[str, Any]:
     """Run the sweep (:func:`execute`) and write ``sweep.json`` and ``sweep.md`` into ``out``;
     returns the JSON."""
-    from tpcore.io import write_json, write_text
-
     rows = execute(configs, out, jobs, scheduler, on_done, overwrite)
     result = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
     write_json(out / "sweep.json", result)
