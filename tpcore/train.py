@@ -50,6 +50,8 @@ class TrainConfig:
     """Settings of :func:`fit`.
 
     ``tau = (start, end)`` anneals a temperature geometrically per step over ``steps``.
+    ``eval_at(step)`` (0-based), when given, says after which steps to evaluate instead of every
+    ``eval_every``; the last step is always evaluated.
     ``select`` names the metric (from ``evaluate``) to maximise for model selection and early
     stopping; the best parameters (the latest among equals) are restored at the end.
     ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
@@ -60,6 +62,7 @@ class TrainConfig:
     lr_schedule: Schedule | None = None
     tau: tuple[float, float] | None = None
     eval_every: int = 0
+    eval_at: Callable[[int], bool] | None = None
     select: str | None = None
     patience: int | None = None
     grad_clip: float | None = None
@@ -115,8 +118,9 @@ def fit(
 
     Each step: set ``optimizer.lr`` from the schedule, compute ``tau``, zero gradients, run
     ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
-    last finite loss), clip gradients, update. Every ``eval_every`` steps and at the end, run
-    ``evaluate`` and keep the best parameters by ``config.select``.
+    last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
+    ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
+    ``config.select``.
     """
     if config.steps < 1:
         raise TpcoreError(f"steps must be >= 1, got {config.steps}")
@@ -149,7 +153,8 @@ def fit(
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{loss:.4f}")
             done = step + 1 == config.steps
-            due = config.eval_every and (step + 1) % config.eval_every == 0
+            due = (config.eval_at(step) if config.eval_at is not None
+                   else config.eval_every and (step + 1) % config.eval_every == 0)
             if evaluate is not None and (due or done):
                 metrics = {"step": step + 1, "loss": loss, **evaluate(model)}
                 result.history.append(metrics)

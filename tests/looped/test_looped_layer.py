@@ -1,5 +1,7 @@
 """Eq. 1 layer: forward against a per-column loop, float64 gradchecks, hardmax ties, sparse path."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -80,8 +82,6 @@ def test_gradients_all_inputs(batched):
 
 
 def _with(obj, name, value):
-    from dataclasses import replace
-
     return replace(obj, **{name: value})
 
 

@@ -34,7 +34,7 @@ from tpcore.fleq.blocks import (
     transpose_block,
 )
 from tpcore.fleq.fits import fit_sigmoids
-from tpcore.io import write_json, write_text
+from tpcore.io import atomic_path, write_json, write_text
 from tpcore.rundir import check_out_dir
 
 C_GRID = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
@@ -316,8 +316,6 @@ def _plots(res: dict[str, Any], out: Path) -> list[str]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    from tpcore.io import atomic_path
-
     files = []
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     for sym in (False, True):

@@ -21,20 +21,29 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tpcore.io import write_json, write_text
-from tpcore.looped.diff import loop_backward, loop_forward, weight_arrays, with_weights
-from tpcore.looped.layer import Layer, layer_backward, layer_forward
+from tpcore.looped.diff import (
+    StackParameters,
+    loop_backward,
+    loop_forward,
+    weight_arrays,
+    with_weights,
+)
+from tpcore.looped.layer import Layer, layer_forward
+from tpcore.nn.optim import Adam
 from tpcore.rundir import check_out_dir
 from tpcore.subleq.asm import assemble
 from tpcore.subleq.examples import multiply, random_program
 from tpcore.subleq.interpret import interpret, step
 from tpcore.subleq.machine import SubleqMachine, build, decode_memory, decode_pc, punchcard
 from tpcore.subleq.program import SubleqProgram
+from tpcore.train import TrainConfig, fit
 
 LAM_LO, LAM_HI = 0.25, 64.0
 EPS = 0.25
@@ -208,10 +217,8 @@ def repair(seed: int, steps: int, support: str = "all", lam: float = 10.0,
     ``support``: noise and training on every weight entry (``"all"``) or only on the entries
     the construction sets (``"nonzero"``). Adam moves every weight by about ``lr`` per step, so
     ``lr = lr_factor * sigma_break``: a larger step than the noise that breaks the machine would
-    itself break it."""
-    from tpcore.nn.module import Parameter
-    from tpcore.nn.optim import Adam
-
+    itself break it. The loss is ``0.5 sum (f(X_t) - X_t+1)^2 / B`` of the compute layers ``f``
+    (the snap layer stays exact), trained by :func:`tpcore.train.fit`."""
     prog = assemble(multiply(3, 2), N=8)
     lo = prog.layout
     rng = np.random.default_rng(seed)
@@ -229,42 +236,35 @@ def repair(seed: int, steps: int, support: str = "all", lam: float = 10.0,
     exact = build(lo)
     X_in, X_out = _pairs(exact, prog, pairs, rng)
     X_val, Y_val = _pairs(exact, prog, 256, rng)
-    params = [{k: Parameter(v.copy()) for k, v in weight_arrays(layers[i]).items()}
-              for i in compute]
+    model = StackParameters([layers[i] for i in compute])
     lr = lr_factor * sigma
-    opt = Adam([p for d in params for p in d.values()], lr=lr)
-
-    def current() -> list[Layer]:
-        return [with_weights(layers[i], {k: p.data for k, p in params[i].items()})
-                for i in compute] + [machine.layers[-1]]
+    batch = 32
 
     def loss_and_grad(X: np.ndarray, Y: np.ndarray, grad: bool) -> float:
-        tape, Z = [], X
-        for ly in current()[:-1]:
-            Z, cache = layer_forward(Z, ly)
-            tape.append(cache)
+        Z, tape = loop_forward(X, model.current(), 1)
         R = Z - Y
-        loss = 0.5 * float((R ** 2).sum()) / len(X)
         if grad:
-            dZ = R / len(X)
-            for i in range(len(tape) - 1, -1, -1):
-                dZ, g = layer_backward(dZ, tape[i])
-                for k, v in weight_arrays(g).items():
-                    params[i][k].grad = v * masks[i][k]
-        return loss
+            _, grads = loop_backward(R / len(X), tape, len(compute))
+            for params, g, mask in zip(model.layers, grads, masks):
+                params.set_grads(g, mask)
+        return 0.5 * float((R ** 2).sum()) / len(X)
 
-    history = []
+    def batches() -> Iterator[dict[str, np.ndarray]]:
+        while True:
+            idx = rng.choice(len(X_in), batch, replace=False)
+            yield {"X": X_in[idx], "Y": X_out[idx]}
+
     loss0 = loss_and_grad(X_val, Y_val, False)
-    broken_ok = lockstep_ok(machine, held, T, ref, current())
-    batch = 32
-    for it in range(steps):
-        idx = rng.choice(len(X_in), batch, replace=False)
-        loss = loss_and_grad(X_in[idx], X_out[idx], True)
-        opt.step()
-        if it % max(1, steps // 10) == 0 or it == steps - 1:
-            history.append({"step": it, "train_loss": loss,
-                            "val_loss": loss_and_grad(X_val, Y_val, False)})
-    repaired = current()
+    broken_ok = lockstep_ok(machine, held, T, ref, model.current() + [machine.layers[-1]])
+    every = max(1, steps // 10)
+    result = fit(model, Adam(model.parameters(), lr=lr), batches(),
+                 lambda m, b, ctx: loss_and_grad(b["X"], b["Y"], True),
+                 TrainConfig(steps=steps, eval_at=lambda it: it % every == 0, seed=seed,
+                             quiet=True, desc="repair"),
+                 evaluate=lambda m: {"val_loss": loss_and_grad(X_val, Y_val, False)})
+    history = [{"step": h["step"] - 1, "train_loss": h["loss"], "val_loss": h["val_loss"]}
+               for h in result.history]
+    repaired = model.current() + [machine.layers[-1]]
     return {"program": "multiply(3, 2) + 4 random programs (held out)", "T": T, "lam": lam,
             "support": support, "parameters": int(sum(m.sum() for d in masks for m in d.values())),
             "sigma_break": sigma, "noise_on": [machine.names[i] for i in compute],

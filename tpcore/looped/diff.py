@@ -9,6 +9,9 @@ obtained by running :func:`tpcore.looped.layer.layer_backward` backwards through
 layer of every iteration (backpropagation through time). The hardmax has zero gradient with
 respect to K, Q and lam; use a finite ``lam`` to see them. The snap layer is flat on its plateaus,
 so it passes (almost) no gradient: differentiate a machine built with ``snap=False``.
+
+:class:`StackParameters` holds a stack's weight arrays as trainable parameters, so the one
+training loop (``tpcore.train.fit``) optimises looped weights like any model.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from tpcore.looped.layer import AttentionHead, Layer, layer_backward, layer_forward
+from tpcore.nn.module import Module, Parameter
 
 
 def loop_forward(X: Any, layers: list[Layer], T: int, hard: bool = False) -> tuple[Any, list]:
@@ -63,3 +67,33 @@ def with_weights(layer: Layer, arrays: dict[str, Any]) -> Layer:
                        arrays.get(f"V{i}", h.V), h.lam) for i, h in enumerate(layer.heads))
     return replace(layer, heads=heads, W1=arrays.get("W1", layer.W1), b1=arrays.get("b1", layer.b1),
                    W2=arrays.get("W2", layer.W2), b2=arrays.get("b2", layer.b2))
+
+
+class LayerParameters(Module):
+    """The weight arrays of one layer, named as in :func:`weight_arrays`, as parameters."""
+
+    def __init__(self, layer: Layer) -> None:
+        self.layer = layer
+        for name, array in weight_arrays(layer).items():
+            setattr(self, name, Parameter(array.copy()))
+
+    def current(self) -> Layer:
+        """The layer with the parameters' present values."""
+        return with_weights(self.layer, {k: p.data for k, p in self.named_parameters()})
+
+    def set_grads(self, grads: Layer, masks: dict[str, Any] | None = None) -> None:
+        """Gradients from a gradient :class:`Layer` (:func:`loop_backward`), each multiplied by
+        its entry of ``masks`` when given (to train only some entries)."""
+        for k, g in weight_arrays(grads).items():
+            getattr(self, k).grad = g if masks is None else g * masks[k]
+
+
+class StackParameters(Module):
+    """A layer stack as parameters: ``layers[i]`` holds layer ``i``'s weight arrays."""
+
+    def __init__(self, layers: list[Layer]) -> None:
+        self.layers = [LayerParameters(layer) for layer in layers]
+
+    def current(self) -> list[Layer]:
+        """The stack with the parameters' present values."""
+        return [p.current() for p in self.layers]
