@@ -10,6 +10,16 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, inline="always")
+def _row_times_column(ptr, idx, val, r, X, j):
+    """Row ``r`` of a CSR matrix times column ``j`` of the layer input (``X[j]``, tokens as rows):
+    ``sum_p val[p] X[j, idx[p]]`` in storage order."""
+    acc = 0.0
+    for p in range(ptr[r], ptr[r + 1]):
+        acc += val[p] * X[j, idx[p]]
+    return acc
+
+
 @numba.njit(cache=True)
 def _project(X, h0, h1, g, todo, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_val, v_off, V_ptr,
              V_idx, V_val, KT, QT, VX, SS, ksame, vsame):
@@ -25,20 +35,13 @@ def _project(X, h0, h1, g, todo, kq_off, K_ptr, K_idx, K_val, Q_ptr, Q_idx, Q_va
                 continue
             ks = True
             for r in range(kq_off[h], kq_off[h + 1]):
-                acc = 0.0
-                for p in range(K_ptr[r], K_ptr[r + 1]):
-                    acc += K_val[p] * X[j, K_idx[p]]
+                acc = _row_times_column(K_ptr, K_idx, K_val, r, X, j)
                 ks = ks and acc == KT[r, j]
                 KT[r, j] = acc
-                acc = 0.0
-                for p in range(Q_ptr[r], Q_ptr[r + 1]):
-                    acc += Q_val[p] * X[j, Q_idx[p]]
-                QT[r, j] = acc
+                QT[r, j] = _row_times_column(Q_ptr, Q_idx, Q_val, r, X, j)
             vs = True
             for r in range(v_off[h], v_off[h + 1]):
-                acc = 0.0
-                for p in range(V_ptr[r], V_ptr[r + 1]):
-                    acc += V_val[p] * X[j, V_idx[p]]
+                acc = _row_times_column(V_ptr, V_idx, V_val, r, X, j)
                 vs = vs and acc == VX[j, r]
                 VX[j, r] = acc
             if j < g:
