@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TrainingDiverged
-from tpcore.nn.module import Module, Parameter, load
+from tpcore.models import load
+from tpcore.nn.module import Module, Parameter
 from tpcore.nn.optim import SGD, constant
 from tpcore.train import TrainConfig, fit, shuffled_batches
 

@@ -5,6 +5,7 @@ import pytest
 
 from tpcore.counts import EXPERTS, expert_features, prefix_counts
 from tpcore.errors import TpcoreError
+from tpcore.models import load
 from tpcore.models.counting import (
     CountingConfig,
     CountingProgramModel,
@@ -13,7 +14,7 @@ from tpcore.models.counting import (
 )
 from tpcore.nn.gradcheck import assert_gradients
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
-from tpcore.nn.module import load, save
+from tpcore.nn.module import save
 
 
 def _batch(rng, b=4, n=7, v=5):

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
+from tpcore.models import load
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn import optim
-from tpcore.nn.module import Parameter, load, save
+from tpcore.nn.module import Parameter, save
 
 
 def _tiny(**kw):
@@ -100,14 +101,14 @@ def test_schedules():
 
 
 def test_load_rebuilds_any_model_class_in_a_fresh_process(tmp_path):
-    """``load`` imports the model modules itself: no prior import of the class is needed."""
+    """``tpcore.models.load`` knows every model class: no prior import of the class is needed."""
     import subprocess
     import sys
 
     from tpcore.models.program import ProgramConfig, ProgramModel
 
     save(ProgramModel(ProgramConfig(vocab_size=5, max_len=6, n_classes=5)), tmp_path / "p")
-    code = f"from tpcore.nn.module import load; print(type(load({str(tmp_path / 'p')!r})).__name__)"
+    code = f"from tpcore.models import load; print(type(load({str(tmp_path / 'p')!r})).__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ProgramModel"
 

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
+from tpcore.models import load
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.gradcheck import assert_gradients
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
-from tpcore.nn.module import load, save
+from tpcore.nn.module import save
 
 
 def _model(**kw):

@@ -482,7 +482,7 @@ def hierarchy(out_dir: str | Path = "results/hierarchy", budget: str = "small",
     if "mlm" in parts:
         store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
     if "probe" in parts:
-        from tpcore.nn.module import load
+        from tpcore.models import load
 
         model = load(encoder)
         sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
@@ -672,7 +672,7 @@ def finetune_root(run: TreeRun, grammar, encoder_path: str | Path | None, mode: 
     readout trains) or ``"unfrozen"``; returns the accuracy on the k = 0 test set."""
     import dataclasses
 
-    from tpcore.nn.module import load
+    from tpcore.models import load
     from tpcore.nn.optim import Adam
     from tpcore.tasks.trees import sample_trees
     from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step

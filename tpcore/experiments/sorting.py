@@ -402,8 +402,7 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
 
 def load_model(path: str | Path) -> Any:
     """A saved sorting model (``.npz`` + ``.json``); raises if it fits none of the tasks."""
-    import tpcore.models.transformer  # noqa: F401  (registers the class for load)
-    from tpcore.nn.module import load
+    from tpcore.models import load
 
     model = load(path)
     task_of(model)

@@ -3,16 +3,17 @@
 A :class:`Module` finds its parameters by walking its attributes in definition order:
 :class:`Parameter` objects, sub-modules, and lists of sub-modules, named by dotted paths
 (``blocks.0.attn.wq``). Models keep their configuration in ``self.config`` (a dataclass of type
-``config_class``), which :func:`save` stores beside the weights so :func:`load` can rebuild them.
+``config_class``), which :func:`save` stores beside the weights with the class name, so that
+:func:`load` can rebuild them from a table of classes by name (the models':
+:func:`tpcore.models.load`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,10 +23,6 @@ from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.io import npz_array_bytes, write_json, write_npz
 from tpcore.limits import check_memory
-
-MODEL_MODULES = ("tpcore.models.transformer", "tpcore.models.program", "tpcore.models.counting",
-                 "tpcore.models.pooled")
-"""Modules whose model classes :func:`load` can rebuild."""
 
 
 class Parameter:
@@ -47,16 +44,11 @@ class Parameter:
 
 
 class Module:
-    """Base class: named parameters, gradients, state dicts. Subclasses register by class name
-    so :func:`load` can rebuild them from their saved config."""
+    """Base class: named parameters, gradients, state dicts; ``config_class``: the dataclass of
+    ``config`` that :func:`load` rebuilds a saved module from."""
 
-    registry: ClassVar[dict[str, type[Module]]] = {}
     config_class: ClassVar[Any] = None
     config: Any = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        Module.registry[cls.__name__] = cls
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
         """``(dotted_name, Parameter)`` for every parameter, in attribute order."""
@@ -121,9 +113,10 @@ def save(module: Module, path: str | Path, extra: dict[str, Any] | None = None) 
                {"class": type(module).__name__, "config": config, **(extra or {})})
 
 
-def load(path: str | Path) -> Module:
-    """Rebuild a module saved by :func:`save`, on the active backend. A malformed file raises a
-    :class:`TpcoreError` naming the file and the key."""
+def load(path: str | Path, classes: Mapping[str, type[Module]]) -> Module:
+    """Rebuild a module saved by :func:`save`, on the active backend, as the class of
+    ``classes`` named by its saved class name. A malformed file raises a :class:`TpcoreError`
+    naming the file and the key."""
     path = Path(path).with_suffix(".npz")
     meta_path = path.with_suffix(".json")
     for p in (path, meta_path):
@@ -135,9 +128,7 @@ def load(path: str | Path) -> Module:
         raise TpcoreError(f"{meta_path}: not valid JSON ({exc})") from None
     if not isinstance(meta, dict):
         raise TpcoreError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
-    for name in MODEL_MODULES:  # model classes register themselves when their module is imported
-        importlib.import_module(name)
-    cls = Module.registry.get(meta.get("class", ""))
+    cls = classes.get(meta.get("class", ""))
     if cls is None or cls.config_class is None:
         raise TpcoreError(f"checkpoint class {meta.get('class')!r} is not a loadable tpcore model")
     config = _config(meta_path, cls.config_class, meta.get("config"))
@@ -166,12 +157,16 @@ def _check_size(path: Path, config: Any) -> None:
     try:
         stored = npz_array_bytes(path)
     except ValueError as exc:
-        raise TpcoreError(str(exc)) from None
+        raise TpcoreError(f"{path}: not a readable weights file ({exc})") from None
     check_memory(stored, f"{path}")
     count = getattr(config, "n_parameters", None)
     if count is None:
         return
-    implied = count() * np.dtype(getattr(config, "dtype", "float32")).itemsize
+    try:
+        itemsize = np.dtype(getattr(config, "dtype", "float32")).itemsize
+    except TypeError:
+        return  # not a type NumPy knows: building the module names it
+    implied = count() * itemsize
     if implied > 2 * stored + 2**20:
         raise TpcoreError(f"{path.with_suffix('.json')}: its config describes about "
                           f"{implied:,} bytes of parameters but {path.name} holds {stored:,}")

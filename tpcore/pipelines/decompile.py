@@ -16,9 +16,9 @@ from typing import Any
 
 from tpcore.errors import TpcoreError
 from tpcore.io import npz_array_bytes
+from tpcore.models import load
 from tpcore.models.extract import extract
 from tpcore.models.program import ProgramModel
-from tpcore.nn.module import load
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs import codegen, ir
 from tpcore.programs.files import read_program

@@ -27,9 +27,10 @@ from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json
 from tpcore.limits import check_memory
+from tpcore.models import load
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
-from tpcore.nn.module import load, save
+from tpcore.nn.module import save
 from tpcore.nn.optim import Adam
 from tpcore.pipelines.decompile import decompile
 from tpcore.pipelines.fidelity import agreement
