@@ -51,7 +51,8 @@ class _Gate:
         gated_unit(p, row_vec(self.d, terms), bias, out, *self.of(scope), self.C, scope)
 
     def pair(self, p: LayerBuilder, x: Terms, dst: int, scope: int) -> None:
-        """Add ``x`` (gated to ``scope``) to row ``dst``: ``ReLU(x + g) - ReLU(-x + g)``."""
+        """Add ``x`` (gated to ``scope``) to row ``dst``: the gated identity
+        ``ReLU(x + C (g - 1)) - ReLU(-x + C (g - 1))``."""
         gated_linear(p, row_vec(self.d, x)[None], np.array([dst]), *self.of(scope), self.C,
                      scope)
 
