@@ -1,6 +1,11 @@
-"""Shared fixtures; BLAS pinned to one thread (the models here are small: threads only contend)."""
+"""Shared fixtures; BLAS pinned to one thread (the models here are small: threads only contend).
+The program fixtures (generated programs and label conversion) are helpers as fixtures: tests
+import no modules from here."""
 
+import importlib.util
 import os
+from pathlib import Path
+from types import ModuleType
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -8,6 +13,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # NumPy after the thread settings, which BLAS reads when it loads
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+from tpcore.programs.ir import Program  # noqa: E402
 
 
 @pytest.fixture
@@ -19,3 +26,36 @@ def pytest_collection_finish(session):
     """No tests collected is a failure, never a silent pass."""
     if not session.items and not session.config.option.collectonly:
         raise pytest.UsageError("no tests were collected")
+
+
+def _load_generated(path: Path) -> ModuleType:
+    """Import a program file tpcore generated itself (trusted: written by the test)."""
+    spec = importlib.util.spec_from_file_location(f"generated_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _as_labels(program: Program, pred: np.ndarray, lengths: np.ndarray) -> list[list[str]]:
+    labels = program.output_labels()
+    return [[labels[int(x)] for x in row[:n]] for row, n in zip(pred, lengths)]
+
+
+def _as_tokens(program: Program, ids: np.ndarray, lengths: np.ndarray) -> list[list[str]]:
+    vocab = program.tokens.values
+    return [[vocab[int(x)] for x in row[:n]] for row, n in zip(ids, lengths)]
+
+
+@pytest.fixture
+def load_generated():
+    return _load_generated
+
+
+@pytest.fixture
+def as_labels():
+    return _as_labels
+
+
+@pytest.fixture
+def as_tokens():
+    return _as_tokens
