@@ -244,7 +244,7 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
         try:
             program = decompile(model, task, tmp)
             program["path"] = str(run.path / Path(program["path"]).relative_to(tmp))
-        except (ImportError, TpcoreError) as exc:
+        except TpcoreError as exc:
             program = {"error": f"no program: {exc}"}
         metrics["program"] = program
         metrics["wall_seconds"] = time.perf_counter() - start
