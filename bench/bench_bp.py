@@ -17,7 +17,7 @@ B = 20000
 
 @pytest.fixture(scope="module")
 def data():
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     leaves = sample_trees(g, B, 4, k=0, seed=0).leaves
     mask = np.zeros(leaves.shape, bool)
     mask[np.arange(B), np.random.default_rng(0).integers(0, 16, B)] = True

@@ -55,8 +55,13 @@ def test_console_script_runs():
     assert out.returncode == 0 and out.stdout.startswith("tpcore ")
 
 
-def test_learn_nlp_tasks_are_the_nlp_command(capsys):
-    for argv in (["learn", "ner-demo", "--help"], ["--backend", "numpy", "learn", "conll", "-h"]):
+def test_learn_lists_the_nlp_tasks(capsys):
+    for task, argv in (("ner-demo", ["learn", "ner-demo", "--help"]),
+                       ("conll", ["--backend", "numpy", "learn", "conll", "-h"])):
         with pytest.raises(SystemExit):
             main(argv)
-        assert capsys.readouterr().out.startswith("usage: tpcore nlp ")
+        assert capsys.readouterr().out.startswith(f"usage: tpcore learn {task} ")
+    with pytest.raises(SystemExit):
+        main(["learn", "--help"])
+    out = capsys.readouterr().out
+    assert all(task in out for task in ("conll", "classify", "ner-demo", "classify-demo"))

@@ -56,36 +56,43 @@ def test_cli_refuses_unwritable_out_in_one_line(tmp_path, monkeypatch, capsys):
 
 def _experiments():
     from tpcore.experiments import (
+        bp_table,
+        classify_demo,
         counting,
         fleq,
+        grammar_learning,
         hierarchy,
         looped,
-        nlp,
+        ner_demo,
         program_lengths,
         sorting,
         table1,
     )
-    from tpcore.tasks import synthetic_text, trees
 
     configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
     return {  # name: (call with the out dir, (module, attribute) that would start the work)
-        "table1": (lambda out: table1.run("smoke", out, tasks=("hist",)),
+        "table1": (lambda out: table1.run(table1.budget("smoke"), out, 0, tasks=("hist",)),
                    (program_train, "train")),
         "sweep": (lambda out: program_sweep.sweep(configs, out), (program_train, "train")),
-        "program-lengths": (lambda out: program_lengths.run(out=out, run_dirs=["x"]),
+        "program-lengths": (lambda out: program_lengths.run(program_lengths.budget("small"), out,
+                                                            0, run_dirs=["x"]),
                             (program_lengths, "measure")),
-        "counting": (lambda out: counting.run("smoke", out), (counting, "train_run")),
-        "sorting": (lambda out: sorting.reproduce(out, 0.01), (sorting, "train")),
-        "bp-table": (lambda out: hierarchy.bp_table(out), (trees, "sample_trees")),
-        "grammar-learning": (lambda out: hierarchy.grammar_learning(out),
-                             (trees, "sample_trees")),
-        "hierarchy": (lambda out: hierarchy.hierarchy(out, "tiny"),
+        "counting": (lambda out: counting.run(counting.budget("smoke"), out, 0),
+                     (counting, "train_run")),
+        "sorting": (lambda out: sorting.run(sorting.budget(0.01), out, 0), (sorting, "train")),
+        "bp-table": (lambda out: bp_table.run(bp_table.budget("small"), out, 0),
+                     (bp_table, "sample_trees")),
+        "grammar-learning": (lambda out: grammar_learning.run(grammar_learning.budget("tiny"),
+                                                              out, 0),
+                             (grammar_learning, "sample_trees")),
+        "hierarchy": (lambda out: hierarchy.run(hierarchy.budget("tiny"), out, 0),
                       (hierarchy, "train_against_bp")),
-        "looped": (lambda out: looped.reproduce("small", out), (looped, "lam_sweep")),
-        "fleq": (lambda out: fleq.reproduce("small", out), (fleq, "matmul_study")),
-        "ner-demo": (lambda out: nlp.ner_demo(out), (synthetic_text, "ner_corpus")),
-        "classify-demo": (lambda out: nlp.classify_demo(out),
-                          (synthetic_text, "classification_corpus")),
+        "looped": (lambda out: looped.run(looped.budget("small"), out, 0), (looped, "lam_sweep")),
+        "fleq": (lambda out: fleq.run(fleq.budget("small"), out, 0), (fleq, "matmul_study")),
+        "ner-demo": (lambda out: ner_demo.run(ner_demo.budget(1.0), out, 0),
+                     (ner_demo, "prepare_ner")),
+        "classify-demo": (lambda out: classify_demo.run(classify_demo.budget(1.0), out, 0),
+                          (classify_demo, "prepare_classification")),
     }
 
 

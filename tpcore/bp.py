@@ -31,9 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tpcore.backend import xp_of
 from tpcore.errors import TpcoreError
 from tpcore.limits import check_memory
+from tpcore.tasks.trees import path_bits, path_matrices
 
 
 @dataclass
@@ -145,8 +148,6 @@ def _log(x: Any) -> Any:
 def bp_forward(M: Any, p0: Any, evidence: Any, k: int, Q: Any = None) -> tuple[BPResult, dict]:
     """Reference BP_k: ``M: (q, q, q)``, ``p0: (q,)``, ``evidence: (B, 2**l, q)`` -> result and
     the cache ``bp_backward`` needs. ``Q: (2**k, q, q)`` defaults to ``path_matrices(M, k)``."""
-    from tpcore.tasks.trees import path_matrices
-
     xp = xp_of(M, evidence)
     l = _depth(evidence, k)
     Q = path_matrices(M, k) if Q is None else Q
@@ -255,8 +256,6 @@ def path_matrices_backward(M: Any, k: int, dQ: Any) -> Any:
     ``Q[j] = A_1 ... A_k`` with ``A_m`` = ``M^L`` or ``M^R``: ``dA_m += P_{m-1}^T dQ[j] S_{m+1}^T``
     (P the product before, S after), then ``dM[a,b,c] += dM^L[a,b] + dM^R[a,c]``.
     """
-    from tpcore.tasks.trees import path_bits
-
     xp = xp_of(M)
     q = M.shape[0]
     turns = [M.sum(axis=2), M.sum(axis=1)]
@@ -307,15 +306,12 @@ def belief_propagation(M: Any, p0: Any, evidence: Any, k: int,
     NumPy inputs run on the numba kernel (same results as ``bp_forward`` to rounding) unless
     ``use_kernel=False``; other array modules use the reference.
     """
-    import numpy as np
-
     xp = xp_of(M, evidence)
     if use_kernel is None:
         use_kernel = xp is np
     if not use_kernel:
         return bp_forward(M, p0, evidence, k)[0]
     from tpcore.kernels.bp import bp_batch
-    from tpcore.tasks.trees import path_matrices
 
     _depth(evidence, k, kernel=True)
     M = np.ascontiguousarray(M, dtype=np.float64)
@@ -338,44 +334,3 @@ def expected_rule_counts(M: Any, p0: Any, evidence: Any) -> tuple[Any, Any]:
     res, cache = bp_forward(M, p0, evidence, 0)
     dM, _, _ = bp_backward(cache, d_log_z=xp.ones(evidence.shape[0], dtype=evidence.dtype))
     return M * dM, res.log_z.sum()
-
-
-def learn_grammar(evidence: Any, p0: Any, theta0: Any, method: str = "adam", steps: int = 200,
-                  lr: float = 0.05, batch: int | None = None, seed: int = 0,
-                  callback: Any = None) -> Any:
-    """Fit a transition tensor to leaves alone by maximum likelihood on the full tree.
-
-    ``method="adam"``: maximise the mean log Z over (mini)batches of ``evidence: (P, N, q)``
-    with Adam on the logits ``theta: (q, q, q)`` (M = softmax over the q^2 pairs per parent);
-    ``method="em"``: inside-outside, ``M <- C / sum_{b,c} C`` with the expected rule counts over
-    all samples (``batch`` unused). ``callback(step, M)`` is called after every step. Returns
-    the learned ``M``.
-    """
-    import numpy as np
-
-    from tpcore.nn.module import Parameter
-    from tpcore.nn.optim import Adam
-
-    if method not in ("adam", "em"):
-        raise TpcoreError(f"method {method!r} unknown; expected 'adam' or 'em'")
-    xp = xp_of(evidence)
-    theta = Parameter(xp.array(theta0, dtype=evidence.dtype))
-    M = transition_from_logits(theta.data)
-    opt = Adam([theta], lr=lr)
-    gen = np.random.default_rng(seed)
-    P = evidence.shape[0]
-    for step in range(steps):
-        if method == "em":
-            C, _ = expected_rule_counts(M, p0, evidence)
-            M = C / C.sum(axis=(1, 2), keepdims=True)
-        else:
-            part = evidence if batch is None or batch >= P else \
-                evidence[xp.asarray(gen.choice(P, batch, replace=False))]
-            _, grad = log_likelihood_grad(theta.data, p0, part, 0)
-            opt.zero_grad()
-            theta.accumulate(-grad)
-            opt.step()
-            M = transition_from_logits(theta.data)
-        if callback is not None:
-            callback(step, M)
-    return M

@@ -27,10 +27,6 @@ COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 
-NLP_LEARN_TASKS = ("conll", "classify", "ner-demo", "classify-demo")
-"""``tpcore learn TASK`` for these is ``tpcore nlp TASK`` (they read files, not generators)."""
-
-
 def _action_name(action: argparse.Action) -> str:
     """How argparse names ``action`` in its messages (``--epochs``, ``COMMAND``)."""
     if action.option_strings:
@@ -41,14 +37,15 @@ def _action_name(action: argparse.Action) -> str:
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors raise :class:`TpcoreError` ``MESSAGE (see PROG
     --help)`` for :func:`main` to print as one line; an unknown choice (a subcommand, say) gets
-    a did-you-mean."""
+    a did-you-mean, and is called a task where the choices are tasks (metavar ``TASK``)."""
 
     def error(self, message: str) -> NoReturn:
         value = re.search(r"invalid choice: '([^']*)'", message)
         for action in self._actions if value else ():
             name = _action_name(action)
             if action.choices and message.startswith(f"argument {name}:"):
-                message = f"argument {name}: {unknown_name('choice', value[1], action.choices)}"
+                what = "task" if name == "TASK" else "choice"
+                message = f"argument {name}: {unknown_name(what, value[1], action.choices)}"
         raise TpcoreError(f"{message} (see {self.prog} --help)")
 
 
@@ -99,8 +96,6 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "learn" in argv[:-1] and argv[argv.index("learn") + 1] in NLP_LEARN_TASKS:
-        argv[argv.index("learn")] = "nlp"
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

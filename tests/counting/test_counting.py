@@ -173,10 +173,11 @@ def test_fixed_expert_matches_enumeration():
 
 def test_reproduction_run_and_tables():
     """A tiny length-generalisation run: context sized for N = 16, trained at N = 8."""
-    from tpcore.experiments.counting import Budget, length_table, table, train_run
+    from tpcore.experiments.budget import Budget
+    from tpcore.experiments.counting import length_table, table, train_run
 
-    b = Budget((("hist", "base"),), ("hist",), n_train=64, epochs=1, batch_size=64,
-               eval_every=1)
+    b = Budget("tiny", dict(cells=(("hist", "base"),), lengthgen=("hist",), n_train=64, epochs=1,
+                            batch_size=64, n_seeds=1, eval_every=1, arch=(3, 4, 2)))
     row = train_run("hist", "base", "experts", b, seed=0, test_regime="longer")
     assert row["n_train"] == 64 and row["steps"] == 1
     assert abs(sum(row["gate_usage"].values()) - 1) < 1e-9
@@ -309,24 +310,24 @@ def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, mo
     calls = []
 
     def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None):
-        calls.append(budget.n_train)
+        calls.append(budget["n_train"])
         cfg = counting.learn_config(task, *counting.REGIMES[regime], budget, seed, epochs)
         return {"task": task, "regime": regime, "variant": variant, "seed": seed,
-                "n_train": budget.n_train, "epochs": cfg.epochs, "seconds": 0.0,
+                "n_train": budget["n_train"], "epochs": cfg.epochs, "seconds": 0.0,
                 "selected_at_step": 1, "val": {"acc": 0.5}, "test": {"acc": 0.5, "seq_acc": 0.1},
                 "gate_usage": {}, "config": dataclasses.asdict(cfg)}
 
     monkeypatch.setattr(counting, "train_run", fake_run)
-    kw = dict(out=tmp_path, epochs=2, variants=("none",), cells=(("hist", "base"),),
-              lengthgen=())
-    counting.run("smoke", **kw)
-    counting.run("smoke", **kw)
+    kw = dict(epochs=2, variants=("none",), cells=(("hist", "base"),), lengthgen=())
+    smoke, small = counting.budget("smoke"), counting.budget("small")
+    counting.run(smoke, tmp_path, 0, **kw)
+    counting.run(smoke, tmp_path, 0, **kw)
     assert calls == [256]
     path = tmp_path / "runs" / "hist-base-none-s0.json"
     row = json.loads(path.read_text())
     path.write_text(json.dumps({k: v for k, v in row.items() if k != "record"}))  # an old run
-    counting.run("smoke", **kw)
+    counting.run(smoke, tmp_path, 0, **kw)
     assert calls == [256]
     with pytest.raises(TpcoreError, match="n_train: 256 recorded, 4000 requested"):
-        counting.run("small", **kw)
+        counting.run(small, tmp_path, 0, **kw)
     assert calls == [256]

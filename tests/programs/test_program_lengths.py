@@ -19,13 +19,13 @@ def _run_dir(root):
 def test_counts_selected_programs(tmp_path, monkeypatch):
     _run_dir(tmp_path)
 
-    def fake_table1(budget, out, tasks, epochs, overwrite):
-        assert (budget, tasks, overwrite) == ("smoke", ("reverse",), False)
+    def fake_table1(budget, out, seed, tasks, epochs, overwrite):
+        assert (budget.name, tasks, overwrite) == ("smoke", ("reverse",), False)
         return {"tasks": [{"task": "reverse", "selected": {"run": "L2_s0"}}]}
 
     monkeypatch.setattr(table1, "run", fake_table1)
-    result = program_lengths.run("smoke", tmp_path / "t1", tmp_path / "out", tasks=("reverse",),
-                                 check_fidelity=False)
+    result = program_lengths.run(program_lengths.budget("smoke"), tmp_path / "out", 0,
+                                 tmp_path / "t1", tasks=("reverse",), check_fidelity=False)
     row = result["tasks"][0]
     assert (row["full"], row["pruned"]) == tuple(codegen.line_counts(reverse_program()).values())
     assert row["test_acc"] == 99.5
@@ -37,5 +37,6 @@ def test_counts_selected_programs(tmp_path, monkeypatch):
 
 def test_explicit_run_directories(tmp_path):
     d = _run_dir(tmp_path)
-    result = program_lengths.run(out=tmp_path / "out", run_dirs=[d], check_fidelity=False)
+    result = program_lengths.run(program_lengths.budget("small"), tmp_path / "out", 0,
+                                 run_dirs=[d], check_fidelity=False)
     assert result["tasks"][0]["run"] == "L2_s0" and "--run-dirs" in result["command"]

@@ -51,7 +51,8 @@ def test_injected_program_name_is_refused_and_never_runs(tmp_path, monkeypatch):
     d["name"] = _injection("pwned")  # a file name: no slash, which broke the generated file
     (run / "program.json").write_text(json.dumps(d))
     with pytest.raises(TpcoreError, match="program name .* is not a name"):
-        program_lengths.run(out=tmp_path / "out", run_dirs=[run])
+        program_lengths.run(program_lengths.budget("small"), tmp_path / "out", 0,
+                            run_dirs=[run])
     with pytest.raises(TpcoreError, match="program.json: .*program name"):
         load_program(run)
     assert not marker.exists()

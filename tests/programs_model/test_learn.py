@@ -89,12 +89,12 @@ def test_reproduce_table1_smoke(tmp_path, capsys):
 
 
 def test_table1_seeds_replace_the_budgets():
-    from tpcore.experiments.table1 import configs_for
+    from tpcore.experiments.table1 import budget, configs_for
 
-    assert [c.seed for c in configs_for("sort", "medium")] == [0, 1, 2]
-    assert [c.seed for c in configs_for("sort", "medium", seeds=[4, 7])] == [4, 7]
-    assert [c.seed for c in configs_for("induction", "small", seeds=[3])] == [3]
-    assert len(configs_for("hist", "paper", seeds=[0])) == 8  # the grid, one seed
+    assert [c.seed for c in configs_for("sort", budget("medium"))] == [0, 1, 2]
+    assert [c.seed for c in configs_for("sort", budget("medium"), seeds=[4, 7])] == [4, 7]
+    assert [c.seed for c in configs_for("induction", budget("small"), seeds=[3])] == [3]
+    assert len(configs_for("hist", budget("paper"), seeds=[0])) == 8  # the grid, one seed
 
 
 def test_reproduce_table1_refuses_runs_of_other_epochs(tmp_path, capsys):

@@ -10,7 +10,7 @@ import platform
 import numpy as np
 
 import tpcore
-from tpcore.backend import backend_name
+from tpcore.backend import _load_cupy, backend_name
 
 OPTIONAL = ("numba", "scipy", "tqdm", "cupy", "matplotlib", "torch", "dask")
 
@@ -25,8 +25,6 @@ def _version(pkg: str) -> str:
 
 
 def _cupy_status() -> str:
-    from tpcore.backend import _load_cupy
-
     try:
         cupy = _load_cupy()
     except ValueError as exc:

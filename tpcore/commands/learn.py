@@ -1,7 +1,10 @@
-"""``tpcore learn TASK``: train a Transformer Program on a task and decompile it.
+"""``tpcore learn TASK``: train a Transformer Program on a generated task and decompile it; the
+NLP tasks ``conll``, ``classify``, ``ner-demo`` and ``classify-demo`` are
+:mod:`tpcore.commands.nlp`'s.
 
-Writes ``runs/TASK`` (or ``--out``): ``model.npz``/``model.json``, ``metrics.json``, the
-extracted program (``program.json``, ``program/TASK.py`` with its weights CSV) and ``run.json``.
+For a generated task, writes ``runs/TASK`` (or ``--out``): ``model.npz``/``model.json``,
+``metrics.json``, the extracted program (``program.json``, ``program/TASK.py`` with its weights
+CSV) and ``run.json``.
 A finished run of the same settings there is reused; one of other settings is refused unless
 ``--overwrite``.
 """
@@ -11,10 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tpcore.cli import NLP_LEARN_TASKS
+from tpcore.commands import nlp
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
 from tpcore.errors import unknown_name
-from tpcore.experiments import table1
 from tpcore.pipelines.learn import LearnConfig, learn
 from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
 
@@ -46,30 +48,34 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("learn", help="train a Transformer Program on a task and decompile it",
                        description=__doc__)
-    p.add_argument("task", help="reverse, hist, double_hist, sort, most_freq, dyck1, dyck2, "
-                                "induction")
-    p.add_argument("--layers", type=positive_int, default=DEFAULTS["n_layers"])
-    p.add_argument("--cat-heads", type=nonnegative_int, default=DEFAULTS["n_cat_heads"],
-                   help="categorical heads per layer")
-    p.add_argument("--num-heads", type=nonnegative_int, default=DEFAULTS["n_num_heads"],
-                   help="numerical heads per layer")
-    p.add_argument("--cat-mlps", type=nonnegative_int, default=DEFAULTS["n_cat_mlps"],
-                   help="categorical MLPs per layer")
-    p.add_argument("--num-mlps", type=nonnegative_int, default=DEFAULTS["n_num_mlps"],
-                   help="numerical MLPs per layer")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--out", help="run directory (default runs/TASK)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a run of other settings in --out")
-    add_model_options(p)
-    p.set_defaults(func=run)
+    tasks = p.add_subparsers(dest="task", metavar="TASK", required=True)
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--layers", type=positive_int, default=DEFAULTS["n_layers"])
+    options.add_argument("--cat-heads", type=nonnegative_int, default=DEFAULTS["n_cat_heads"],
+                         help="categorical heads per layer")
+    options.add_argument("--num-heads", type=nonnegative_int, default=DEFAULTS["n_num_heads"],
+                         help="numerical heads per layer")
+    options.add_argument("--cat-mlps", type=nonnegative_int, default=DEFAULTS["n_cat_mlps"],
+                         help="categorical MLPs per layer")
+    options.add_argument("--num-mlps", type=nonnegative_int, default=DEFAULTS["n_num_mlps"],
+                         help="numerical MLPs per layer")
+    options.add_argument("--seed", type=nonnegative_int, default=0)
+    options.add_argument("--out", help="run directory (default runs/TASK)")
+    options.add_argument("--overwrite", action="store_true",
+                         help="replace a run of other settings in --out")
+    add_model_options(options)
+    for name in TASK_NAMES:
+        t = tasks.add_parser(name, parents=[options], help="a generated task",
+                             aliases=[a for a, canon in ALIASES.items() if canon == name])
+        t.set_defaults(func=run)
+    nlp.add_tasks(tasks)
 
 
 def config_from_args(args: argparse.Namespace, **arch: int) -> LearnConfig:
     """A checked :class:`LearnConfig` from the options of :func:`add_model_options`; ``arch``:
     architecture fields (``n_layers``, ``seed``, ...; the defaults where not given)."""
     if args.task not in (*TASK_NAMES, *ALIASES):
-        raise unknown_name("task", args.task, (*TASK_NAMES, *NLP_LEARN_TASKS))
+        raise unknown_name("task", args.task, TASK_NAMES)
     cfg = LearnConfig(task=task_name(args.task), epochs=args.epochs, batch_size=args.batch_size,
                       lr=args.lr, samples=args.samples, eval_every=args.eval_every,
                       d_mlp=args.d_mlp, vocab_size=args.vocab_size, max_len=args.max_len,
@@ -107,31 +113,4 @@ def run(args: argparse.Namespace) -> int:
     if metrics["reused"]:
         print(f"reused the finished run of these settings in {out}")
     print(summary(metrics))
-    return 0
-
-
-def register_reproduce(verbs: argparse._SubParsersAction) -> None:
-    """``tpcore reproduce table1``: Transformer Programs on the RASP and in-context tasks."""
-    p = verbs.add_parser("table1", help="Transformer Programs paper, Table 1 (RASP tasks + "
-                                        "in-context task)")
-    p.add_argument("--budget", default="small", choices=("smoke", "small", "medium", "paper"),
-                   help="smoke: pipeline check; small: 2 layers, 2+2 heads, 1+1 MLPs, 1 seed, "
-                        "60 epochs (default); medium: the paper's architecture per task, 3 seeds, "
-                        "250 epochs; paper: full grid, 5 seeds")
-    p.add_argument("--epochs", type=positive_int, help="override the budget's epochs")
-    p.add_argument("--seeds", type=nonnegative_int, nargs="+", help="override the budget's seeds")
-    p.add_argument("--tasks", nargs="+", help="subset of tasks (default: all eight)")
-    p.add_argument("--jobs", type=positive_int, default=1, help="local worker processes")
-    p.add_argument("--scheduler", help="Dask scheduler address")
-    p.add_argument("--out", default="results/table1")
-    p.add_argument("--overwrite", action="store_true",
-                   help="retrain runs in --out made with other settings")
-    p.set_defaults(func=run_table1)
-
-
-def run_table1(args: argparse.Namespace) -> int:
-    tasks = tuple(task_name(t) for t in args.tasks) if args.tasks else table1.TASKS
-    result = table1.run(args.budget, args.out, args.jobs, tasks, args.epochs, args.scheduler,
-                        args.seeds, args.overwrite)
-    print(table1.table(result["tasks"]))
     return 0

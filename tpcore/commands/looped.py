@@ -1,6 +1,6 @@
 """``tpcore looped run PROGRAM``: run a SUBLEQ program on the looped transformer and on the
-interpreter side by side; ``tpcore reproduce looped``: the lambda sweep and the differentiable-
-execution study.
+interpreter side by side (``tpcore reproduce looped`` is the lambda sweep and the
+differentiable-execution study).
 
 PROGRAM is an example name (``multiply``, ``factorial``, ``reverse``, ``search``, ``minsky``), an
 assembler file (``*.asm``/``*.s``), or a commands CSV (header ``a,b,c``) given with ``--mem`` (a
@@ -19,12 +19,10 @@ from tpcore.backend import get_xp
 from tpcore.commands.options import (
     has_module,
     nonnegative_float,
-    nonnegative_int,
     positive_float,
     positive_int,
 )
 from tpcore.errors import TpcoreError, missing_package, unknown_name
-from tpcore.experiments.looped import reproduce
 from tpcore.limits import check_memory
 from tpcore.subleq.asm import assemble
 from tpcore.subleq.examples import EXAMPLES, example
@@ -103,12 +101,6 @@ def run(args: argparse.Namespace) -> int:
     return 0 if agree else 1
 
 
-def _reproduce(args: argparse.Namespace) -> int:
-    summary = reproduce(budget=args.budget, out=args.out, seed=args.seed)
-    print(summary)
-    return 0
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("looped", help="SUBLEQ compiled into looped-transformer weights")
     verbs = p.add_subparsers(dest="looped_verb", metavar="VERB")
@@ -131,14 +123,3 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fixed-point tolerance on X")
     r.add_argument("--trace", action="store_true", help="print every executed instruction")
     r.set_defaults(func=run)
-
-
-def register_reproduce(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("looped", help="lambda sweep of the SUBLEQ looped transformer, "
-                         "sensitivity and repair by gradient descent through the loop")
-    p.add_argument("--budget", choices=("small", "full"), default="small",
-                   help="small: T <= 100 (minutes); full: T <= 1000")
-    p.add_argument("--seed", type=nonnegative_int, default=0,
-                   help="seed of the random programs and noise")
-    p.add_argument("--out", default="results/looped", help="output folder")
-    p.set_defaults(func=_reproduce)

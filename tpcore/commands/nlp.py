@@ -1,25 +1,57 @@
-"""``tpcore nlp conll|classify|ner-demo``: Transformer Programs on NLP data (the paper's section
-4.3), and the ``tpcore reproduce ner-demo`` verb.
+"""``tpcore learn conll|classify|ner-demo|classify-demo`` (also ``tpcore nlp TASK``):
+Transformer Programs on NLP data (the paper's section 4.3).
 
 - ``conll --train F --dev F --test F [--glove F]``: named entities from CoNLL-2003-style files:
   unigram baseline, standard transformer and Transformer Program (Table 2);
 - ``classify --train F [--dev F] --test F [--glove F]``: text classification from
   ``LABEL<TAB>TEXT`` files (10 % of train held out when no dev file): Naive Bayes, standard
   transformer and Transformer Program, both mean-pooled (Table 6);
-- ``ner-demo`` / ``classify-demo``: the built-in synthetic corpora, minutes on two cores.
+- ``ner-demo`` / ``classify-demo``: the built-in synthetic corpora, minutes on two cores (the
+  reproductions ``tpcore reproduce ner-demo | classify-demo``, written under ``runs/``).
 
-Each prints a results table and writes the models, ``results.json``, ``table.md`` and, for NER,
-the decompiled program (``program/program.json``, ``program/program/ner.py``) and the embedding
-table (``program/embeddings.md``) under ``--out``.
+Each prints a results table and writes the run directory ``--out``: the models,
+``results.json``, ``table.md``, ``run.json`` and, for NER, the decompiled program
+(``program/program.json``, ``program/program/ner.py``) and the embedding table
+(``program/embeddings.md``). A finished run of the same settings there is reused; one of other
+settings is refused unless ``--overwrite``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+from tpcore.errors import TpcoreError
+from tpcore.experiments import classify_demo, ner_demo
+from tpcore.experiments.ner import compare_ner, ner_table
+from tpcore.experiments.text_classification import classification_table, compare_classification
+from tpcore.experiments.text_models import (
+    ProgramSettings,
+    TransformerSettings,
+    comparison_report,
+    file_record,
+    settings_config,
+)
+from tpcore.rundir import RunDir
+from tpcore.tasks.nlp import (
+    hold_out,
+    prepare_classification,
+    prepare_ner,
+    read_classification,
+    read_conll,
+)
+
+DEMOS: dict[str, tuple[ModuleType, str]] = {"ner-demo": (ner_demo, "NER"),
+                                            "classify-demo": (classify_demo, "sentiment")}
+TASKS = ("conll", "classify", *DEMOS)
+"""The NLP tasks of ``tpcore learn``."""
+HOLD_OUT = 0.1
+"""Share of ``classify --train`` held out for validation when no ``--dev`` file is given."""
 
 
 def _model_options(p: argparse.ArgumentParser, k: int, max_words: int, heads: int) -> None:
@@ -48,59 +80,61 @@ def _model_options(p: argparse.ArgumentParser, k: int, max_words: int, heads: in
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--models", default="program,transformer",
                    help="comma-separated subset of program,transformer (baseline always runs)")
+    _run_options(p)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run of other settings in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("nlp", help="Transformer Programs for named entities and text "
-                                   "classification", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    verbs = p.add_subparsers(dest="nlp_verb", metavar="TASK")
-    c = verbs.add_parser("conll", help="named entities from CoNLL-2003-style files")
+def demo_options(p: argparse.ArgumentParser, out: str) -> None:
+    """The options of a demo: ``--budget`` (a scale of the epochs), ``--seed``, ``--out``."""
+    p.add_argument("--budget", type=positive_float, default=1.0,
+                   help="scales the training epochs (default 1)")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--out", default=out)
+    _run_options(p)
+
+
+def add_tasks(tasks: argparse._SubParsersAction) -> None:
+    """Add the NLP tasks (:data:`TASKS`) to the task list of ``tpcore learn`` or ``tpcore
+    nlp``."""
+    c = tasks.add_parser("conll", help="named entities from CoNLL-2003-style files (Table 2)")
     c.add_argument("--train", required=True)
     c.add_argument("--dev", required=True)
     c.add_argument("--test", required=True)
     c.add_argument("--out", default="runs/conll")
     _model_options(c, k=32, max_words=30, heads=8)
     c.set_defaults(func=run_conll)
-    t = verbs.add_parser("classify", help="text classification from LABEL<TAB>TEXT files")
+    t = tasks.add_parser("classify", help="text classification from LABEL<TAB>TEXT files "
+                                          "(Table 6)")
     t.add_argument("--train", required=True)
     t.add_argument("--dev", help="validation file (default: 10 %% of --train held out)")
     t.add_argument("--test", required=True)
     t.add_argument("--out", default="runs/classify")
     _model_options(t, k=64, max_words=64, heads=4)
     t.set_defaults(func=run_classify)
-    for name, what in DEMOS.items():
-        d = verbs.add_parser(name, help=f"the built-in synthetic {what} corpus")
-        _demo_options(d, f"runs/{name}")
+    for name, (_, what) in DEMOS.items():
+        d = tasks.add_parser(name, help=f"the built-in synthetic {what} corpus: program vs "
+                                        "transformer vs baseline")
+        demo_options(d, f"runs/{name}")
         d.set_defaults(func=run_demo, demo=name)
 
 
-DEMOS = {"ner-demo": "NER", "classify-demo": "sentiment"}
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("nlp", help="Transformer Programs for named entities and text "
+                                   "classification (the NLP tasks of learn)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_tasks(p.add_subparsers(dest="task", metavar="TASK", required=True))
 
 
-def register_reproduce(verbs: argparse._SubParsersAction) -> None:
-    for name, what in DEMOS.items():
-        p = verbs.add_parser(name, help=f"synthetic {what}: program vs transformer vs baseline")
-        _demo_options(p, f"results/{name}")
-        p.set_defaults(func=run_demo, demo=name)
-
-
-def _demo_options(p: argparse.ArgumentParser, out: str) -> None:
-    p.add_argument("--budget", type=positive_float, default=1.0,
-                   help="scales the training epochs")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--out", default=out)
-    p.add_argument("--quiet", action="store_true")
-
-
-Parse = Callable[[str], float]
+Parse = Callable[[str], Any]
 
 
 def _values(args: argparse.Namespace, name: str, parse: Parse) -> list:
     """The comma-separated values of option ``name``, each read by ``parse``."""
-    from tpcore.errors import TpcoreError
-
     text = str(getattr(args, name))
     flag = f"--{name.replace('_', '-')}"
     try:
@@ -114,18 +148,13 @@ def _values(args: argparse.Namespace, name: str, parse: Parse) -> list:
 
 def _grid(args: argparse.Namespace, cls: type, options: dict[str, tuple[str, Parse]]) -> list:
     """Settings for every combination of the listed option values."""
-    import itertools
-
     names = list(options)
     lists = [_values(args, opt, parse) for opt, parse in options.values()]
     return [cls(**dict(zip(names, combo)), batch_size=args.batch_size)
             for combo in itertools.product(*lists)]
 
 
-def _settings(args: argparse.Namespace):
-    from tpcore.errors import TpcoreError
-    from tpcore.experiments.nlp import ProgramSettings, TransformerSettings
-
+def _settings(args: argparse.Namespace) -> tuple[list | None, list | None]:
     kinds = {m.strip() for m in args.models.split(",") if m.strip()}
     if not kinds <= {"program", "transformer"}:
         raise TpcoreError(f"--models {args.models!r}: expected names from program,transformer")
@@ -141,58 +170,48 @@ def _settings(args: argparse.Namespace):
     return (prog if "program" in kinds else None), (trans if "transformer" in kinds else None)
 
 
-def _report(args: argparse.Namespace, results: dict, table: str) -> None:
-    d = results["data"]
-    print(f"tpcore nlp {args.nlp_verb}: vocabulary {d['vocab_size']}, labels {d['labels']}, "
-          f"sentences {d['sizes']} (dropped over --max-words: {d['dropped']}) -> {args.out}")
-    print(table, end="")
-    fid = results.get("program", {}).get("written", {}).get("fidelity")
-    if fid:
-        print("decompiled program vs discrete model on test: " + ", ".join(
-            f"{engine} {100 * v:.2f}%" for engine, v in fid.items()) + " agreement")
+def _run_dir(args: argparse.Namespace, files: dict[str, str], program: list | None,
+             transformer: list | None, **data: Any) -> RunDir:
+    """The run directory ``--out`` of this command's configuration: the input files (path,
+    size, SHA-256), how they are read and the model settings."""
+    config = {"task": args.task, "files": {k: file_record(v) for k, v in files.items()},
+              "glove": args.glove and file_record(args.glove), "max_words": args.max_words,
+              "vocab_size": args.vocab_size, "lowercase": args.lowercase, **data,
+              **settings_config(program, transformer)}
+    return RunDir(args.out, config, args.overwrite)
 
 
 def run_conll(args: argparse.Namespace) -> int:
-    from tpcore.experiments.nlp import compare_ner, ner_table
-    from tpcore.tasks.nlp import prepare_ner, read_conll
-
     files = {"train": args.train, "dev": args.dev, "test": args.test}
+    prog, trans = _settings(args)
+    run_dir = _run_dir(args, files, prog, trans)
     data = prepare_ner({k: read_conll(v) for k, v in files.items()}, args.max_words,
                        args.vocab_size, args.lowercase, sources=files)
-    prog, trans = _settings(args)
-    results = compare_ner(data, prog, trans, args.glove, Path(args.out), args.quiet)
-    _report(args, results, ner_table(results, paper=True))
+    results = compare_ner(data, prog, trans, args.glove, run_dir, args.quiet)
+    print(comparison_report(args.task, results, ner_table(results, paper=True),
+                            args.out))
     return 0
 
 
 def run_classify(args: argparse.Namespace) -> int:
-    from tpcore.experiments.nlp import classification_table, compare_classification
-    from tpcore.tasks.nlp import hold_out, prepare_classification, read_classification
-
-    files = {"train": args.train, "test": args.test}
+    files = {"train": args.train, "test": args.test, **({"dev": args.dev} if args.dev else {})}
+    prog, trans = _settings(args)
+    run_dir = _run_dir(args, files, prog, trans,
+                       **({} if args.dev else {"hold_out": {"share": HOLD_OUT, "seed": 0}}))
     splits = {k: read_classification(v) for k, v in files.items()}
-    if args.dev:
-        files["dev"] = args.dev
-        splits["dev"] = read_classification(args.dev)
-    else:
-        splits["train"], splits["dev"] = hold_out(splits["train"], 0.1, seed=0)
+    if not args.dev:
+        splits["train"], splits["dev"] = hold_out(splits["train"], HOLD_OUT, seed=0)
     data = prepare_classification(splits, args.max_words, args.vocab_size, args.lowercase,
                                   sources=files)
-    prog, trans = _settings(args)
-    results = compare_classification(data, prog, trans, args.glove, Path(args.out), args.quiet)
-    _report(args, results, classification_table(results))
+    results = compare_classification(data, prog, trans, args.glove, run_dir, args.quiet)
+    print(comparison_report(args.task, results, classification_table(results),
+                            args.out))
     return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from tpcore.experiments import nlp
-
-    args.nlp_verb = args.demo
-    if args.demo == "ner-demo":
-        results = nlp.ner_demo(args.out, args.budget, args.seed, args.quiet)
-        table = nlp.ner_table(results)
-    else:
-        results = nlp.classify_demo(args.out, args.budget, args.seed, args.quiet)
-        table = nlp.classification_table(results)
-    _report(args, results, table)
+    module = DEMOS[args.demo][0]
+    out = Path(args.out)
+    result = module.run(module.budget(args.budget), out, args.seed, args.quiet, args.overwrite)
+    print(module.report(result, out))
     return 0

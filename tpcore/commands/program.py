@@ -11,7 +11,6 @@ import argparse
 
 from tpcore.commands.options import engine_or_numpy, nonnegative_int, positive_int
 from tpcore.errors import TpcoreError
-from tpcore.experiments import program_lengths
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import MIN_SAMPLES
 from tpcore.pipelines.score import evaluate_on_task
@@ -97,31 +96,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--data-seed", type=nonnegative_int, default=0)
     ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
     ev.set_defaults(func=_eval)
-
-
-def register_reproduce(verbs: argparse._SubParsersAction) -> None:
-    """``tpcore reproduce program-lengths``: the paper's Table 4 for the Table 1 programs."""
-    p = verbs.add_parser("program-lengths", help="Transformer Programs paper, Table 4 (program "
-                                                 "length before/after compression)")
-    p.add_argument("--budget", default="small", choices=("smoke", "small", "medium", "paper"),
-                   help="the Table 1 budget whose selected programs are counted (its runs are "
-                        "reused, or trained when missing)")
-    p.add_argument("--epochs", type=positive_int, help="override the budget's epochs")
-    p.add_argument("--table1", default="results/table1", help="Table 1 results folder")
-    p.add_argument("--run-dirs", nargs="+", metavar="DIR",
-                   help="measure these learn run directories instead of the Table 1 selection")
-    p.add_argument("--no-fidelity", action="store_true", help="skip the fidelity check")
-    p.add_argument("--out", default="results/program_lengths")
-    p.add_argument("--overwrite", action="store_true",
-                   help="retrain Table 1 runs made with other settings")
-    p.set_defaults(func=_reproduce_lengths)
-
-
-def _reproduce_lengths(args: argparse.Namespace) -> int:
-    result = program_lengths.run(args.budget, args.table1, args.out, epochs=args.epochs,
-                                 check_fidelity=not args.no_fidelity, run_dirs=args.run_dirs,
-                                 overwrite=args.overwrite)
-    print(program_lengths.table(result["tasks"]))
-    print(f"{result['at_or_below_paper']} of {len(result['tasks'])} programs at or below the "
-          "paper's pruned length")
-    return 0

@@ -6,10 +6,14 @@ name's ``-`` read as ``_``) with one entry point of one shape::
     run(budget: Budget, out: Path, seed: int, **options) -> dict
 
 It writes a JSON of its results and a Markdown table into ``out``, reuses what a previous
-run of the same settings finished there (so a rerun resumes), and returns the JSON's content.
-Each module's ``budget(text) -> Budget`` reads the ``--budget`` of the command line: a preset
-name of its ``BUDGETS`` (:func:`preset`), or for the studies whose budget scales their sizes,
-a positive number (:func:`scaled`). A bad budget raises a :class:`TpcoreError`.
+run of the same settings finished there (so a rerun resumes), and returns the JSON's content;
+``options`` are the study's own settings (keyword arguments named as its command-line options,
+None for "the budget's"). Beside it the module has
+
+- ``budget(text: str) -> Budget``: the ``--budget`` of the command line, a preset name of the
+  module's ``BUDGETS`` (:func:`preset`) or, for the studies whose budget scales their sizes, a
+  positive number (:func:`scaled`); a bad budget raises a :class:`TpcoreError`;
+- ``report(result: dict, out: Path) -> str``: what ``tpcore reproduce NAME`` prints.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Table 1 of "Modular Counts, Smarter Programs" and a length-generalisation study.
+"""``tpcore reproduce counting``: Table 1 of "Modular Counts, Smarter Programs" and a
+length-generalisation study.
 
 :func:`run` trains Transformer Programs with none / PrefixSumCounts / the expert network / both
 (:mod:`tpcore.models.counting`) on five RASP tasks in three regimes, base (|V| = 8, N = 8),
@@ -17,10 +18,12 @@ Budgets (architecture by default, ``arch = (3, 4, 2)``: 3 layers, 2 categorical 
 heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 
 - ``smoke``: hist in the base regime and its length test, 256 training inputs, 2 epochs;
-- ``target``: the issue's target row (double_hist at |V| = N = 16, all four variants) and the
-  length test on hist and double_hist, 16,000 training inputs, ``epochs`` (default 20);
+- ``target``: the target row (double_hist at |V| = N = 16, all four variants, :data:`TARGET`)
+  and the length test on hist and double_hist, 16,000 training inputs, ``epochs`` (default 20);
 - ``small``: all 60 cells and five length tests, 4,000 training inputs, 20 epochs;
 - ``paper``: all cells and length tests at the paper's 16,000 inputs and 250 epochs.
+
+Each budget runs one seed, the ``seed`` given.
 
 Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
 ``out/counting.json`` and ``out/counting.md``. Each run records its configuration
@@ -33,16 +36,19 @@ before anything is trained (one out dir holds one table's settings).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tpcore.backend import asarray, blas_threads, to_host
 from tpcore.counts import EXPERTS
 from tpcore.errors import TpcoreError
+from tpcore.experiments.budget import Budget, preset
+from tpcore.io import write_json, write_text
 from tpcore.models.counting import (
     VARIANTS,
     CountingConfig,
@@ -53,8 +59,11 @@ from tpcore.models.counting import (
     gate_rule,
     variant_flags,
 )
+from tpcore.nn.module import save
+from tpcore.pipelines import learn
 from tpcore.pipelines.learn import LearnConfig
 from tpcore.rundir import cached, check_out_dir, saved
+from tpcore.train import evaluate_supervised
 
 TASKS = ("double_hist", "hist", "reverse", "sort", "most_freq")
 REGIMES = {"base": (8, 8), "longer": (8, 16), "bigvocab": (16, 16)}
@@ -80,43 +89,44 @@ PAPER = {
 SEPARATE = "give other settings their own --out"
 """What a refused run tells the user: one out dir holds one table's settings."""
 TARGET = ("double_hist", "bigvocab", "prefix", 90.0)
-"""The issue's target: double_hist at |V| = N = 16 with PrefixSumCounts >= 90 %."""
+"""The target of this reproduction: double_hist at |V| = N = 16 with PrefixSumCounts >= 90 %."""
 
 
-@dataclass(frozen=True)
-class Budget:
-    """How much a reproduction spends: ``cells`` (task, regime) pairs, ``lengthgen`` tasks,
-    training inputs, epochs, batch size, seeds and evaluation period (epochs)."""
-
-    cells: tuple[tuple[str, str], ...]
-    lengthgen: tuple[str, ...]
-    n_train: int
-    epochs: int
-    batch_size: int = 512
-    seeds: tuple[int, ...] = (0,)
-    eval_every: int = 5
-    arch: tuple[int, int, int] = (3, 4, 2)
-    """Layers, heads and MLPs per layer (each half categorical, half numerical)."""
+def _budget(name: str, cells: tuple[tuple[str, str], ...], lengthgen: tuple[str, ...],
+            n_train: int, epochs: int, batch_size: int = 512, eval_every: int = 5) -> Budget:
+    return Budget(name, dict(cells=cells, lengthgen=lengthgen, n_train=n_train, epochs=epochs,
+                             batch_size=batch_size, n_seeds=1, eval_every=eval_every,
+                             arch=(3, 4, 2)))
 
 
 ALL_CELLS = tuple((t, r) for t in TASKS for r in REGIMES)
 BUDGETS = {
-    "smoke": Budget((("hist", "base"),), ("hist",), 256, 2, batch_size=128, eval_every=1),
-    "target": Budget((("double_hist", "bigvocab"),), ("hist", "double_hist"), 16000, 20),
-    "small": Budget(ALL_CELLS, TASKS, 4000, 20),
-    "paper": Budget(ALL_CELLS, TASKS, 16000, 250, eval_every=10),
+    "smoke": _budget("smoke", (("hist", "base"),), ("hist",), 256, 2, batch_size=128,
+                     eval_every=1),
+    "target": _budget("target", (("double_hist", "bigvocab"),), ("hist", "double_hist"), 16000,
+                      20),
+    "small": _budget("small", ALL_CELLS, TASKS, 4000, 20),
+    "paper": _budget("paper", ALL_CELLS, TASKS, 16000, 250, eval_every=10),
 }
+"""Per budget: ``cells`` (task, regime) pairs, ``lengthgen`` tasks, training inputs, epochs,
+batch size, seeds (counted from the ``seed`` given), evaluation period (epochs) and ``arch``:
+layers, heads and MLPs per layer (each half categorical, half numerical)."""
+
+
+def budget(name: str) -> Budget:
+    """The preset ``name`` of :data:`BUDGETS`."""
+    return preset(name, BUDGETS)
 
 
 def learn_config(task: str, vocab_size: int, max_len: int, budget: Budget, seed: int,
                  epochs: int | None = None) -> LearnConfig:
-    """The training settings of one run (paper optimisation settings, ``budget.arch``)."""
-    layers, heads, mlps = budget.arch
+    """The training settings of one run (paper optimisation settings, ``budget["arch"]``)."""
+    layers, heads, mlps = budget["arch"]
     return LearnConfig(task=task, n_layers=layers, n_cat_heads=heads // 2,
                        n_num_heads=heads - heads // 2, n_cat_mlps=mlps // 2,
-                       n_num_mlps=mlps - mlps // 2, epochs=epochs or budget.epochs,
-                       batch_size=budget.batch_size, lr=0.02, tau_start=3.0, tau_end=0.1,
-                       eval_every=budget.eval_every, seed=seed, vocab_size=vocab_size,
+                       n_num_mlps=mlps - mlps // 2, epochs=epochs or budget["epochs"],
+                       batch_size=budget["batch_size"], lr=0.02, tau_start=3.0, tau_end=0.1,
+                       eval_every=budget["eval_every"], seed=seed, vocab_size=vocab_size,
                        max_len=max_len, n_samples=20000, data_seed=seed)
 
 
@@ -131,8 +141,6 @@ def build(cfg: LearnConfig, variant: str, vocab_size: int, max_len: int, n_class
 
 def gate_usage(model: CountingProgramModel, split: dict[str, np.ndarray]) -> dict[str, float]:
     """Share of ``split``'s sequences for which the discrete gate picks each expert."""
-    from tpcore.backend import asarray, to_host
-
     net = model.expert_network
     if net is None:
         return {}
@@ -159,8 +167,6 @@ def prefix_ablation(model: CountingProgramModel, split: dict[str, np.ndarray],
     PrefixSumCounts): ``content_zero`` evaluates it with every content token's prefix count set
     to 0; ``bos_one`` also sets the count of ``<s>`` to 1 at ``<s>`` itself, where it is 0, so that
     the one prefix count left no longer tells ``<s>`` from the content positions."""
-    from tpcore.train import evaluate_supervised
-
     ext = next((e for e in model.extensions if isinstance(e, PrefixSumCounts)), None)
     if ext is None:
         return {}
@@ -191,28 +197,24 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     split (the model's context is sized for the longer of the two); ``out``: where to save the
     model (``.npz`` + ``.json``). ``gate_rule[L]`` names the expert the discrete gate picks for
     every input of ``L`` content tokens (None: it depends on the input)."""
-    from tpcore.backend import blas_threads
-    from tpcore.pipelines.learn import make_data, train
-    from tpcore.train import evaluate_supervised
-
     blas_threads(1)
     (v, n) = REGIMES[regime]
     cfg = learn_config(task, v, n, budget, seed, epochs)
-    data = make_data(cfg)
-    data.splits["train"] = {k: a[: budget.n_train] for k, a in data.splits["train"].items()}
+    data = learn.make_data(cfg)
+    data.splits["train"] = {k: a[: budget["n_train"]] for k, a in data.splits["train"].items()}
     shifted = None
     if test_regime is not None:
         tv, tn = REGIMES[test_regime]
         if tv != v:
             raise TpcoreError(f"length test needs the same vocabulary; {regime} has |V|={v}, "
                               f"{test_regime} |V|={tv}")
-        shifted = make_data(dataclasses.replace(cfg, max_len=tn))
+        shifted = learn.make_data(dataclasses.replace(cfg, max_len=tn))
         if shifted.classes[: len(data.classes)] != data.classes or shifted.vocab != data.vocab:
             raise TpcoreError(f"{task}: classes or vocabulary differ between N={n} and N={tn}")
     ref = shifted or data
     model = build(cfg, variant, len(ref.vocab), ref.max_len, len(ref.classes))
     start = time.perf_counter()
-    model, metrics = train(cfg, data, quiet=False, model=model)
+    model, metrics = learn.train(cfg, data, quiet=False, model=model)
     row = {"task": task, "regime": regime, "variant": variant, "seed": seed,
            "vocab_size": v, "max_len": n, "n_train": len(data.splits["train"]["tokens"]),
            "epochs": cfg.epochs, "steps": metrics["steps"],
@@ -228,8 +230,6 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
         row["gate_rule"] = {str(k): c for k, c in rule.items()}
         row["program_counting"] = describe(model, ref.vocab)
     if out is not None:
-        from tpcore.nn.module import save
-
         save(model, out, {"task": task, "vocab": list(data.vocab), "classes": list(ref.classes)})
     if shifted is not None:
         row["test_regime"] = test_regime
@@ -254,9 +254,6 @@ def longer_only(model: CountingProgramModel, split: dict[str, np.ndarray], n_tra
     target positions whose class is among ``seen_classes`` (the classes that occur as training
     targets); ``acc_trained_positions``: token accuracy at the content positions that exist in
     training (``1 .. n_train``) of those longer inputs."""
-    from tpcore.backend import to_host
-    from tpcore.train import evaluate_supervised
-
     keep = split["mask"].sum(axis=1) > n_train
     if not keep.any():
         return {"n": 0}
@@ -278,8 +275,6 @@ def range_shift(model: CountingProgramModel, train: dict[str, np.ndarray],
     """Numerical variables whose largest magnitude on ``test`` exceeds that on ``train``:
     ``name -> [max |x| train, max |x| test, spread of its classifier row]`` (the classifier
     reads each numerical variable linearly, so such values are extrapolated)."""
-    from tpcore.backend import to_host
-
     def peak(split: dict[str, np.ndarray]) -> np.ndarray:
         model.forward(split["tokens"], split["pad"])
         return np.abs(np.asarray(to_host(model.cache["xn"]))).max(axis=(1, 2))
@@ -303,7 +298,7 @@ def run_config(task: str, regime: str, variant: str, budget: Budget, seed: int,
     settings, regime, variant, number of training inputs and the regime of its length test."""
     v, n = REGIMES[regime]
     return {"learn": dataclasses.asdict(learn_config(task, v, n, budget, seed, epochs)),
-            "regime": regime, "variant": variant, "n_train": budget.n_train,
+            "regime": regime, "variant": variant, "n_train": budget["n_train"],
             "test_regime": test_regime}
 
 
@@ -315,8 +310,6 @@ def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
 
 def saved_runs(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every finished run under ``out/runs``: the table's cells and the length tests."""
-    import json
-
     rows = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*-s*.json"))
             if not p.name.endswith("-model.json")]
     return ([r for r in rows if "test_regime" not in r],
@@ -417,52 +410,46 @@ def length_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(budget: str = "target", out: str | Path = "results/counting",
-        epochs: int | None = None, variants: tuple[str, ...] = VARIANTS,
+def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
+        variants: tuple[str, ...] | None = None,
         cells: tuple[tuple[str, str], ...] | None = None,
-        lengthgen: tuple[str, ...] | None = None,
-        seeds: tuple[int, ...] | None = None, arch: tuple[int, int, int] | None = None
-        ) -> dict[str, Any]:
-    """Run ``budget`` (see the module docstring) into ``out``; ``cells``/``lengthgen``/
-    ``variants`` restrict it, ``seeds`` and ``arch`` (layers, heads, MLPs per layer) replace
-    the budget's. After every run, writes ``counting.json`` and ``counting.md`` from every run
-    saved in ``out`` (so commands with other seeds or cells add to one table; per cell the seed
-    with the best validation accuracy is shown) and the list of commands behind them;
-    ``seconds`` is the training time of all those runs."""
-    import json
-
-    from tpcore.io import write_json, write_text
-
-    if budget not in BUDGETS:
-        raise TpcoreError(f"unknown budget {budget!r}; expected one of {tuple(BUDGETS)}")
+        lengthgen: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None,
+        arch: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """Run ``budget`` (see the module docstring) into ``out`` with ``seed``; ``cells``/
+    ``lengthgen``/``variants`` restrict it, ``epochs``, ``seeds`` and ``arch`` (layers, heads,
+    MLPs per layer) replace the budget's. After every run, writes ``counting.json`` and
+    ``counting.md`` from every run saved in ``out`` (so commands with other seeds or cells add
+    to one table; per cell the seed with the best validation accuracy is shown) and the list of
+    commands behind them; ``seconds`` is the training time of all those runs."""
+    variants = tuple(variants or VARIANTS)
     for v in variants:
         variant_flags(v)
-    b = BUDGETS[budget]
-    if seeds:
-        b = dataclasses.replace(b, seeds=tuple(seeds))
-    if arch:
-        if len(arch) != 3 or min(arch) < 1:
-            raise TpcoreError(f"arch must be three numbers >= 1 (layers, heads, MLPs per "
-                              f"layer), got {list(arch)}")
-        b = dataclasses.replace(b, arch=tuple(arch))
-    cells = b.cells if cells is None else cells
-    lengthgen = b.lengthgen if lengthgen is None else lengthgen
+    if arch and (len(arch) != 3 or min(arch) < 1):
+        raise TpcoreError(f"arch must be three numbers >= 1 (layers, heads, MLPs per "
+                          f"layer), got {list(arch)}")
+    given = budget
+    b = Budget(budget.name, {**budget.sizes,
+                             "seeds": tuple(seeds or range(seed, seed + budget["n_seeds"])),
+                             "arch": tuple(arch or budget["arch"])})
+    cells = b["cells"] if cells is None else cells
+    lengthgen = b["lengthgen"] if lengthgen is None else lengthgen
     bad = [c for c in cells if c[0] not in TASKS or c[1] not in REGIMES]
     bad += [(t, "base") for t in lengthgen if t not in TASKS]
     if bad:
         raise TpcoreError(f"unknown task/regime {bad[0]}; tasks {TASKS}, regimes {tuple(REGIMES)}")
     out = Path(out)
     check_out_dir(out / "runs")
-    parts = [f"tpcore reproduce counting --budget {budget}",
+    parts = [f"tpcore reproduce counting --budget {budget.name}",
              f"--epochs {epochs}" if epochs else "",
              f"--variants {' '.join(variants)}" if variants != VARIANTS else "",
-             f"--cells {' '.join(f'{t}:{r}' for t, r in cells)}" if cells != b.cells else "",
-             f"--lengthgen {' '.join(lengthgen)}".strip() if lengthgen != b.lengthgen else "",
+             f"--cells {' '.join(f'{t}:{r}' for t, r in cells)}" if cells != b["cells"] else "",
+             f"--lengthgen {' '.join(lengthgen)}".strip() if lengthgen != b["lengthgen"] else "",
+             f"--seed {seed}" if seed and not seeds else "",
              f"--seeds {' '.join(map(str, seeds))}" if seeds else "",
              f"--arch {' '.join(map(str, arch))}" if arch else "", f"--out {out}"]
     command = " ".join(x for x in parts if x)
     runs, path = out / "runs", out / "counting.json"
-    want = (epochs or b.epochs, list(b.arch))
+    want = (epochs or b["epochs"], list(b["arch"]))
     for r in sum(saved_runs(out), []):
         if (r["epochs"], run_arch(r)) != want:
             raise TpcoreError(f"{out} holds {r['epochs']}-epoch runs with --arch "
@@ -474,8 +461,8 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         rows, lengths = saved_runs(out)
         cells, tests = select_seeds(rows), select_seeds(lengths)
         commands = [c for c in old.get("commands", []) if c != command] + [command]
-        result = {"budget": budget, "commands": commands, "settings": dataclasses.asdict(b),
-                  "epochs": epochs or b.epochs, "arch": list(b.arch), "target": TARGET,
+        result = {"budget": given.name, "commands": commands, "settings": dict(b.sizes),
+                  "epochs": epochs or b["epochs"], "arch": list(b["arch"]), "target": TARGET,
                   "cells": cells, "lengthgen": tests,
                   "seconds": sum(r["seconds"] for r in rows + lengths)}
         write_json(path, result)
@@ -487,17 +474,21 @@ def run(budget: str = "target", out: str | Path = "results/counting",
         return result
 
     plan = []  # (file name, task, regime, variant, seed, test regime), in training order
-    for seed in b.seeds:
-        plan += [(f"{t}-{r}-{v}-s{seed}", t, r, v, seed, None) for t, r in cells
+    for s in b["seeds"]:
+        plan += [(f"{t}-{r}-{v}-s{s}", t, r, v, s, None) for t, r in cells for v in variants]
+        plan += [(f"length-{t}-{v}-s{s}", t, "base", v, s, "longer") for t in lengthgen
                  for v in variants]
-        plan += [(f"length-{t}-{v}-s{seed}", t, "base", v, seed, "longer") for t in lengthgen
-                 for v in variants]
-    for name, task, regime, v, seed, test in plan:  # refuse other settings before training
-        saved(runs / f"{name}.json", run_config(task, regime, v, b, seed, epochs, test),
+    for name, task, regime, v, s, test in plan:  # refuse other settings before training
+        saved(runs / f"{name}.json", run_config(task, regime, v, b, s, epochs, test),
               _legacy_config, SEPARATE)
-    for name, task, regime, v, seed, test in plan:
-        cached(runs / f"{name}.json", run_config(task, regime, v, b, seed, epochs, test),
-               partial(train_run, task, regime, v, b, seed, epochs, test_regime=test,
+    for name, task, regime, v, s, test in plan:
+        cached(runs / f"{name}.json", run_config(task, regime, v, b, s, epochs, test),
+               partial(train_run, task, regime, v, b, s, epochs, test_regime=test,
                        out=runs / f"{name}-model.npz"), legacy=_legacy_config, remedy=SEPARATE)
         write()
     return write()
+
+
+def report(result: dict[str, Any], out: Path) -> str:
+    """What ``tpcore reproduce counting`` prints."""
+    return f"wrote {out}/counting.md and counting.json ({result['seconds']:.0f} s)"

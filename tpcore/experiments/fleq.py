@@ -9,7 +9,7 @@ of Lemma 7 and the temperature in Lemma 2").
   linear SGD and MLP SGD at the best constants, each against NumPy, float64 and float32;
 * the machines' layers, heads and widths next to Theorem 2.
 
-``reproduce(budget, out, seed)`` writes ``fleq.json``, ``fleq.md`` and plots under ``out``.
+``run(budget, out, seed)`` writes ``fleq.json``, ``fleq.md`` and plots under ``out``.
 Host-side orchestration (NumPy data); the constructions run on the backend.
 """
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
+from tpcore.experiments.budget import Budget, preset
 from tpcore.fleq import applications as AP
 from tpcore.fleq.blocks import (
     DEFAULT_GATE,
@@ -348,21 +349,35 @@ def _plots(res: dict[str, Any], out: Path) -> list[str]:
     return files
 
 
-def reproduce(budget: str = "small", out: str | Path = "results/fleq", seed: int = 0) -> str:
-    """Run the error study and write ``fleq.json``, ``fleq.md`` (and a plot); returns the text."""
-    if budget not in ("small", "full"):
-        raise ValueError(f"budget {budget!r}; expected 'small' or 'full'")
+BUDGETS = {"small": Budget("small", {"sigmoid_terms": tuple(M_GRID[:-1])}),
+           "full": Budget("full", {"sigmoid_terms": tuple(M_GRID)})}
+"""Sigmoid counts m of the block study; ``small`` also runs the applications on smaller
+instances (minutes), ``full`` on larger ones."""
+
+
+def budget(name: str) -> Budget:
+    """The preset ``name`` of :data:`BUDGETS`."""
+    return preset(name, BUDGETS)
+
+
+def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
+    """Run the error study and write ``fleq.json``, ``fleq.md`` (and a plot); returns the JSON
+    content."""
     out = check_out_dir(out)
     t0 = time.perf_counter()
-    res: dict[str, Any] = {"command": f"tpcore reproduce fleq --budget {budget} --seed {seed}",
-                           "budget": budget, "seed": seed}
+    res: dict[str, Any] = {"command": f"tpcore reproduce fleq --budget {budget.name} --seed "
+                                      f"{seed}", "budget": budget.name, "seed": seed}
     res["matmul"] = matmul_study(seed)
     res["lambda"] = lambda_study(seed)
-    res["sigmoids"] = sigmoid_study(M_GRID if budget == "full" else M_GRID[:-1])
-    res["applications"] = application_study(budget, seed)
+    res["sigmoids"] = sigmoid_study(list(budget["sigmoid_terms"]))
+    res["applications"] = application_study(budget.name, seed)
     res["seconds"] = time.perf_counter() - t0
     res["plots"] = _plots(res, out)
     write_json(out / "fleq.json", res)
-    text = _markdown(res)
-    write_text(out / "fleq.md", text)
-    return text
+    write_text(out / "fleq.md", _markdown(res))
+    return res
+
+
+def report(result: dict[str, Any], out: Path) -> str:
+    """What ``tpcore reproduce fleq`` prints: the tables."""
+    return _markdown(result)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.experiments.budget import Budget, preset
 from tpcore.io import write_json, write_text
 from tpcore.looped.diff import (
     StackParameters,
@@ -319,20 +320,33 @@ def _markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reproduce(budget: str = "small", out: str | Path = "results/looped", seed: int = 0) -> str:
-    """Run the three studies and write ``looped.json`` and ``looped.md``; returns the table."""
-    if budget not in ("small", "full"):
-        raise ValueError(f"budget {budget!r}; expected 'small' or 'full'")
+BUDGETS = {"small": Budget("small", {"T": (10, 100), "repair_steps": 300}),
+           "full": Budget("full", {"T": (10, 100, 1000), "repair_steps": 1000})}
+"""Program lengths T of the lambda sweep and Adam steps of the repair: ``small`` takes
+minutes."""
+
+
+def budget(name: str) -> Budget:
+    """The preset ``name`` of :data:`BUDGETS`."""
+    return preset(name, BUDGETS)
+
+
+def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
+    """Run the three studies and write ``looped.json`` and ``looped.md``; returns the JSON
+    content."""
     out = check_out_dir(out)
-    Ts = [10, 100] if budget == "small" else [10, 100, 1000]
     t0 = time.perf_counter()
-    res = {"command": f"tpcore reproduce looped --budget {budget} --seed {seed}",
-           "budget": budget, "seed": seed, "lam_sweep": lam_sweep(Ts, seed),
+    res = {"command": f"tpcore reproduce looped --budget {budget.name} --seed {seed}",
+           "budget": budget.name, "seed": seed, "lam_sweep": lam_sweep(list(budget["T"]), seed),
            "sensitivity": sensitivity(seed),
-           "repair": [repair(seed, steps=300 if budget == "small" else 1000, support=sup)
+           "repair": [repair(seed, steps=budget["repair_steps"], support=sup)
                       for sup in ("nonzero", "all")]}
     res["seconds"] = time.perf_counter() - t0
     write_json(out / "looped.json", res)
-    text = _markdown(res)
-    write_text(out / "looped.md", text)
-    return text
+    write_text(out / "looped.md", _markdown(res))
+    return res
+
+
+def report(result: dict[str, Any], out: Path) -> str:
+    """What ``tpcore reproduce looped`` prints: the tables."""
+    return _markdown(result)

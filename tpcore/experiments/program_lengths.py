@@ -1,12 +1,12 @@
-"""Table 4 of "Learning Transformer Programs": length of the decompiled programs of the Table 1
-models, before and after the compression of Appendix A.3, beside the paper's counts; and the
-fidelity of those programs (issue 4): agreement with the discrete model on the whole test split
-of the NumPy reference, the numba kernel and the generated Python program.
+"""``tpcore reproduce program-lengths``: Table 4 of "Learning Transformer Programs", the length of
+the decompiled programs of the Table 1 models, before and after the compression of Appendix
+A.3, beside the paper's counts; and the fidelity of those programs: agreement with the discrete
+model on the whole test split of the NumPy reference, the numba kernel and the generated Python
+program.
 
 :func:`run` reuses (or trains, resumably) the Table 1 sweep at ``budget`` through
 :func:`tpcore.experiments.table1.run` (or takes explicit run directories), reads each selected
-run's ``program.json``, counts
-the lines of its generated program without and with compression
+run's ``program.json``, counts the lines of its generated program without and with compression
 (:func:`tpcore.programs.codegen.line_counts`), measures fidelity
 (:func:`tpcore.pipelines.learn.fidelity`), and writes ``program_lengths.json`` and
 ``program_lengths.md``.
@@ -18,6 +18,13 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+
+from tpcore.experiments import table1
+from tpcore.experiments.budget import Budget
+from tpcore.io import write_json, write_text
+from tpcore.pipelines.learn import fidelity
+from tpcore.programs import codegen, ir
+from tpcore.rundir import check_out_dir
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2")
 PAPER = {"reverse": (1893, 713), "hist": (324, 160), "double_hist": (1309, 423),
@@ -44,9 +51,6 @@ def table(rows: list[dict[str, Any]]) -> str:
 def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     """One row: the run's task and test accuracy, its program's line counts, the paper's, and
     (with ``check_fidelity``) the agreement of every engine with the model."""
-    from tpcore.programs import codegen, ir
-    from tpcore.pipelines.learn import fidelity
-
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     task = metrics["task"]
@@ -57,34 +61,49 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
             "fidelity": fidelity(run_dir) if check_fidelity else None}
 
 
-def run(budget: str = "small", table1_dir: str | Path = "results/table1",
-        out: str | Path = "results/program_lengths", tasks: tuple[str, ...] = TASKS,
-        epochs: int | None = None, check_fidelity: bool = True,
-        run_dirs: list[str | Path] | None = None, overwrite: bool = False) -> dict[str, Any]:
-    """Rows for the selected Table 1 runs at ``budget`` (trained when missing; runs of other
-    settings in ``table1_dir`` are refused unless ``overwrite``, see
-    :func:`tpcore.experiments.table1.run`), or for the given ``run_dirs`` (then ``budget``,
-    ``epochs`` and ``tasks`` are not used); writes ``program_lengths.json`` and
-    ``program_lengths.md`` into ``out``. Nothing is cached: the rows are measured anew."""
-    from tpcore.experiments import table1
-    from tpcore.io import write_json, write_text
-    from tpcore.rundir import check_out_dir
+BUDGETS = table1.BUDGETS
+"""The Table 1 budgets: the one whose selected programs are measured."""
 
+
+def budget(name: str) -> Budget:
+    """The Table 1 preset ``name``."""
+    return table1.budget(name)
+
+
+def run(budget: Budget, out: Path, seed: int, table1_dir: str | Path = "results/table1",
+        tasks: tuple[str, ...] | None = None, epochs: int | None = None,
+        check_fidelity: bool = True, run_dirs: list[str | Path] | None = None,
+        overwrite: bool = False) -> dict[str, Any]:
+    """Rows for the selected Table 1 runs at ``budget`` and ``seed`` in ``table1_dir`` (trained
+    when missing; runs of other settings there are refused unless ``overwrite``, see
+    :func:`tpcore.experiments.table1.run`), or for the given ``run_dirs`` (then ``budget``,
+    ``seed``, ``epochs`` and ``tasks`` are not used); writes ``program_lengths.json`` and
+    ``program_lengths.md`` into ``out``. Nothing is cached: the rows are measured anew."""
+    tasks = tuple(tasks or TASKS)
     start = time.perf_counter()
     out = check_out_dir(out)
     if run_dirs is None:
-        t1 = table1.run(budget, out=table1_dir, tasks=tasks, epochs=epochs, overwrite=overwrite)
+        t1 = table1.run(budget, Path(table1_dir), seed, tasks=tasks, epochs=epochs,
+                        overwrite=overwrite)
         run_dirs = [Path(table1_dir) / "runs" / r["task"] / r["selected"]["run"]
                     for r in t1["tasks"] if r["task"] in tasks]
-        command = (f"tpcore reproduce program-lengths --budget {budget} --table1 {table1_dir}"
-                   + (f" --epochs {epochs}" if epochs else ""))
+        command = (f"tpcore reproduce program-lengths --budget {budget.name} --table1 "
+                   f"{table1_dir}" + (f" --epochs {epochs}" if epochs else "")
+                   + (f" --seed {seed}" if seed else ""))
     else:
         command = f"tpcore reproduce program-lengths --run-dirs {' '.join(map(str, run_dirs))}"
     rows = [measure(d, check_fidelity) for d in run_dirs]
     write_text(out / "program_lengths.md", table(rows) + "\n")
-    result = {"budget": None if "--run-dirs" in command else budget, "epochs": epochs,
+    result = {"budget": None if "--run-dirs" in command else budget.name, "epochs": epochs,
               "tasks": rows,
               "at_or_below_paper": sum(r["pruned"] <= r["paper_pruned"] for r in rows),
               "seconds": time.perf_counter() - start, "command": f"{command} --out {out}"}
     write_json(out / "program_lengths.json", result)
     return result
+
+
+def report(result: dict[str, Any], out: Path) -> str:
+    """What ``tpcore reproduce program-lengths`` prints: the table and how many programs are at
+    or below the paper's pruned length."""
+    return (f"{table(result['tasks'])}\n{result['at_or_below_paper']} of {len(result['tasks'])} "
+            "programs at or below the paper's pruned length")

@@ -1,6 +1,7 @@
-"""Reproduction of "How tiny transformers sort" (Qi and Zhong): train the three one-layer,
-one-head, attention-only models, measure them on random and hard lists, search for failures,
-and measure how often each model follows each of the post's two algorithms.
+"""``tpcore reproduce sorting``: "How tiny transformers sort" (Qi and Zhong). Train the three
+one-layer, one-head, attention-only models, measure them on random and hard lists, search for
+failures, measure how often each model follows each of the post's two algorithms, and report
+their circuits.
 
 Host-side orchestration (NumPy directly for bookkeeping); the compute runs through the standard
 transformer and the shared training loop.
@@ -8,6 +9,8 @@ transformer and the shared training loop.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import time
 from functools import partial
 from pathlib import Path
@@ -15,8 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.errors import TpcoreError
+from tpcore.analysis import circuits as C
+from tpcore.analysis.plots import sorting_figures
+from tpcore.analysis.sorting_rules import concave_scores, rule_agreement
+from tpcore.backend import asarray, to_host
+from tpcore.errors import TpcoreError, missing_package
+from tpcore.experiments.budget import Budget, scaled
+from tpcore.experiments.seeds import derive_seed
 from tpcore.io import write_json, write_text
+from tpcore.models import load
+from tpcore.models.transformer import Transformer, TransformerConfig
+from tpcore.nn.losses import cross_entropy_forward
+from tpcore.nn.module import save
+from tpcore.nn.optim import Adam, piecewise
+from tpcore.rundir import cached, check_out_dir, saved
 from tpcore.tasks.sorting import (
     TASKS,
     SortingTask,
@@ -27,6 +42,7 @@ from tpcore.tasks.sorting import (
     get_task,
     sorted_predictions,
 )
+from tpcore.train import TrainConfig, TrainResult, evaluate_supervised, fit, supervised_step
 
 D_MODEL = 56
 BATCH = 1024
@@ -42,10 +58,13 @@ EVAL_LISTS = 4000
 SEARCH_LISTS = 1_000_000
 
 
-def model_config(task: SortingTask, seed: int = 0):
-    """One layer, one head, attention only, no LayerNorm, ``d_model = 56``."""
-    from tpcore.models.transformer import TransformerConfig
+def budget(text: str | float) -> Budget:
+    """``--budget``: a positive number scaling the training steps and the failure search."""
+    return scaled(text)
 
+
+def model_config(task: SortingTask, seed: int = 0) -> TransformerConfig:
+    """One layer, one head, attention only, no LayerNorm, ``d_model = 56``."""
     return TransformerConfig(vocab_size=task.vocab_size, max_len=task.seq_len,
                              n_classes=task.n_values, d_model=D_MODEL, n_layers=1, n_heads=1,
                              layer_norm="none", attn_only=True, causal=task.causal, seed=seed)
@@ -65,9 +84,6 @@ def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np
                    batch_size: int = 8192) -> dict[str, Any]:
     """Run ``model`` on ``lists: (B, L)``: its sorted lists ``pred: (B, L)``, ``correct: (B,)``
     (every item right) and the mean cross-entropy per target token (unclipped)."""
-    from tpcore.backend import asarray
-    from tpcore.nn.losses import cross_entropy_forward
-
     preds, loss_sum = [], 0.0
     for i in range(0, len(lists), batch_size):
         part = encode(task, lists[i : i + batch_size], lengths[i : i + batch_size])
@@ -87,8 +103,6 @@ def search_failures(model: Any, n: int, generator: str = "hard", seed: int = 0,
     """Evaluate ``n`` generated lists in batches; return the failing inputs (trimmed to their
     lengths) with the model's outputs, the count, the time taken, and the agreement of the
     failing lists' items with the two algorithms (``rules``, None without failures)."""
-    from tpcore.analysis.sorting_rules import rule_agreement
-
     task = task_of(model)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
@@ -123,17 +137,13 @@ def test_sets(task: SortingTask, seed: int) -> dict[str, tuple[np.ndarray, np.nd
 
 
 def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: int = 0,
-          quiet: bool = True):
+          quiet: bool = True) -> tuple[Transformer, TrainResult]:
     """Train a fresh model with Adam (lr 1e-3, then 1e-4 from ``drop``; weight decay 1e-4) on
     fresh batches of 1024 generated lists, evaluating on 2,000 validation lists ten times (the
     history); the final model is kept. Returns the model and the :class:`TrainResult`."""
-    from tpcore.models.transformer import Transformer
-    from tpcore.nn.optim import Adam, piecewise
-    from tpcore.train import TrainConfig, evaluate_supervised, fit, supervised_step
-
     model = Transformer(model_config(task, seed))
     opt = Adam(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    val_rng = np.random.default_rng(seed + 1000)
+    val_rng = np.random.default_rng(derive_seed(seed, "sorting", task.name, "validation"))
     val = encode(task, *generate(task, "random" if task.distinct else "hard", 2000, val_rng))
     data = batches(task, BATCH, seed)
     cfg = TrainConfig(steps=steps, lr_schedule=piecewise(LR, {drop: LR_LOW}),
@@ -144,15 +154,15 @@ def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: in
     return model, result
 
 
-def run_config(name: str, budget: float, seed: int) -> dict[str, Any]:
+def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
     """The configuration a task's result records (:func:`tpcore.rundir.cached`): training
     steps, the learning-rate drop, loss clipping, seed and the lists the failure search draws
     (None for the distinct task, which is tested on every list)."""
     sched = SCHEDULES[name]
-    return {"task": name, "steps": max(2, round(sched["steps"] * budget)),
-            "lr_drop": max(1, round(sched["drop"] * budget)), "clip": sched["clip"],
+    return {"task": name, "steps": max(2, round(sched["steps"] * scale)),
+            "lr_drop": max(1, round(sched["drop"] * scale)), "clip": sched["clip"],
             "seed": seed, "search_lists": None if get_task(name).distinct
-            else max(1000, round(SEARCH_LISTS * budget))}
+            else max(1000, round(SEARCH_LISTS * scale))}
 
 
 def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
@@ -162,42 +172,53 @@ def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
             "search_lists": row["search"]["n"] if "search" in row else None}
 
 
-def reproduce(out_dir: str | Path = "results/sorting", budget: float = 1.0, seed: int = 0,
-              tasks: tuple[str, ...] = tuple(TASKS), quiet: bool = True,
-              overwrite: bool = False) -> dict:
+def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
+        overwrite: bool = False, plots: bool = False) -> dict[str, Any]:
     """Train each task's model (``budget`` scales the training steps and the failure search),
-    evaluate it, search 10^6 * budget hard lists for failures, and measure agreement with the
-    two algorithms. Writes ``<task>.npz/.json`` checkpoints, ``<task>_result.json``, and merges
-    every task found in ``out_dir`` into ``sorting.json`` and ``sorting.md``.
+    evaluate it, search 10^6 * budget hard lists for failures, measure agreement with the
+    two algorithms and write the circuit reports (:func:`analyse`; with PNG figures when
+    ``plots``). Writes ``<task>.npz/.json`` checkpoints, ``<task>_result.json``, and merges
+    every task found in ``out`` into ``sorting.json`` and ``sorting.md``.
 
     A task's result records its configuration (:func:`run_config`) and is reused when it
     matches exactly, so rerunning resumes; one of other settings is refused before anything
     is trained, unless ``overwrite`` retrains it (:func:`tpcore.rundir.cached`)."""
-    from tpcore.rundir import cached, check_out_dir, saved
-
-    if budget <= 0:
-        raise TpcoreError(f"budget must be positive, got {budget}")
-    out_dir = check_out_dir(out_dir)
+    scale = budget["scale"]
+    tasks = tuple(tasks or TASKS)
     for name in tasks:
-        saved(out_dir / f"{name}_result.json", run_config(name, budget, seed), _legacy_config,
+        get_task(name)
+    if plots and importlib.util.find_spec("matplotlib") is None:
+        raise missing_package("matplotlib", "--plots")
+    out = check_out_dir(out)
+    for name in tasks:
+        saved(out / f"{name}_result.json", run_config(name, scale, seed), _legacy_config,
               overwrite=overwrite)
     for name in tasks:
-        cached(out_dir / f"{name}_result.json", run_config(name, budget, seed),
-               partial(_run_task, out_dir, name, budget, seed, quiet), overwrite,
-               _legacy_config)
-    return write_summary(out_dir)
+        cached(out / f"{name}_result.json", run_config(name, scale, seed),
+               partial(_run_task, out, name, budget, seed), overwrite, _legacy_config)
+    summary = write_summary(out)
+    analyse(out, plots)
+    return summary
 
 
-def _run_task(out_dir: Path, name: str, budget: float, seed: int, quiet: bool
-              ) -> dict[str, Any]:
+def report(result: dict[str, Any], out: Path) -> str:
+    """What ``tpcore reproduce sorting`` prints: a line per task."""
+    lines = []
+    for row in result["rows"]:
+        second = "hard" if "hard" in row else "all_subsets"
+        lines.append(f"{row['task']}: {row['parameters']} parameters, {row['steps']} steps in "
+                     f"{row['train_seconds']:.0f} s, random {100 * row['random']['sorted']:.2f} "
+                     f"%, {second} {100 * row[second]['sorted']:.2f} % sorted")
+    return "\n".join([*lines, f"wrote {out}/sorting.json, sorting.md and circuit reports"])
+
+
+def _run_task(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, Any]:
     """Train, measure and save one task's model; returns its result row."""
-    from tpcore.analysis.sorting_rules import rule_agreement
-    from tpcore.nn.module import save
-
-    config = run_config(name, budget, seed)
+    config = run_config(name, budget["scale"], seed)
     task = get_task(name)
     cpu = time.process_time()
-    model, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed, quiet)
+    model, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed,
+                          quiet=False)
     cpu = time.process_time() - cpu
     row: dict[str, Any] = dict(
         task=name, steps=result.steps, lr_drop=config["lr_drop"], clip=config["clip"],
@@ -205,15 +226,16 @@ def _run_task(out_dir: Path, name: str, budget: float, seed: int, quiet: bool
         train_cpu_seconds=cpu,
         parameters=model.n_parameters(), last_train_loss=result.last_loss,
         final_validation=result.best, history=result.history)
-    for set_name, (lists, lengths) in test_sets(task, seed + 2000).items():
+    for set_name, (lists, lengths) in test_sets(task, derive_seed(seed, "sorting", name,
+                                                                  "test")).items():
         res = evaluate_lists(model, task, lists, lengths)
         row[set_name] = dict(n=len(lists), sorted=float(res["correct"].mean()),
                              loss=res["loss"],
                              rules=rule_agreement(res["pred"], lists, lengths, task.n_values))
     if config["search_lists"] is not None:
-        row["search"] = _search_row(search_failures(model, config["search_lists"], "hard",
-                                                    seed + 3000))
-    row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget} "
+        row["search"] = _search_row(search_failures(
+            model, config["search_lists"], "hard", derive_seed(seed, "sorting", name, "search")))
+    row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget.name} "
                       f"--seed {seed}")
     save(model, out_dir / f"{name}.npz", {"task": name, "metrics": result.best})
     return row
@@ -225,28 +247,9 @@ def _search_row(search: dict) -> dict:
     return {**keep, "failures": search["failures"][:20]}
 
 
-def refresh_search(out_dir: str | Path, name: str) -> dict:
-    """Redo the failure search of ``out_dir/<name>.npz`` exactly as :func:`reproduce` does
-    (budget 1, the seed stored in its result) and update ``<name>_result.json`` and the summary."""
-    import json
-
-    from tpcore.rundir import record
-
-    path = Path(out_dir) / f"{name}_result.json"
-    row = json.loads(path.read_text())
-    row["search"] = _search_row(search_failures(load_model(Path(out_dir) / f"{name}.npz"),
-                                                SEARCH_LISTS, "hard", row["seed"] + 3000))
-    if "record" in row:
-        row["record"] = record({**row["record"]["config"], "search_lists": SEARCH_LISTS})
-    write_json(path, row)
-    return write_summary(out_dir)
-
-
 def write_summary(out_dir: str | Path) -> dict:
     """Merge the ``<task>_result.json`` files in ``out_dir`` into ``sorting.json`` and a Markdown
     table ``sorting.md``."""
-    import json
-
     out_dir = Path(out_dir)
     rows = [json.loads((out_dir / f"{n}_result.json").read_text()) for n in TASKS
             if (out_dir / f"{n}_result.json").is_file()]
@@ -301,9 +304,6 @@ def logit_concave_correlation(model: Any, task: SortingTask, lists: np.ndarray,
     """Mean Pearson correlation, over the items of ``lists``, between the model's logits for item
     ``k`` and ``f_k(0..V-1)`` of the concave-argmax algorithm (1 when the logits are ``f_k`` up
     to scale and shift)."""
-    from tpcore.analysis.sorting_rules import concave_scores
-    from tpcore.backend import asarray, to_host
-
     part = encode(task, lists, lengths)
     logits = model.forward(asarray(part["tokens"]),
                            pad=None if "pad" not in part else asarray(part["pad"]))
@@ -336,9 +336,6 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
     table, attention on BOS relative to values per position, the attention pattern on
     ``0 1 .. 9``, on a shuffled list and on the ``given`` list, and the correlation of the logits
     with ``f_k``. ``plots``: also write PNG figures there (needs matplotlib)."""
-    from tpcore.analysis import circuits as C
-    from tpcore.backend import to_host
-
     task = task_of(model)
     v, names = task.n_values, task.token_names()
     values = list(range(v))
@@ -390,8 +387,6 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
     parts += [f"Mean correlation of the logits with f_k over 2000 lists: "
               f"{numbers['logit_fk_correlation']:.3f}", ""]
     if plots is not None:
-        from tpcore.analysis.plots import sorting_figures
-
         sorting_figures(Path(plots), task.name, {k: to_host(C.standardise_rows(
             qk[k][:v][:, keys])) for k in (0, task.length // 2, task.length - 1)},
             names[:v], key_names, ov_host, numbers["bos_ratio"],
@@ -402,8 +397,6 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
 
 def load_model(path: str | Path) -> Any:
     """A saved sorting model (``.npz`` + ``.json``); raises if it fits none of the tasks."""
-    from tpcore.models import load
-
     model = load(path)
     task_of(model)
     return model

@@ -1,30 +1,35 @@
-"""Table 1 of "Learning Transformer Programs": the seven RASP tasks and the in-context task.
+"""``tpcore reproduce table1``: Table 1 of "Learning Transformer Programs", the seven RASP tasks
+and the in-context task.
 
 :func:`run` trains Transformer Programs on each task at a ``budget`` (a sweep per task, selected
 on validation token accuracy) and writes ``table1.json`` and ``table1.md`` (test token accuracy of
-the discrete model beside the paper's numbers and the issue's targets). Budgets:
+the discrete model beside the paper's numbers and the accuracy targets). Budgets:
 
 - ``smoke``: one small model per task, 2 epochs on 2,000 samples (checks the pipeline);
-- ``small``: one small model per task (2 layers, 2+2 heads, 1+1 MLPs), seed 0, 60 epochs
+- ``small``: one small model per task (2 layers, 2+2 heads, 1+1 MLPs), one seed, 60 epochs
   (what fits a shared 2-core machine in about an hour);
-- ``medium``: the paper's selected architecture per task (its Table 1 L/H/M), seeds 0-2,
+- ``medium``: the paper's selected architecture per task (its Table 1 L/H/M), three seeds,
   250 epochs;
-- ``paper``: the full grid (layers {2,3} x heads {4,8} x MLPs {2,4} x seeds 0-4), 250 epochs.
+- ``paper``: the full grid (layers {2,3} x heads {4,8} x MLPs {2,4} x five seeds), 250 epochs.
 
-The in-context task always uses the paper's model (2 layers, one categorical head each, no MLPs).
+A budget's seeds count from the ``seed`` given (``seed, seed + 1, ...``). The in-context task
+always uses the paper's model (2 layers, one categorical head each, no MLPs).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-from tpcore.errors import TpcoreError
+from tpcore.experiments.budget import Budget, preset
+from tpcore.io import write_json, write_text
 from tpcore.pipelines.learn import LearnConfig
 from tpcore.pipelines.sweep import PAPER_GRID, grid, sweep
-from tpcore.tasks.registry import DEFAULTS
+from tpcore.rundir import check_out_dir
+from tpcore.tasks.registry import DEFAULTS, task_name
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2", "induction")
 PAPER = {"reverse": 99.79, "hist": 100.0, "double_hist": 98.40, "sort": 99.83,
@@ -32,34 +37,44 @@ PAPER = {"reverse": 99.79, "hist": 100.0, "double_hist": 98.40, "sort": 99.83,
 """Paper Table 1 test token accuracy (in-context: section 4.1, "perfect accuracy")."""
 TARGETS = {"reverse": 99.0, "hist": 99.5, "double_hist": 95.0, "sort": 99.0, "most_freq": 70.0,
            "dyck1": 99.0, "dyck2": 98.0, "induction": 100.0}
-"""Issue 3's accuracy targets (percent)."""
+"""The accuracy a reproduction should reach per task (percent): the paper's less its seed
+spread."""
 PAPER_ARCH = {"reverse": (3, 8, 2), "hist": (1, 4, 2), "double_hist": (3, 4, 2),
               "sort": (3, 8, 4), "most_freq": (3, 8, 4), "dyck1": (3, 8, 2), "dyck2": (3, 4, 4)}
 """Layers, heads and MLPs per layer of the paper's selected model per task (Table 1)."""
-BUDGETS = ("smoke", "small", "medium", "paper")
+BUDGETS = {
+    "smoke": Budget("smoke", dict(epochs=2, n_seeds=1, grid=((2,), (2,), (2,)),
+                                  learn=dict(n_samples=2000, batch_size=256, eval_every=1))),
+    "small": Budget("small", dict(epochs=60, n_seeds=1, grid=((2,), (4,), (2,)), learn={})),
+    "medium": Budget("medium", dict(epochs=250, n_seeds=3, grid=None, learn={})),
+    "paper": Budget("paper", dict(epochs=250, n_seeds=len(PAPER_GRID["seeds"]),
+                                  grid=(PAPER_GRID["layers"], PAPER_GRID["heads"],
+                                        PAPER_GRID["mlps"]), learn={})),
+}
+"""Per budget: epochs, seeds per architecture, the architectures (layers, heads and MLPs per
+layer; None: the paper's selected one per task, :data:`PAPER_ARCH`) and other
+:class:`LearnConfig` settings."""
 
 
-def configs_for(task: str, budget: str, epochs: int | None = None,
-                seeds: list[int] | None = None) -> list[LearnConfig]:
-    """The runs ``budget`` spends on ``task`` (``seeds`` replaces the budget's seeds)."""
-    if budget not in BUDGETS:
-        raise TpcoreError(f"unknown budget {budget!r}; expected one of {BUDGETS}")
-    base = LearnConfig(task=task, epochs=epochs or {"smoke": 2, "small": 60}.get(budget, 250))
-    if budget == "smoke":
-        base = dataclasses.replace(base, n_samples=2000, batch_size=256, eval_every=1)
+def budget(name: str) -> Budget:
+    """The preset ``name`` of :data:`BUDGETS`."""
+    return preset(name, BUDGETS)
+
+
+def configs_for(task: str, budget: Budget, epochs: int | None = None,
+                seeds: list[int] | None = None, seed: int = 0) -> list[LearnConfig]:
+    """The runs ``budget`` spends on ``task``: its seeds counted from ``seed``, or ``seeds``."""
+    base = LearnConfig(task=task, epochs=epochs or budget["epochs"], **budget["learn"])
     if task == "induction":
         base = dataclasses.replace(base, n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
                                    n_num_mlps=0)
-    seeds = seeds or {"smoke": [0], "small": [0], "medium": [0, 1, 2]}.get(
-        budget, PAPER_GRID["seeds"])
+    seeds = seeds or [seed + i for i in range(budget["n_seeds"])]
     if task == "induction":
         return [dataclasses.replace(base, seed=s) for s in seeds]
-    if budget in ("smoke", "small"):
-        return grid(base, [2], [2 if budget == "smoke" else 4], [2], seeds)
-    if budget == "paper":
-        return grid(base, PAPER_GRID["layers"], PAPER_GRID["heads"], PAPER_GRID["mlps"], seeds)
-    n_layers, heads, mlps = PAPER_ARCH[task]
-    return grid(base, [n_layers], [heads], [mlps], seeds)
+    if budget["grid"] is None:
+        n_layers, heads, mlps = PAPER_ARCH[task]
+        return grid(base, [n_layers], [heads], [mlps], seeds)
+    return grid(base, *budget["grid"], seeds)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -79,31 +94,30 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1,
-        tasks: tuple[str, ...] = TASKS, epochs: int | None = None,
-        scheduler: Any = None, seeds: list[int] | None = None, overwrite: bool = False
-        ) -> dict[str, Any]:
-    """Sweep every task at ``budget`` into ``out/runs/<task>``; write ``out/table1.json`` and
-    ``out/table1.md``. Finished runs of the same configuration are reused (rerunning resumes);
-    a run directory of another configuration is refused before training, unless
-    ``overwrite`` retrains it (:func:`tpcore.pipelines.sweep.execute`). Rows of other tasks
-    already in ``out/table1.json`` at the same budget are kept, so tasks can be run (or given
-    more seeds) one command at a time; ``commands`` lists every command behind the table."""
-    import json
-
-    from tpcore.io import write_json, write_text
-    from tpcore.rundir import check_out_dir
-
+def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
+        epochs: int | None = None, seeds: list[int] | None = None, jobs: int = 1,
+        scheduler: str | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Sweep every task (or ``tasks``, names or aliases) at ``budget`` into
+    ``out/runs/<task>``; write ``out/table1.json`` and ``out/table1.md``. ``epochs`` and
+    ``seeds`` replace the budget's;
+    ``jobs`` local processes or a Dask ``scheduler`` run the sweep. Finished runs of the same
+    configuration are reused (rerunning resumes); a run directory of another configuration is
+    refused before training, unless ``overwrite`` retrains it
+    (:func:`tpcore.pipelines.sweep.execute`). Rows of other tasks already in
+    ``out/table1.json`` at the same budget are kept, so tasks can be run (or given more seeds)
+    one command at a time; ``commands`` lists every command behind the table."""
+    tasks = tuple(task_name(t) for t in tasks) if tasks else TASKS
     out = check_out_dir(out)
-    command = (f"tpcore reproduce table1 --budget {budget}"
-               + (f" --tasks {' '.join(tasks)}" if tuple(tasks) != TASKS else "")
+    command = (f"tpcore reproduce table1 --budget {budget.name}"
+               + (f" --tasks {' '.join(tasks)}" if tasks != TASKS else "")
                + (f" --epochs {epochs}" if epochs else "")
+               + (f" --seed {seed}" if seed else "")
                + (f" --seeds {' '.join(map(str, seeds))}" if seeds else ""))
     path = out / "table1.json"
     result: dict[str, Any] = {}
     for task in tasks:
         start = time.perf_counter()
-        configs = configs_for(task, budget, epochs, seeds)
+        configs = configs_for(task, budget, epochs, seeds, seed)
         swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler,
                       overwrite=overwrite)
         best = swept["selected"]
@@ -113,8 +127,8 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
                "seeds": sorted({c.seed for c in configs})}
         # re-read before writing: another command may have added rows meanwhile
         result = json.loads(path.read_text()) if path.is_file() else {}
-        if result.get("budget") != budget:
-            result = {"budget": budget, "commands": [], "tasks": [], "seconds": 0.0}
+        if result.get("budget") != budget.name:
+            result = {"budget": budget.name, "commands": [], "tasks": [], "seconds": 0.0}
         rows = {r["task"]: r for r in result["tasks"]} | {task: row}
         result["tasks"] = [rows[t] for t in TASKS if t in rows]
         result["commands"] = [c for c in result["commands"] if c != command] + [command]
@@ -122,3 +136,8 @@ def run(budget: str = "small", out: str | Path = "results/table1", jobs: int = 1
         write_json(path, result)
         write_text(out / "table1.md", table(result["tasks"]) + "\n")
     return result
+
+
+def report(result: dict[str, Any], out: Path) -> str:
+    """What ``tpcore reproduce table1`` prints: the table."""
+    return table(result["tasks"])

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
+from tpcore.io import write_text
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -373,8 +374,6 @@ def tag_sequences(ids: np.ndarray, mask: np.ndarray, tags: Labels) -> list[list[
 def write_conll(path: str | Path, sentences: Sequence[TaggedSentence]) -> None:
     """Write sentences as a CoNLL-2003-style file (``WORD POS CHUNK TAG``, with placeholder
     ``NN O`` columns, a ``-DOCSTART-`` header), atomically."""
-    from tpcore.io import write_text
-
     lines = [f"{DOCSTART} -X- -X- O", ""]
     for s in sentences:
         lines += [f"{w} NN O {t}" for w, t in zip(s.words, s.tags)]
@@ -384,6 +383,4 @@ def write_conll(path: str | Path, sentences: Sequence[TaggedSentence]) -> None:
 
 def write_classification(path: str | Path, examples: Sequence[Example]) -> None:
     """Write examples as ``LABEL<TAB>TEXT`` lines, atomically."""
-    from tpcore.io import write_text
-
     write_text(path, "".join(f"{e.label}\t{' '.join(e.words)}\n" for e in examples))

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-from tpcore.errors import TpcoreError
+from tpcore.backend import to_host
+from tpcore.errors import TpcoreError, unknown_name
 
 GENERATORS = ("random", "hard")
 
@@ -83,7 +85,7 @@ TASKS = {
 
 def get_task(name: str) -> SortingTask:
     if name not in TASKS:
-        raise TpcoreError(f"sorting task {name!r} unknown; expected one of {tuple(TASKS)}")
+        raise unknown_name("sorting task", name, TASKS)
     return TASKS[name]
 
 
@@ -165,8 +167,6 @@ def generate(task: SortingTask, generator: str, n: int, rng: np.random.Generator
 def all_distinct_lists(task: SortingTask, rng: np.random.Generator) -> np.ndarray:
     """Every ``L``-subset of the values (``C(V, L)`` rows, 3003 for the distinct task), each in a
     random order: the exhaustive test "up to reordering"."""
-    from itertools import combinations
-
     combos = np.array(list(combinations(range(task.n_values), task.length)), dtype=np.int64)
     order = np.argsort(rng.random(combos.shape), axis=1)
     return np.take_along_axis(combos, order, axis=1)
@@ -217,8 +217,6 @@ def sorted_predictions(task: SortingTask, logits: Any, lengths: np.ndarray) -> n
     A causal model sorts a list correctly by greedy decoding exactly when every teacher-forced
     prediction is right (by induction the fed prefix is then the true one), so this also decides
     full-list correctness of generation."""
-    from tpcore.backend import to_host
-
     first = task.first_target
     pred = to_host(logits[:, first : first + task.length].argmax(axis=-1)).astype(np.int64)
     return _blank_tail(task, pred, lengths)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpcore.backend import xp_of
 from tpcore.errors import TpcoreError
 from tpcore.limits import check_memory
 
@@ -76,25 +77,25 @@ def memory_estimate(q: int, l: int = 1, n: int = 0, k: int = 0) -> int:
 
 
 def random_grammar(q: int = 4, sigma: float = 1.0, seed: int = 0,
-                   legacy: bool = False) -> Grammar:
+                   paper_grammar: bool = False) -> Grammar:
     """Draw a grammar from the random ensemble (the paper's Appendix A).
 
     The q^2 ordered pairs are partitioned into q sets ``O_a`` of q pairs each (shuffled), and
     ``M[a, b, c] = softmax over (b, c) in O_a of sigma * xi_abc``, ``xi ~ N(0, 1)``; zero off the
-    support. ``legacy=True`` follows the paper's code operation by operation with NumPy's
-    legacy ``RandomState(seed)``: shuffle the rows of the lexicographic pair list, give parent
-    ``a`` the rows ``a*q .. (a+1)*q - 1``, draw one normal per allowed entry in that order.
-    The paper's grammar is ``random_grammar(4, 1.0, seed=0, legacy=True)``. Otherwise a
-    ``numpy.random.default_rng(seed)`` stream is used.
+    support. ``paper_grammar=True`` follows the paper's code operation by operation with
+    NumPy's legacy ``RandomState(seed)`` stream: shuffle the rows of the lexicographic pair
+    list, give parent ``a`` the rows ``a*q .. (a+1)*q - 1``, draw one normal per allowed entry
+    in that order. The paper's grammar is ``random_grammar(4, 1.0, seed=0,
+    paper_grammar=True)``. Otherwise a ``numpy.random.default_rng(seed)`` stream is used.
     """
     q = _check_int("q", q, 2)
     if not (math.isfinite(sigma) and sigma >= 0):
         raise TpcoreError(f"sigma={sigma!r} is invalid; expected a finite number >= 0")
-    seed = _check_int("seed", seed, 0, 2**32 - 1 if legacy else None)
+    seed = _check_int("seed", seed, 0, 2**32 - 1 if paper_grammar else None)
     check_memory(memory_estimate(q), f"a grammar with q={q} symbols")
     pairs = np.array([(b, c) for b in range(q) for c in range(q)])
-    if legacy:
-        rs = np.random.RandomState(seed)  # noqa: NPY002 - the legacy stream is the point
+    if paper_grammar:
+        rs = np.random.RandomState(seed)  # noqa: NPY002 - the paper's code uses this stream
         rs.shuffle(pairs)
         xi = np.array([rs.randn() for _ in range(q * q)])
     else:
@@ -121,8 +122,6 @@ def path_matrices(M: np.ndarray, k: int) -> np.ndarray:
 
     Works on any array module (``M`` may be a CuPy array).
     """
-    from tpcore.backend import xp_of
-
     xp = xp_of(M)
     q = M.shape[0]
     Q = xp.broadcast_to(xp.eye(q, dtype=M.dtype), (1, q, q))

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 from tpcore.cli import main
-from tpcore.experiments import nlp as ex
+from tpcore.experiments import ner, ner_demo, text_classification, text_models
+from tpcore.programs.analysis import embedding_table
 from tpcore.tasks.nlp import prepare_classification, prepare_ner, write_classification, write_conll
 from tpcore.tasks.synthetic_text import classification_corpus, ner_corpus
 
-TINY_PROGRAM = ex.ProgramSettings(n_layers=1, n_heads=2, n_embed_vars=2, k=8, d_mlp=8,
+TINY_PROGRAM = text_models.ProgramSettings(n_layers=1, n_heads=2, n_embed_vars=2, k=8, d_mlp=8,
                                   epochs=1, batch_size=32)
-TINY_TRANSFORMER = ex.TransformerSettings(d_model=16, n_layers=1, n_heads=2, epochs=1,
+TINY_TRANSFORMER = text_models.TransformerSettings(d_model=16, n_layers=1, n_heads=2, epochs=1,
                                           batch_size=32)
 
 
@@ -23,12 +24,12 @@ def ner_data():
 
 
 def test_program_ner_fidelity_and_embedding_table(ner_data):
-    model, info = ex.train_ner(ner_data, "program", TINY_PROGRAM)
+    model, info = ner.train_ner(ner_data, "program", TINY_PROGRAM)
     assert info["steps"] == 5 and 0 <= info["test"]["f1"] <= 100
-    program = ex.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner")
-    fid = ex.ner_fidelity(model, program, ner_data.splits["test"])
+    program = text_models.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner")
+    fid = ner.ner_fidelity(model, program, ner_data.splits["test"])
     assert fid == {"numpy": 1.0, "numba": 1.0}
-    rows = ex.embedding_table(program, max_words=10**6).splitlines()[2:]
+    rows = embedding_table(program, max_words=10**6).splitlines()[2:]
     # every vocabulary word (specials aside) takes exactly one value of each variable
     for var in ("embed_0", "embed_1"):
         words = [w for r in rows if r.startswith(f"| {var} |")
@@ -39,8 +40,8 @@ def test_program_ner_fidelity_and_embedding_table(ner_data):
 def test_program_show_lists_the_words_of_each_embedding_value(ner_data, tmp_path, capsys):
     from tpcore.programs.ir import save
 
-    model, _ = ex.train_ner(ner_data, "program", TINY_PROGRAM)
-    save(ex.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner"),
+    model, _ = ner.train_ner(ner_data, "program", TINY_PROGRAM)
+    save(text_models.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner"),
          tmp_path / "ner.json")
     assert main(["program", "show", str(tmp_path / "ner.json"), "--no-source"]) == 0
     out = capsys.readouterr().out
@@ -48,10 +49,10 @@ def test_program_show_lists_the_words_of_each_embedding_value(ner_data, tmp_path
 
 
 def test_class_gap_table_sorted_by_magnitude(ner_data):
-    model = ex.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
+    model = text_models.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
                              len(ner_data.labels))
-    program = ex.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner")
-    rows = ex.class_gap_table(program, "B-LOC", "B-ORG", top=6).splitlines()[2:]
+    program = text_models.extract_program(model, ner_data.vocab, ner_data.labels.names, "ner")
+    rows = ner.class_gap_table(program, "B-LOC", "B-ORG", top=6).splitlines()[2:]
     gaps = [float(r.split(" | ")[2]) for r in rows]
     assert len(gaps) == 6 and gaps == sorted(gaps, key=lambda g: -abs(g))
     c = program.classifier
@@ -61,10 +62,11 @@ def test_class_gap_table_sorted_by_magnitude(ner_data):
 
 
 def test_predict_batches_agree(ner_data):
-    model = ex.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
+    model = text_models.build_program(TINY_PROGRAM, len(ner_data.vocab), ner_data.max_len,
                              len(ner_data.labels))
     split = ner_data.splits["dev"]
-    assert np.array_equal(ex.predict(model, split, batch_size=7), ex.predict(model, split))
+    assert np.array_equal(text_models.predict(model, split, batch_size=7),
+                          text_models.predict(model, split))
 
 
 def test_glove_initialises_program_embedding(tmp_path, ner_data):
@@ -72,20 +74,21 @@ def test_glove_initialises_program_embedding(tmp_path, ner_data):
     lines = [f"{w} " + " ".join(str(x) for x in np.random.default_rng(i).normal(size=6))
              for i, w in enumerate(words[4:40])]
     (tmp_path / "g.txt").write_text("\n".join(lines) + "\n")
-    emb = ex.glove_init(tmp_path / "g.txt", ner_data.vocab, 16, seed=0)
-    model = ex.build_program(TINY_PROGRAM, len(words), ner_data.max_len, len(ner_data.labels), emb)
+    emb = text_models.glove_init(tmp_path / "g.txt", ner_data.vocab, 16, seed=0)
+    model = text_models.build_program(TINY_PROGRAM, len(words), ner_data.max_len,
+                                      len(ner_data.labels), emb)
     assert np.allclose(model.embedding.data.reshape(len(words), 16), emb)
-    t = ex.build_transformer(TINY_TRANSFORMER, len(words), ner_data.max_len,
+    t = text_models.build_transformer(TINY_TRANSFORMER, len(words), ner_data.max_len,
                              len(ner_data.labels), emb)
     assert np.allclose(t.tok_emb.data, emb)
 
 
 def test_classification_both_models():
     data = prepare_classification(classification_corpus(160, 40, 40, seed=2))
-    res = ex.compare_classification(data, TINY_PROGRAM, TINY_TRANSFORMER)
+    res = text_classification.compare_classification(data, TINY_PROGRAM, TINY_TRANSFORMER)
     for key in ("naive_bayes", "transformer", "program"):
         assert 0 <= res[key]["test"]["accuracy"] <= 100
-    assert "Transformer Program" in ex.classification_table(res)
+    assert "Transformer Program" in text_classification.classification_table(res)
     assert res["program"]["written"]["fidelity"] == {"numpy": 1.0}
 
 
@@ -144,6 +147,6 @@ def test_reproduce_verbs_registered():
     parser = build_parser()
     for verb in ("ner-demo", "classify-demo"):
         args = parser.parse_args(["reproduce", verb, "--budget", "0.5", "--out", "x"])
-        assert (args.demo, args.budget, args.out) == (verb, 0.5, "x")
+        assert (args.verb, args.budget, args.out) == (verb, 0.5, "x")
     with pytest.raises(ValueError, match="budget"):
-        ex.ner_demo("unused", budget=0)
+        ner_demo.budget(0)

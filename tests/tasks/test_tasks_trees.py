@@ -19,12 +19,12 @@ def test_grammar_is_a_nonoverlapping_partition():
     assert (support.sum(axis=(1, 2)) == 5).all()     # every parent has q pairs
 
 
-def test_legacy_grammar_follows_the_papers_procedure():
+def test_paper_grammar_follows_the_papers_procedure():
     q, sigma, seed = 4, 1.0, 0
     rs = np.random.RandomState(seed)
     pairs = np.array([(b, c) for b in range(q) for c in range(q)])
     rs.shuffle(pairs)
-    g = random_grammar(q, sigma, seed, legacy=True)
+    g = random_grammar(q, sigma, seed, paper_grammar=True)
     for a in range(q):
         block = pairs[a * q:(a + 1) * q]
         xi = np.array([rs.randn() for _ in range(q)])
@@ -59,7 +59,7 @@ def test_pair_frequencies_match_M():
 
 @pytest.mark.parametrize("k", [0, 1, 2, 3])
 def test_filtered_level_k_is_independent_given_root(k):
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     t = sample_trees(g, 30000, 3, k=k, seed=4, keep_levels=True)
     Q = path_matrices(g.M, k)
     x = t.levels[k]
@@ -75,7 +75,7 @@ def test_filtered_level_k_is_independent_given_root(k):
 
 
 def test_k0_leaves_parse_to_the_root_and_levels_are_consistent():
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     t = sample_trees(g, 500, 4, k=0, seed=1, keep_levels=True)
     parsed = parse_levels(g, t.leaves)
     assert (parsed[0][:, 0] == t.root).all()

@@ -8,7 +8,7 @@ from tpcore.tasks.trees import random_grammar, sample_trees, uniform_sequences
 
 @pytest.mark.parametrize("l", [1, 2, 4])
 def test_forward_only_recursion_reproduces_bp_cavities(l):
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     x = np.concatenate([sample_trees(g, 200, l, 0, seed=1).leaves,
                         uniform_sequences(100, l, 4, seed=2)])
     mask = np.random.default_rng(3).random(x.shape) < 0.25

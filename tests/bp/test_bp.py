@@ -54,7 +54,7 @@ def test_bp_matches_brute_force_enumeration(l, k, joint_table):
 
 
 def test_k0_masked_leaf_closed_form():
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     t = sample_trees(g, 50, 3, k=0, seed=3)
     i = 5
     mask = np.zeros(t.leaves.shape, bool)
@@ -76,7 +76,7 @@ def test_k0_masked_leaf_closed_form():
 
 
 def test_k_equals_l_is_naive_bayes():
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     l = 3
     Q = path_matrices(g.M, l)
     t = sample_trees(g, 40, l, k=l, seed=1)
@@ -92,7 +92,7 @@ def test_k_equals_l_is_naive_bayes():
 
 
 def test_matched_k0_root_is_exact_and_mismatch_is_handled():
-    g = random_grammar(4, 1.0, seed=0, legacy=True)
+    g = random_grammar(4, 1.0, seed=0, paper_grammar=True)
     for k in range(5):
         t = sample_trees(g, 300, 4, k=k, seed=k)
         e = evidence_from_leaves(t.leaves, 4)

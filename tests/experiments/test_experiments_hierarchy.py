@@ -3,15 +3,12 @@ import json
 import numpy as np
 
 from tpcore.cli import main
-from tpcore.experiments.hierarchy import (
-    BUDGETS,
-    TreeRun,
-    compare_probs,
-    mask_leaves,
-    match_permutation,
-    train_against_bp,
-)
+from tpcore.experiments.against_bp import TreeRun, compare_probs, mask_leaves, train_against_bp
+from tpcore.experiments.grammar_learning import match_permutation
+from tpcore.experiments.hierarchy import BUDGETS
 from tpcore.tasks.trees import random_grammar
+
+TINY = dict(BUDGETS["tiny"].sizes)
 
 
 def test_compare_probs_kl_agreement_spearman():
@@ -40,7 +37,7 @@ def test_match_permutation_undoes_a_relabelling():
 
 
 def test_tiny_root_run_learns_and_reports(tmp_path):
-    out = train_against_bp(TreeRun(task="root", **BUDGETS["tiny"]), log=lambda s: None)
+    out = train_against_bp(TreeRun(task="root", **TINY), log=lambda s: None)
     first, last = out["history"][0], out["history"][-1]
     assert last["0"]["acc"] > first["0"]["acc"] + 0.2
     assert set(last) >= {"0", "1", "2", "uniform"} and "acc" not in last["uniform"]
@@ -67,13 +64,13 @@ def test_reproduce_hierarchy_reuses_only_its_own_encoder_and_table(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     encoder = tmp_path / "runs" / "hierarchy" / "tiny_mlm_seed0.json"
     encoder.parent.mkdir(parents=True)
-    saved_run = TreeRun(task="mlm", **dict(BUDGETS["tiny"], steps=40))
+    saved_run = TreeRun(task="mlm", **dict(TINY, steps=40))
     encoder.write_text(json.dumps({"run": saved_run.__dict__}))
     args = ["reproduce", "hierarchy", "--budget", "tiny", "--out", str(tmp_path)]
     assert main(args + ["--parts", "probe", "--mlm-steps", "30"]) == 2
     assert "steps: 40 recorded, 30 requested" in capsys.readouterr().err
     (tmp_path / "hierarchy_tiny.json").write_text(json.dumps(
-        {"budget": "tiny", "config": {**BUDGETS["tiny"], "lr": 1.0}, "runs": [], "commands": []}))
+        {"budget": "tiny", "config": {**TINY, "lr": 1.0}, "runs": [], "commands": []}))
     assert main(args + ["--parts", "root-long"]) == 2
     assert "lr: 1.0 recorded, 0.003 requested" in capsys.readouterr().err
 
@@ -86,7 +83,7 @@ def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path):
     assert main(args + ["--long-samples", "3000"]) == 0
     assert main(args) == 0
     out = json.loads((tmp_path / "hierarchy_tiny.json").read_text())
-    assert sorted(r["run"]["P"] for r in out["runs"]) == [BUDGETS["tiny"]["P"], 3000]
+    assert sorted(r["run"]["P"] for r in out["runs"]) == [TINY["P"], 3000]
     assert all(r["run"]["k_train"] == 1 for r in out["runs"])
     assert "3000 training trees" in (tmp_path / "hierarchy_tiny.md").read_text()
     assert "--long-samples 3000" in out["commands"][0]

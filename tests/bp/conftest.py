@@ -1,4 +1,4 @@
-"""Shared helpers for the tree tests (as fixtures: tests import no modules from here): an exact
+"""Shared helpers for the BP tests (as fixtures: tests import no modules from here): an exact
 joint table of (root, leaves) built from the generative definition, independent of message
 passing."""
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from tpcore.cli import main
+from tpcore.experiments.budget import scaled
 from tpcore.experiments.sorting import (
     circuit_report,
     evaluate_lists,
     load_model,
-    reproduce,
+    run,
     search_failures,
     task_of,
     train,
@@ -21,7 +22,7 @@ from tpcore.tasks.sorting import TASKS, generate
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("sorting")
-    summary = reproduce(out, budget=0.004, seed=0, tasks=("bidirectional",))
+    summary = run(scaled(0.004), out, 0, tasks=("bidirectional",))
     return out, summary
 
 
@@ -45,10 +46,10 @@ def test_reproduce_reuses_a_result_only_for_its_configuration(trained, monkeypat
 
     out, summary = trained
     monkeypatch.setattr(sorting, "train", lambda *a, **k: pytest.fail("retrained"))
-    again = reproduce(out, budget=0.004, seed=0, tasks=("bidirectional",))
+    again = run(scaled(0.004), out, 0, tasks=("bidirectional",))
     assert again["rows"][0]["history"] == summary["rows"][0]["history"]
     with pytest.raises(TpcoreError, match="steps: 40 recorded, 50 requested"):
-        reproduce(out, budget=0.005, seed=0, tasks=("bidirectional",))
+        run(scaled(0.005), out, 0, tasks=("bidirectional",))
     assert main(["reproduce", "sorting", "--tasks", "bidirectional", "--seed", "1", "--budget",
                  "0.004", "--out", str(out)]) == 2
 

@@ -1,0 +1,239 @@
+"""Transformers trained on the tree grammar and compared with exact BP at checkpoints: the runs
+of ``tpcore reproduce hierarchy`` (root classification and masked-leaf prediction).
+
+Host-side orchestration (NumPy directly for bookkeeping); the models run on the active backend
+and train through :func:`tpcore.train.fit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore.backend import asarray, to_host
+from tpcore.bp import belief_propagation, evidence_from_leaves
+from tpcore.errors import TpcoreError
+from tpcore.experiments.seeds import derive_seed
+from tpcore.experiments.tree_grammar import paper_grammar
+from tpcore.models.transformer import Transformer, TransformerConfig
+from tpcore.nn.module import save
+from tpcore.nn.optim import Adam, Schedule, constant, cosine
+from tpcore.tasks.trees import Grammar, sample_trees, uniform_sequences
+from tpcore.train import Batch, TrainConfig, fit, shuffled_batches, supervised_step
+
+
+@dataclass
+class TreeRun:
+    """One transformer run. ``task``: ``"root"`` (flatten readout, q classes) or ``"mlm"`` (one
+    masked leaf per sequence, redrawn every batch, loss at that position; vocabulary q + 1).
+    Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers = l``; Adam with a
+    fixed learning rate (``schedule="constant"``, the paper's) or a cosine decay to 0 over
+    ``steps``. Checkpoints at ``checkpoints`` log-spaced steps."""
+
+    task: str = "root"
+    l: int = 3
+    k_train: int = 0
+    P: int = 2**15
+    d_model: int = 64
+    d_mlp: int = 256
+    batch: int = 64
+    lr: float = 1e-3
+    steps: int = 4000
+    checkpoints: int = 8
+    n_eval: int = 4000
+    schedule: str = "constant"
+    seed: int = 0
+
+
+def test_seed(seed: int, name: int | str) -> int:
+    """The seed of the test set ``name`` (a k_test, ``"uniform"`` or ``"mask positions"``),
+    shared by every run of ``seed`` and by the fine-tuning test."""
+    return derive_seed(seed, "hierarchy", "test", name)
+
+
+def make_model(run: TreeRun, q: int, readout: str | None = None) -> Transformer:
+    """The standard transformer configured as in the paper (scaled by ``run``); MLM models
+    have the extra mask token. ``readout`` overrides the task's (fine-tuning an MLM encoder)."""
+    mlm = run.task == "mlm"
+    return Transformer(TransformerConfig(
+        vocab_size=q + 1 if mlm else q, max_len=2**run.l, n_classes=q, d_model=run.d_model,
+        n_layers=run.l, n_heads=1, d_mlp=run.d_mlp, layer_norm="post", positions="sinusoidal",
+        readout=readout or ("token" if mlm else "flatten"), activation="relu",
+        dtype="float32", seed=run.seed))
+
+
+def mask_leaves(leaves: np.ndarray, pos: np.ndarray, q: int) -> dict[str, np.ndarray]:
+    """MLM batch: ``leaves: (B, N)`` with leaf ``pos[b]`` of row b replaced by the mask token
+    ``q``; targets are the leaves, the loss mask is true at the masked position only."""
+    B = len(leaves)
+    tokens = leaves.astype(np.int64)
+    tokens[np.arange(B), pos] = q
+    mask = np.zeros(leaves.shape, bool)
+    mask[np.arange(B), pos] = True
+    return dict(tokens=tokens, targets=leaves.astype(np.int64), mask=mask)
+
+
+def mlm_batches(leaves: np.ndarray, q: int, batch: int, seed: int) -> Iterator[Batch]:
+    """Endless shuffled MLM batches of ``leaves: (P, N)``, one uniformly drawn leaf masked per
+    sequence."""
+    gen = np.random.default_rng(derive_seed(seed, "hierarchy", "masked leaves"))
+    for b in shuffled_batches({"leaves": leaves}, batch,
+                              seed=derive_seed(seed, "hierarchy", "batches")):
+        x = to_host(b["leaves"])
+        yield {k: asarray(v) for k, v in mask_leaves(x, gen.integers(0, x.shape[1], len(x)),
+                                                      q).items()}
+
+
+def model_probs(model: Transformer, run: TreeRun, leaves: np.ndarray, pos: np.ndarray | None,
+                q: int, batch: int = 2000) -> np.ndarray:
+    """Model probabilities ``(n, q)``: of the root, or of leaf ``pos[n]`` masked (MLM)."""
+    out = []
+    for i in range(0, len(leaves), batch):
+        x = leaves[i:i + batch]
+        if run.task == "mlm":
+            p = pos[i:i + batch]
+            logits = to_host(model.forward(asarray(mask_leaves(x, p, q)["tokens"])))
+            logits = logits[np.arange(len(x)), p]
+        else:
+            logits = to_host(model.forward(asarray(x.astype(np.int64))))
+        z = logits.astype(np.float64)
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        out.append(z / z.sum(axis=1, keepdims=True))
+    return np.concatenate(out)
+
+
+def compare_probs(p_bp: np.ndarray, p_model: np.ndarray) -> dict[str, float]:
+    """``KL(BP || model)`` (0 log 0 = 0), argmax agreement and mean per-row Spearman rank
+    correlation (average ranks for ties; rows where either side is constant are skipped)."""
+    from scipy.stats import rankdata
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(p_bp > 0, p_bp * (np.log(p_bp) - np.log(p_model)), 0.0).sum(axis=1)
+        ra, rb = rankdata(p_bp, axis=1), rankdata(p_model, axis=1)
+        ra, rb = ra - ra.mean(axis=1, keepdims=True), rb - rb.mean(axis=1, keepdims=True)
+        rho = (ra * rb).sum(axis=1) / np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
+    return dict(kl=float(kl.mean()), agree=float((p_bp.argmax(1) == p_model.argmax(1)).mean()),
+                spearman=float(np.nanmean(rho)) if np.isfinite(rho).any() else float("nan"))
+
+
+def eval_sets(grammar: Grammar, run: TreeRun) -> dict[str, dict[str, Any]]:
+    """Test inputs (k_test = 0..l and ``uniform``) with truths, mask positions and the BP_k
+    marginals of every k for each: ``{name: dict(leaves, truth, pos, bp={k: (n, q)})}``."""
+    l, q, n = run.l, grammar.q, run.n_eval
+    sets = {}
+    pos = np.random.default_rng(test_seed(run.seed, "mask positions")).integers(0, 2**l, n)
+    for name in [*range(l + 1), "uniform"]:
+        if name == "uniform":
+            leaves, root = uniform_sequences(n, l, q, seed=test_seed(run.seed, name)), None
+        else:
+            t = sample_trees(grammar, n, l, name, seed=test_seed(run.seed, name))
+            leaves, root = t.leaves, t.root
+        truth = root if run.task == "root" else (None if root is None else leaves[np.arange(n),
+                                                                                   pos])
+        e = evidence_from_leaves(leaves, q)
+        bp = {}
+        for k in range(l + 1):
+            res = belief_propagation(grammar.M, grammar.p0, e, k)
+            bp[k] = res.root if run.task == "root" else res.cavity[np.arange(n), pos]
+        sets[str(name)] = dict(leaves=leaves, truth=truth, pos=pos, bp=bp)
+    return sets
+
+
+def bp_set_accuracies(sets: dict[str, dict[str, Any]], k_train: int) -> dict[str, list[float]]:
+    """Per k_test, the accuracy of BP_k_train (the model's target: the paper's dashed lines)
+    and of BP_k_test (optimal) on that test set: ``{str(k_test): [acc, acc]}``."""
+    return {name: [float((s["bp"][k].argmax(1) == s["truth"]).mean())
+                   for k in (k_train, int(name))]
+            for name, s in sets.items() if s["truth"] is not None}
+
+
+def checkpoint_metrics(model: Transformer, run: TreeRun, sets: dict[str, dict[str, Any]],
+                       q: int) -> dict[str, dict[str, Any]]:
+    """Accuracy on every test set, and KL / agreement / Spearman against every BP_k."""
+    out = {}
+    for name, s in sets.items():
+        p = model_probs(model, run, s["leaves"], s["pos"], q)
+        m: dict[str, Any] = {f"bp{k}": compare_probs(pb, p) for k, pb in s["bp"].items()}
+        if s["truth"] is not None:
+            m["acc"] = float((p.argmax(1) == s["truth"]).mean())
+        out[name] = m
+    return out
+
+
+def attention_summary(model: Transformer, run: TreeRun, leaves: np.ndarray,
+                      q: int) -> dict[str, list]:
+    """Average attention map per layer over ``leaves`` (for MLM runs with one random leaf
+    masked, as in training; root classifiers see the unmasked leaves) and
+    the block-mass score ``score[layer][h-1]`` = mean over rows i of the attention mass inside
+    i's aligned block of 2**h leaves (uniform attention gives 2**h / N)."""
+    gen = np.random.default_rng(derive_seed(run.seed, "hierarchy", "attention positions"))
+    model_probs(model, run, leaves, gen.integers(0, 2**run.l, len(leaves)), q,
+                batch=len(leaves))
+    maps = [to_host(a)[:, 0].mean(axis=0) for a in model.cache["attn"]]
+    i = np.arange(2**run.l)
+    score = [[float(np.where((i[None, :] >> h) == (i[:, None] >> h), A, 0).sum(axis=1).mean())
+              for h in range(1, run.l)] for A in maps]
+    return dict(maps=[m.round(4).tolist() for m in maps], block_mass=score)
+
+
+def closest_bp(m: dict[str, Any]) -> int:
+    """The k whose BP_k is closest to the model (least KL) in checkpoint metrics ``m``."""
+    return int(np.argmin([m[f"bp{k}"]["kl"] for k in range(sum(x.startswith("bp")
+                                                                    for x in m))]))
+
+
+def _from_step(schedule: Schedule, start: int) -> Schedule:
+    """``schedule`` seen from step ``start`` on (``fit`` counts steps from 0 in each call)."""
+    return lambda step: schedule(start + step)
+
+
+def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
+                     log: Callable[[str], None] = print,
+                     save_to: str | Path | None = None) -> dict[str, Any]:
+    """Train one transformer and compare it with exact BP at log-spaced checkpoints; the
+    final model is saved to ``save_to`` (``.npz`` + ``.json``) when given. Returns the run's
+    record: its settings, the checkpoint history, BP's accuracies on its test sets
+    (:func:`bp_set_accuracies`), timings and the attention summary."""
+    if run.task not in ("root", "mlm"):
+        raise TpcoreError(f"task {run.task!r} unknown; expected 'root' or 'mlm'")
+    g = paper_grammar() if grammar is None else grammar
+    q = g.q
+    train = sample_trees(g, run.P, run.l, run.k_train,
+                         seed=derive_seed(run.seed, "hierarchy", "train", run.k_train))
+    if run.task == "root":
+        batches = shuffled_batches(dict(tokens=train.leaves.astype(np.int64),
+                                        targets=train.root.astype(np.int64)), run.batch,
+                                   seed=derive_seed(run.seed, "hierarchy", "batches"))
+    else:
+        batches = mlm_batches(train.leaves, q, run.batch, run.seed)
+    sets = eval_sets(g, run)
+    model = make_model(run, q)
+    opt = Adam(model.parameters(), lr=run.lr)
+    schedule = cosine(run.lr, run.steps) if run.schedule == "cosine" else constant(run.lr)
+    marks = np.unique(np.geomspace(max(1, run.steps // 100), run.steps, run.checkpoints)
+                      .round().astype(int))
+    history, done, seconds = [], 0, 0.0
+    for mark in marks:
+        res = fit(model, opt, batches, supervised_step,
+                  TrainConfig(steps=int(mark - done), quiet=True,
+                              seed=derive_seed(run.seed, "hierarchy", "steps from", done),
+                              lr_schedule=_from_step(schedule, done)))
+        done, seconds = int(mark), seconds + res.seconds
+        metrics = checkpoint_metrics(model, run, sets, q)
+        history.append(dict(step=done, epoch=done * run.batch / run.P, train_seconds=seconds,
+                            loss=res.last_loss, **metrics))
+        k = str(run.k_train)
+        log(f"[{run.task} k_train={run.k_train}] step {done} ({seconds:.0f}s) loss "
+            f"{res.last_loss:.4f} acc(k_test=k_train) {metrics[k]['acc']:.4f} acc(k_test=0) "
+            f"{metrics['0']['acc']:.4f} argmin_k KL {closest_bp(metrics[k])}")
+    if save_to is not None:
+        save(model, save_to, {"run": run.__dict__})
+    return dict(run=run.__dict__, history=history, bp_acc=bp_set_accuracies(sets, run.k_train),
+                train_seconds=seconds, seconds_per_step=seconds / run.steps,
+                n_parameters=model.n_parameters(),
+                attention=attention_summary(model, run, sets[str(run.k_train)]["leaves"][:2000],
+                                            q))
