@@ -14,7 +14,7 @@ The paper has no experiments; these are the first numerical checks of its SUBLEQ
    execution, then Adam on single-instruction input/output pairs of random programs (the snap
    layer kept exact) and a re-run of the held-out programs.
 
-``reproduce(budget, out, seed)`` writes ``looped.json`` and ``looped.md`` under ``out``.
+``run(budget, out, seed)`` writes ``looped.json`` and ``looped.md`` under ``out``.
 """
 
 from __future__ import annotations
