@@ -19,6 +19,8 @@ import numba
 import numpy as np
 from tpcore.kernels.program_opcodes import CAT_HEAD, EXPERT_COUNT, MLP, PREFIX_COUNT
 
+from tpcore.errors import TpcoreError
+
 ONE = np.uint64(1)
 DEBRUIJN = np.uint64(0x03F79D71B4CA8B09)
 CTZ_TABLE = np.zeros(64, dtype=np.int64)
@@ -279,8 +281,6 @@ def run_compiled(compiled: dict[str, np.ndarray], ids: np.ndarray, lengths: np.n
     ``threads > 1`` splits the batch over that many numba threads (at most the configured
     number); each sequence is still interpreted by the same single-threaded loop.
     """
-    from tpcore.errors import TpcoreError
-
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if ids.shape[1] > MAX_LEN:
