@@ -77,3 +77,23 @@ def test_bad_input_is_one_line_exit_2(paths, argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["json", "published"])
+def test_export_writes_a_program_that_runs_from_any_folder(paths, kind, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    out = tmp_path / "exported"
+    assert main(["program", "export", str(paths[kind]), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["reverse.py", "reverse_weights.csv"]
+    run = subprocess.run([sys.executable, "-I", str(out / "reverse.py"), "c", "a", "d", "b"],
+                         cwd=tmp_path / "gen", capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["b", "d", "a", "c"]
+
+
+def test_export_into_a_file_is_one_line(paths, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["program", "export", str(paths["json"]), "--out", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it is a file" in err[0]

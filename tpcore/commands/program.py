@@ -1,4 +1,4 @@
-"""``tpcore program show|run|eval PATH``: read, run and score Transformer Programs.
+"""``tpcore program show|run|eval|export PATH``: read, run, score and export Transformer Programs.
 
 PATH may be a run directory (``tpcore learn``), a saved IR (``.json``), a generated program or a
 program in the authors' published format (``.py``, imported with ``ast``, never executed), or a
@@ -16,6 +16,7 @@ from tpcore.pipelines.learn import MIN_SAMPLES
 from tpcore.pipelines.score import evaluate_on_task
 from tpcore.programs import analysis, codegen
 from tpcore.programs.interpret import predict
+from tpcore.rundir import check_out_dir
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -69,6 +70,13 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    p = load_program(args.path)
+    py, csv = codegen.write(p, check_out_dir(args.out), compress=not args.full)
+    print(f"wrote {py} and {csv}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("program", help="show, run or evaluate a Transformer Program",
                        description=__doc__)
@@ -96,3 +104,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--data-seed", type=nonnegative_int, default=0)
     ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
     ev.set_defaults(func=_eval)
+    export = verbs.add_parser("export", help="write the standalone program and its weights CSV")
+    export.add_argument("path")
+    export.add_argument("--out", required=True, help="folder for NAME.py and NAME_weights.csv")
+    export.add_argument("--full", action="store_true", help="the program before compression")
+    export.set_defaults(func=_export)
