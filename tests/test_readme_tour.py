@@ -28,6 +28,7 @@ OVERRIDES: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("program", "show"): {},
     ("program", "run"): {},
     ("program", "eval"): {"--n-samples": ["200"]},
+    ("program", "export"): {},
     ("sweep", "sort"): {"--layers": ["1", "2"], "--epochs": ["1"], "--n-samples": ["200"],
                         "--quiet": []},
     ("learn", "ner-demo"): {"--budget": ["0.01"], "--quiet": []},
