@@ -72,3 +72,12 @@ def test_numerical_range_follows_the_paper_bound():
     assert ir.numerical_range(ones, 8) == tuple(range(9))
     counts = ir.Variable("c", "numerical", tuple(range(9)))
     assert ir.numerical_range(counts, 8)[-1] == 64
+
+
+@pytest.mark.parametrize("mtype", ["conv", ["head"], None])
+def test_unknown_module_types_name_the_known_ones(mtype):
+    d = _dict()
+    d["modules"][0]["type"] = mtype
+    with pytest.raises(TpcoreError, match="expected 'head', 'mlp', 'prefix_count' or "
+                                          "'expert_count'"):
+        ir.from_dict(d)

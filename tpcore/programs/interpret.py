@@ -3,8 +3,9 @@
 Inputs are token indices ``ids: (B, N)`` (any value past a sequence's length is ignored) and
 ``lengths: (B,)``. Categorical variables are carried as index arrays ``(B, N)`` (int64), numerical
 ones as ``(B, N)`` float64. Predictions are indices into :meth:`Program.output_labels`, ``-1`` past
-each sequence's length. The semantics of every module are in :mod:`tpcore.programs.ir`; the two
-engines give identical outputs (tested). The reference takes its array module from ``ids``.
+each sequence's length. The semantics of every module are in :mod:`tpcore.programs.modules`, whose
+kinds each evaluate themselves in the reference; the two engines give identical outputs (tested).
+The reference takes its array module from ``ids``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from tpcore.backend import to_host, xp_of
-from tpcore.counts import expert_features
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Program
+from tpcore.programs.modules import Batch
 
 ENGINES = ("numpy", "numba")
 
@@ -57,67 +58,9 @@ def key_mask(lengths: Any, n: int, causal: bool) -> Any:
     return mask
 
 
-def match_scores(head: Head, q: Any, k: Any, mask: Any) -> Any:
-    """``S[b, i, j] = (predicate[q[b, i]] == k[b, j])`` on visible keys; ``(B, N, N)`` bool."""
-    xp = xp_of(q)
-    target = xp.asarray(head.predicate)[q]
-    return (target[:, :, None] == k[:, None, :]) & (target[:, :, None] >= 0) & mask
-
-
-def choose_key(scores: Any, rule: str) -> Any:
-    """Index of the attended key per query ``(B, N)``, by the head's rule; 0 when nothing matches.
-
-    ``closest``: rank ``2|i-j| - [j < i]`` (nearest, earlier on ties), the query itself last.
-    ``published``: rank ``|i-j|``, the query itself ``len(matches)``, ties to the earlier position.
-    """
-    xp = xp_of(scores)
-    n = scores.shape[-1]
-    i = xp.arange(n)[:, None]
-    j = xp.arange(n)[None, :]
-    dist = xp.abs(i - j)
-    if rule == "closest":
-        rank = xp.where(i == j, 4 * n, 2 * dist - (j < i))[None] * (n + 1) + j[None]
-    else:
-        count = scores.sum(axis=-1, keepdims=True)
-        rank = xp.where((i == j)[None], count, dist[None]) * (n + 1) + j[None]
-    big = 8 * n * (n + 1)
-    best = xp.where(scores, rank, big).argmin(axis=-1)
-    return xp.where(scores.any(axis=-1), best, 0)
-
-
-def mlp_index(program: Program, mlp: Mlp, env: dict[str, Any]) -> Any:
-    """Flat table index per position, or ``-1`` where a numerical input is outside its values."""
-    xp = xp_of(next(iter(env.values())))
-    flat = None
-    for name in mlp.inputs:
-        var = program.variables[name]
-        x = env[name]
-        if var.kind == "numerical":
-            vals = xp.asarray(np.asarray(var.values, dtype=np.float64))
-            pos = xp.clip(xp.searchsorted(vals, x), 0, var.size - 1)
-            x = xp.where(vals[pos] == x, pos, -1)
-        flat = x if flat is None else xp.where((flat < 0) | (x < 0), -1, flat * var.size + x)
-    return flat
-
-
-def expert_count(m: ExpertCount, ids: Any, lengths: Any) -> Any:
-    """``m``'s output ``(B, N)`` float64: the experts of
-    :func:`tpcore.counts.expert_features` (in ``m.dtype``, as the model computes them)
-    at the gate's first maximum ``argmax_i b_i + sum_v W[i, v] h[v]`` (float64, added in token
-    order, as the numba kernel and the generated program add them); 0 past each length."""
-    xp = xp_of(ids)
-    pad = xp.arange(ids.shape[1])[None, :] >= lengths[:, None]
-    h, e = expert_features(xp.where(pad, 0, ids), m.weights.shape[1], pad, m.dtype)
-    h = h.astype(np.float64)
-    w = xp.asarray(m.weights)
-    z = xp.broadcast_to(xp.asarray(m.bias), (ids.shape[0], len(m.bias)))
-    for v in range(w.shape[1]):
-        z = z + h[:, v, None] * w[:, v]
-    return xp.take_along_axis(e, z.argmax(axis=1)[None, :, None], axis=0)[0].astype(np.float64)
-
-
 def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
-    """All variables of ``program`` on a batch: ``{name: (B, N) array}`` (array reference)."""
+    """All variables of ``program`` on a batch: ``{name: (B, N) array}`` (array reference: each
+    module's ``evaluate``)."""
     xp = xp_of(ids)
     bsz, n = ids.shape
     env: dict[str, Any] = {
@@ -125,43 +68,16 @@ def evaluate(program: Program, ids: Any, lengths: Any) -> dict[str, Any]:
         "positions": xp.broadcast_to(xp.arange(n), (bsz, n)),
         "ones": xp.ones((bsz, n), dtype=np.float64),
     }
-    mask = key_mask(lengths, n, program.causal)
+    batch = Batch(lengths, key_mask(lengths, n, program.causal), program.variables)
     for m in program.modules:
-        if isinstance(m, Head):
-            s = match_scores(m, env[m.query], env[m.key], mask)
-            if m.kind == "categorical":
-                j = choose_key(s, m.rule)
-                env[m.output] = xp.take_along_axis(env[m.value], j, axis=1)
-            else:
-                env[m.output] = (s * env[m.value][:, None, :]).sum(axis=-1)
-        elif isinstance(m, PrefixCount):
-            hit = (ids == program.tokens.index(m.token)) & (xp.arange(n)[None, :] <
-                                                             lengths[:, None])
-            env[m.output] = (xp.cumsum(hit, axis=1) - hit).astype(np.float64)
-        elif isinstance(m, ExpertCount):
-            env[m.output] = expert_count(m, ids, lengths)
-        else:
-            idx = mlp_index(program, m, env)
-            table = xp.asarray(m.table.ravel())
-            env[m.output] = xp.where(idx >= 0, table[xp.maximum(idx, 0)], m.default)
+        env[m.output] = m.evaluate(env, batch)
     return env
 
 
 def feature_logits(program: Program, env: dict[str, Any]) -> Any:
     """Classifier logits ``(B, N, C)`` in float64, summed in ``features`` order; masked classes
-    get ``-inf``."""
-    xp = xp_of(env["tokens"])
-    c = program.classifier
-    logits = xp.broadcast_to(xp.asarray(c.bias), env["tokens"].shape + c.bias.shape).copy()
-    for f in c.features:
-        w = xp.asarray(c.weights[f])
-        if program.variables[f].kind == "categorical":
-            logits = logits + w[env[f]]
-        else:
-            logits = logits + env[f][..., None] * w[0]
-    if c.masked:
-        logits[..., list(c.masked)] = -np.inf
-    return logits
+    get ``-inf`` (the classifier's ``evaluate``)."""
+    return program.classifier.evaluate(env, program.variables)
 
 
 def passthrough(program: Program, ids: Any, lengths: Any, pred: Any) -> Any:
