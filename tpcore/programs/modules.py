@@ -274,7 +274,7 @@ class Mlp:
 
 @dataclass
 class PrefixCount:
-    """PrefixSumCounts (issue 5): ``out_t = #{i < t : tokens_i = token}``, a numerical variable
+    """PrefixSumCounts: ``out_t = #{i < t : tokens_i = token}``, a numerical variable
     with values ``0 .. max_len - 1``."""
 
     name: str
@@ -319,7 +319,7 @@ class PrefixCount:
 
 @dataclass
 class ExpertCount:
-    """The SparseExpertCountingNetwork's discrete gate (issue 5): ``weights: (5, V)`` (columns
+    """The SparseExpertCountingNetwork's discrete gate: ``weights: (5, V)`` (columns
     in token order), ``bias: (5,)``, both host float64 (the model's values), ``dtype``: the
     model's float type, which relative frequencies are divided in (numerical output).
 
