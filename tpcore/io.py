@@ -115,9 +115,14 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         f.write(text)
 
 
+def json_text(obj: Any) -> str:
+    """``obj`` as indented JSON text (NumPy scalars and arrays and paths are converted)."""
+    return json.dumps(obj, indent=2, default=_json_default)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON atomically (NumPy scalars and arrays are converted)."""
-    write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
+    write_text(path, json_text(obj) + "\n")
 
 
 def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 
 import tpcore
 from tpcore.backend import _load_cupy, backend_name
+from tpcore.commands.output import add_json_option, emit
 
 OPTIONAL = ("numba", "scipy", "tqdm", "cupy", "matplotlib", "torch", "dask")
 
@@ -33,16 +34,16 @@ def _cupy_status() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = [("tpcore", tpcore.__version__), ("python", platform.python_version()),
-            ("numpy", np.__version__), ("backend", backend_name())]
-    rows += [(pkg, _version(pkg)) for pkg in OPTIONAL]
-    rows.append(("cupy backend", _cupy_status()))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    info = {"tpcore": tpcore.__version__, "python": platform.python_version(),
+            "numpy": np.__version__, "backend": backend_name(),
+            **{pkg: _version(pkg) for pkg in OPTIONAL}, "cupy_backend": _cupy_status()}
+    width = max(len(k) for k in info)
+    emit(args, info, lambda: "\n".join(f"{key.replace('_', ' '):<{width}}  {value}"
+                                       for key, value in info.items()))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="backend, versions and optional packages")
+    add_json_option(p)
     p.set_defaults(func=run)

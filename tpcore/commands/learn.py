@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tpcore.commands import nlp
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
 from tpcore.pipelines.learn import LearnConfig, learn
 from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_argument("--out", help="run directory (default runs/TASK)")
     options.add_argument("--overwrite", action="store_true",
                          help="replace a run of other settings in --out")
+    add_json_option(options)
     add_model_options(options)
     for name in TASK_NAMES:
         t = tasks.add_parser(name, parents=[options], help="a generated task",
@@ -82,6 +84,11 @@ def config_from_args(args: argparse.Namespace, **arch: int) -> LearnConfig:
                       n_samples=args.n_samples, data_seed=args.data_seed, **arch)
     cfg.check()
     return cfg
+
+
+SUMMARY = ("train", "val", "test", "steps", "train_seconds", "ms_per_step", "selected_at_step",
+           "peak_rss_mb", "program")
+"""The entries of a run's ``metrics.json`` that ``tpcore learn`` prints."""
 
 
 def summary(metrics: dict) -> str:
@@ -108,9 +115,12 @@ def run(args: argparse.Namespace) -> int:
                            n_num_mlps=args.num_mlps, seed=args.seed)
     out = Path(args.out or f"runs/{cfg.task}")
     metrics = learn(cfg, out, quiet=args.quiet, overwrite=args.overwrite)
-    print(f"tpcore learn {cfg.task}: {cfg.n_layers} layers, {cfg.n_cat_heads}+{cfg.n_num_heads} "
-          f"heads, {cfg.n_cat_mlps}+{cfg.n_num_mlps} MLPs, seed {cfg.seed} -> {out}")
+    lines = [f"tpcore learn {cfg.task}: {cfg.n_layers} layers, {cfg.n_cat_heads}+"
+             f"{cfg.n_num_heads} heads, {cfg.n_cat_mlps}+{cfg.n_num_mlps} MLPs, seed {cfg.seed} "
+             f"-> {out}"]
     if metrics["reused"]:
-        print(f"reused the finished run of these settings in {out}")
-    print(summary(metrics))
+        lines.append(f"reused the finished run of these settings in {out}")
+    result = {"task": cfg.task, "out": out, "config": metrics["config"],
+              "reused": metrics["reused"], **{k: metrics[k] for k in SUMMARY if k in metrics}}
+    emit(args, result, "\n".join([*lines, summary(metrics)]))
     return 0

@@ -22,6 +22,7 @@ from tpcore.commands.options import (
     positive_float,
     positive_int,
 )
+from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError, missing_package, unknown_name
 from tpcore.limits import check_memory
 from tpcore.subleq.asm import assemble
@@ -54,9 +55,14 @@ def _cell_names(program: SubleqProgram) -> dict[int, str]:
     return {col - program.s: name for name, col in program.names.items()}
 
 
-def _fmt_mem(program: SubleqProgram, mem: np.ndarray) -> str:
+def _memory(program: SubleqProgram, mem: np.ndarray) -> dict[str, int]:
+    """The data cells by name (their column where unnamed)."""
     names = _cell_names(program)
-    return "  ".join(f"{names.get(i, program.s + i)}={int(v)}" for i, v in enumerate(mem))
+    return {str(names.get(i, program.s + i)): int(v) for i, v in enumerate(mem)}
+
+
+def _fmt_mem(memory: dict[str, int]) -> str:
+    return "  ".join(f"{name}={value}" for name, value in memory.items())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,29 +82,52 @@ def run(args: argparse.Namespace) -> int:
                      sparse=path, tol=args.tol)
     seconds = time.perf_counter() - t0
     size = machine.size()
-    print(f"layout: s={lo.s} m={lo.m} instructions={lo.k} n={lo.n} N={lo.N} L={lo.L}; "
-          f"X is {lo.d} x {lo.n} (paper count {lo.d_paper} without temporaries)")
-    print(f"machine: {size['layers']} layers ({', '.join(machine.names)}), heads per layer "
-          f"{size['heads']}, FF widths {size['ff_hidden']}; "
-          f"{'hardmax' if args.lam is None else f'softmax lam={args.lam}'}")
-    if args.trace:
-        names = _cell_names(program)
-        for t in range(1, trace.steps + 1):
-            pc = trace.pcs[t - 1]
-            a, b, c = (int(v) for v in program.commands[pc - lo.first_instruction])
-            ok = (result.mems[t][0] == trace.mems[t]).all() and result.pcs[t][0] == trace.pcs[t]
-            print(f"  {t:5d}  pc={pc:4d}  subleq {names.get(a - lo.s, a)}, "
-                  f"{names.get(b - lo.s, b)}, {c}  ->  {names.get(b - lo.s, b)}="
-                  f"{int(trace.mems[t][b - lo.s])}  next={trace.pcs[t]}"
-                  f"{'' if ok else '  (transformer differs)'}")
+    names = _cell_names(program)
+    steps = []
+    for t in range(1, trace.steps + 1 if args.trace else 1):
+        pc = trace.pcs[t - 1]
+        a, b, c = (int(v) for v in program.commands[pc - lo.first_instruction])
+        ok = (result.mems[t][0] == trace.mems[t]).all() and result.pcs[t][0] == trace.pcs[t]
+        steps.append({"step": t, "pc": int(pc), "a": str(names.get(a - lo.s, a)),
+                      "b": str(names.get(b - lo.s, b)), "c": c,
+                      "value": int(trace.mems[t][b - lo.s]), "next": int(trace.pcs[t]),
+                      "transformer_agrees": bool(ok)})
     agree = (int(result.steps[0]) == trace.steps
              and all((result.mems[t][0] == trace.mems[t]).all()
                      and result.pcs[t][0] == trace.pcs[t] for t in range(trace.steps + 1)))
-    print(f"interpreter: {trace.steps} steps; memory {_fmt_mem(program, trace.mems[-1])}")
-    print(f"transformer: {int(result.steps[0])} steps ({result.iterations} loop iterations, "
-          f"{seconds:.3f} s); memory {_fmt_mem(program, decode_memory(lo, result.X))}")
-    print(f"agree after every step: {'yes' if agree else 'NO'}")
+    report = {
+        "layout": {"s": lo.s, "m": lo.m, "instructions": lo.k, "n": lo.n, "N": lo.N, "L": lo.L,
+                   "d": lo.d, "d_paper": lo.d_paper},
+        "machine": {**size, "names": list(machine.names), "lam": args.lam},
+        **({"trace": steps} if args.trace else {}),
+        "interpreter": {"steps": trace.steps, "memory": _memory(program, trace.mems[-1])},
+        "transformer": {"steps": int(result.steps[0]), "iterations": result.iterations,
+                        "seconds": seconds,
+                        "memory": _memory(program, decode_memory(lo, result.X))},
+        "agree": agree}
+    emit(args, report, lambda: _text(report))
     return 0 if agree else 1
+
+
+def _text(report: dict) -> str:
+    """What ``looped run`` prints of ``report``."""
+    lo, m = report["layout"], report["machine"]
+    interp, trans = report["interpreter"], report["transformer"]
+    attention = "hardmax" if m["lam"] is None else f"softmax lam={m['lam']}"
+    lines = [f"layout: s={lo['s']} m={lo['m']} instructions={lo['instructions']} n={lo['n']} "
+             f"N={lo['N']} L={lo['L']}; X is {lo['d']} x {lo['n']} (paper count "
+             f"{lo['d_paper']} without temporaries)",
+             f"machine: {m['layers']} layers ({', '.join(m['names'])}), heads per layer "
+             f"{m['heads']}, FF widths {m['ff_hidden']}; {attention}"]
+    lines += [f"  {r['step']:5d}  pc={r['pc']:4d}  subleq {r['a']}, {r['b']}, {r['c']}  ->  "
+              f"{r['b']}={r['value']}  next={r['next']}"
+              f"{'' if r['transformer_agrees'] else '  (transformer differs)'}"
+              for r in report.get("trace", ())]
+    lines += [f"interpreter: {interp['steps']} steps; memory {_fmt_mem(interp['memory'])}",
+              f"transformer: {trans['steps']} steps ({trans['iterations']} loop iterations, "
+              f"{trans['seconds']:.3f} s); memory {_fmt_mem(trans['memory'])}",
+              f"agree after every step: {'yes' if report['agree'] else 'NO'}"]
+    return "\n".join(lines)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -122,4 +151,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--tol", type=nonnegative_float, default=1e-9,
                    help="fixed-point tolerance on X")
     r.add_argument("--trace", action="store_true", help="print every executed instruction")
+    add_json_option(r)
     r.set_defaults(func=run)

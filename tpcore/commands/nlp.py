@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.experiments import classify_demo, ner_demo
 from tpcore.experiments.ner import compare_ner, ner_table
@@ -107,6 +108,7 @@ def add_tasks(tasks: argparse._SubParsersAction) -> None:
     c.add_argument("--test", required=True)
     c.add_argument("--out", default="runs/conll")
     _model_options(c, k=32, max_words=30, heads=8)
+    add_json_option(c)
     c.set_defaults(func=run_conll)
     t = tasks.add_parser("classify", help="text classification from LABEL<TAB>TEXT files "
                                           "(Table 6)")
@@ -115,11 +117,13 @@ def add_tasks(tasks: argparse._SubParsersAction) -> None:
     t.add_argument("--test", required=True)
     t.add_argument("--out", default="runs/classify")
     _model_options(t, k=64, max_words=64, heads=4)
+    add_json_option(t)
     t.set_defaults(func=run_classify)
     for name, (_, what) in DEMOS.items():
         d = tasks.add_parser(name, help=f"the built-in synthetic {what} corpus: program vs "
                                         "transformer vs baseline")
         demo_options(d, f"runs/{name}")
+        add_json_option(d)
         d.set_defaults(func=run_demo, demo=name)
 
 
@@ -188,8 +192,8 @@ def run_conll(args: argparse.Namespace) -> int:
     data = prepare_ner({k: read_conll(v) for k, v in files.items()}, args.max_words,
                        args.vocab_size, args.lowercase, sources=files)
     results = compare_ner(data, prog, trans, args.glove, run_dir, args.quiet)
-    print(comparison_report(args.task, results, ner_table(results, paper=True),
-                            args.out))
+    emit(args, results, lambda: comparison_report(args.task, results,
+                                                  ner_table(results, paper=True), args.out))
     return 0
 
 
@@ -204,8 +208,8 @@ def run_classify(args: argparse.Namespace) -> int:
     data = prepare_classification(splits, args.max_words, args.vocab_size, args.lowercase,
                                   sources=files)
     results = compare_classification(data, prog, trans, args.glove, run_dir, args.quiet)
-    print(comparison_report(args.task, results, classification_table(results),
-                            args.out))
+    emit(args, results, lambda: comparison_report(args.task, results,
+                                                  classification_table(results), args.out))
     return 0
 
 
@@ -213,5 +217,5 @@ def run_demo(args: argparse.Namespace) -> int:
     module = DEMOS[args.demo][0]
     out = Path(args.out)
     result = module.run(module.budget(args.budget), out, args.seed, args.quiet, args.overwrite)
-    print(module.report(result, out))
+    emit(args, result, lambda: module.report(result, out))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from tpcore.commands.options import engine_or_numpy, nonnegative_int, positive_int
+from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import MIN_SAMPLES
@@ -21,24 +22,34 @@ from tpcore.rundir import check_out_dir
 
 def _show(args: argparse.Namespace) -> int:
     p = load_program(args.path)
-    if not args.no_source:
-        print(codegen.source(p, compress=not args.full), end="")
-        print()
     stats = analysis.stats(p)
-    lines = codegen.line_counts(p)
-    print(f"# program {p.name}: {len(p.modules)} modules, vocabulary {stats['vocabulary']}, "
-          f"max length {p.max_len}, {stats['classes']} classes, causal={p.causal}")
-    print(f"# heads: {stats['categorical_heads']} categorical ({', '.join(stats['rules']) or '-'}"
-          f"), {stats['numerical_heads']} numerical; MLPs: {stats['categorical_mlps']} "
-          f"categorical, {stats['numerical_mlps']} numerical")
-    print(f"# lines: {lines['full']} before compression, {lines['pruned']} after")
-    print("# dependency graph:")
-    for line in analysis.dependency_text(p).splitlines():
-        print(f"#   {line}")
-    if any(m.output.startswith("embed_") for m in p.modules):
-        print("# words per learned embedding value (the paper's Figure 7 table):")
-        for line in analysis.embedding_table(p).splitlines():
-            print(f"#   {line}")
+    result = {**stats, "modules": len(p.modules), "lines": codegen.line_counts(p),
+              "dependencies": [{"module": name, "output": output, "reads": list(reads)}
+                               for name, output, reads in analysis.dependencies(p)],
+              "classifier": list(p.classifier.features)}
+    embeddings = any(m.output.startswith("embed_") for m in p.modules)
+    if embeddings:
+        result["embedding_table"] = analysis.embedding_table(p)
+    if not args.no_source:
+        result["source"] = codegen.source(p, compress=not args.full)
+
+    def text() -> str:
+        lines = [result["source"]] if "source" in result else []
+        lines += [
+            f"# program {p.name}: {len(p.modules)} modules, vocabulary {stats['vocabulary']}, "
+            f"max length {p.max_len}, {stats['classes']} classes, causal={p.causal}",
+            f"# heads: {stats['categorical_heads']} categorical "
+            f"({', '.join(stats['rules']) or '-'}), {stats['numerical_heads']} numerical; "
+            f"MLPs: {stats['categorical_mlps']} categorical, {stats['numerical_mlps']} numerical",
+            f"# lines: {result['lines']['full']} before compression, "
+            f"{result['lines']['pruned']} after", "# dependency graph:"]
+        lines += [f"#   {line}" for line in analysis.dependency_text(p).splitlines()]
+        if embeddings:
+            lines.append("# words per learned embedding value (the paper's Figure 7 table):")
+            lines += [f"#   {line}" for line in result["embedding_table"].splitlines()]
+        return "\n".join(lines)
+
+    emit(args, result, text)
     return 0
 
 
@@ -46,14 +57,22 @@ def _run(args: argparse.Namespace) -> int:
     p = load_program(args.path)
     tokens = p.frame(args.tokens)
     pred = predict(p, [tokens], engine=engine_or_numpy(args.engine))[0]
-    print(" ".join(y for t, y in zip(tokens, pred) if t not in (p.bos, p.eos)))
+    content = [(t, y) for t, y in zip(tokens, pred) if t not in (p.bos, p.eos)]
+    result: dict = {"input": [t for t, _ in content], "output": [y for _, y in content]}
+    lines = [" ".join(result["output"])]
     if args.explain is not None:
         i = args.explain
         rows = analysis.contributions(p, tokens, i)
         cls = pred[i] if pred[i] in p.classifier.classes else p.classifier.classes[0]
-        print(f"# position {i} ({tokens[i]!r} -> {pred[i]!r}): features by score for {cls!r}")
-        for r in rows[: args.top]:
-            print(f"#   {r['feature']:<24} = {r['value']!s:<8} {r['scores'][cls]:+.3f}")
+        features = [{"feature": r["feature"], "value": r["value"], "score": r["scores"][cls]}
+                    for r in rows[: args.top]]
+        result["explain"] = {"position": i, "token": tokens[i], "prediction": pred[i],
+                             "class": cls, "features": features}
+        lines.append(f"# position {i} ({tokens[i]!r} -> {pred[i]!r}): features by score for "
+                     f"{cls!r}")
+        lines += [f"#   {f['feature']:<24} = {f['value']!s:<8} {f['score']:+.3f}"
+                  for f in features]
+    emit(args, result, "\n".join(lines))
     return 0
 
 
@@ -64,16 +83,16 @@ def _eval(args: argparse.Namespace) -> int:
     p = load_program(args.path)
     r = evaluate_on_task(p, args.task, args.split, args.n_samples, args.data_seed,
                          engine_or_numpy(args.engine))
-    print(f"{r['task']} {r['split']}: token accuracy {100 * r['token_accuracy']:.2f}% "
-          f"({r['tokens']} tokens), sequence accuracy {100 * r['sequence_accuracy']:.2f}% "
-          f"({r['sequences']} sequences)")
+    emit(args, r, f"{r['task']} {r['split']}: token accuracy {100 * r['token_accuracy']:.2f}% "
+                  f"({r['tokens']} tokens), sequence accuracy "
+                  f"{100 * r['sequence_accuracy']:.2f}% ({r['sequences']} sequences)")
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
     p = load_program(args.path)
     py, csv = codegen.write(p, check_out_dir(args.out), compress=not args.full)
-    print(f"wrote {py} and {csv}")
+    emit(args, {"program": py, "weights": csv}, f"wrote {py} and {csv}")
     return 0
 
 
@@ -85,6 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("path")
     show.add_argument("--full", action="store_true", help="source before compression")
     show.add_argument("--no-source", action="store_true", help="statistics and graph only")
+    add_json_option(show)
     show.set_defaults(func=_show)
     run = verbs.add_parser("run", help="predict the tokens of one input (printed for its content "
                                        "positions; <s>/</s> carry no target)")
@@ -95,6 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="also list the classifier contributions at position I of the framed "
                           "input (0 is <s>; the paper's Figure 7)")
     run.add_argument("--top", type=positive_int, default=10, help="features listed by --explain")
+    add_json_option(run)
     run.set_defaults(func=_run)
     ev = verbs.add_parser("eval", help="accuracy on a generated task split")
     ev.add_argument("path")
@@ -103,9 +124,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--n-samples", type=positive_int, default=20000)
     ev.add_argument("--data-seed", type=nonnegative_int, default=0)
     ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
+    add_json_option(ev)
     ev.set_defaults(func=_eval)
     export = verbs.add_parser("export", help="write the standalone program and its weights CSV")
     export.add_argument("path")
     export.add_argument("--out", required=True, help="folder for NAME.py and NAME_weights.csv")
     export.add_argument("--full", action="store_true", help="the program before compression")
+    add_json_option(export)
     export.set_defaults(func=_export)

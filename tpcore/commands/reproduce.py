@@ -23,6 +23,7 @@ from tpcore.commands.options import (
     positive_int,
     positive_ints,
 )
+from tpcore.commands.output import add_json_option, emit
 from tpcore.experiments import (
     bp_table,
     classify_demo,
@@ -44,7 +45,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "classify-demo": classify_demo,
 }
 """Each reproduction's module, in the order ``--help`` lists them."""
-COMMON = ("command", "backend", "verb", "func", "budget", "seed", "out")
+COMMON = ("command", "backend", "verb", "func", "budget", "seed", "out", "json")
 """Parsed options that are not a study's own."""
 
 
@@ -201,6 +202,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help_text, add_options = OPTIONS[name]
         v = verbs.add_parser(name, help=help_text)
         add_options(v)
+        add_json_option(v)
         v.set_defaults(func=run)
 
 
@@ -210,5 +212,5 @@ def run(args: argparse.Namespace) -> int:
     options = {k: v for k, v in vars(args).items() if k not in COMMON}
     out = Path(args.out)
     result = module.run(module.budget(args.budget), out, args.seed, **options)
-    print(module.report(result, out))
+    emit(args, result, lambda: module.report(result, out))
     return 0

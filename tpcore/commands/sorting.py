@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from tpcore.commands.options import has_module, nonnegative_int, positive_int
+from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError, missing_package
 from tpcore.experiments.sorting import (
     circuit_report,
@@ -25,18 +26,18 @@ def _need_matplotlib(plots: object) -> None:
 
 def _search(args: argparse.Namespace) -> int:
     res = search_failures(load_model(args.model), args.n, args.generator, args.seed, args.batch)
-    for f in res["failures"]:
-        print(f"input {f['input']}  output {f['output']}")
-    print(f"{res['n_failures']} of {res['n']} {res['generator']} lists sorted wrongly "
-          f"({res['task']} model, seed {res['seed']}, {res['seconds']:.1f} s)")
+    lines = [f"input {f['input']}  output {f['output']}" for f in res["failures"]]
+    lines.append(f"{res['n_failures']} of {res['n']} {res['generator']} lists sorted wrongly "
+                 f"({res['task']} model, seed {res['seed']}, {res['seconds']:.1f} s)")
+    emit(args, res, "\n".join(lines))
     return 0
 
 
 def _circuits(args: argparse.Namespace) -> int:
     _need_matplotlib(args.plots)
     given = None if args.list is None else _parse_list(args.list)
-    text, _ = circuit_report(load_model(args.model), args.seed, args.plots, given)
-    print(text)
+    text, numbers = circuit_report(load_model(args.model), args.seed, args.plots, given)
+    emit(args, {**numbers, "markdown": text}, text)
     return 0
 
 
@@ -54,7 +55,9 @@ def _sort(args: argparse.Namespace) -> int:
     lists, lengths = one_list(task, _parse_list(args.list))
     res = evaluate_lists(model, task, lists, lengths)
     n = int(lengths[0])
-    print(f"output {res['pred'][0, :n].tolist()}  {'correct' if res['correct'][0] else 'WRONG'}")
+    result = {"input": lists[0, :n].tolist(), "output": res["pred"][0, :n].tolist(),
+              "correct": bool(res["correct"][0])}
+    emit(args, result, f"output {result['output']}  {'correct' if result['correct'] else 'WRONG'}")
     return 0
 
 
@@ -69,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=nonnegative_int, default=0, help="generator seed (default 0)")
     s.add_argument("--batch", type=positive_int, default=2048,
                    help="lists per forward pass (2048)")
+    add_json_option(s)
     s.set_defaults(func=_search)
     c = verbs.add_parser("circuits", help="QK / OV circuits, BOS attention, attention patterns")
     c.add_argument("model", help="checkpoint .npz")
@@ -76,9 +80,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seed of the shuffled list (default 0)")
     c.add_argument("--plots", help="also write PNG figures into this folder (needs matplotlib)")
     c.add_argument("--list", help="also show the attention pattern on this list, e.g. '3 1 2'")
+    add_json_option(c)
     c.set_defaults(func=_circuits)
     o = verbs.add_parser("sort", help="sort one list with MODEL")
     o.add_argument("model", help="checkpoint .npz")
     o.add_argument("list", help="the values, e.g. '9 0 9 9 9 9 9 9 9 9'")
+    add_json_option(o)
     o.set_defaults(func=_sort)
     p.set_defaults(func=lambda a: p.print_help() or 2)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tpcore.commands.learn import add_model_options, config_from_args
 from tpcore.commands.options import nonnegative_int, positive_int
+from tpcore.commands.output import add_json_option, emit, note
 from tpcore.limits import check_memory
 from tpcore.pipelines.sweep import grid, sweep, table
 
@@ -33,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="retrain runs in --out made with other settings")
     add_model_options(p)
+    add_json_option(p)
     p.set_defaults(func=run)
 
 
@@ -49,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
     def report(row: dict) -> None:
         if not args.quiet:
-            print(f"  {row['run']}: val {100 * row['val_acc']:.2f}%  "
-                  f"test {100 * row['test_acc']:.2f}%", flush=True)
+            note(args, f"  {row['run']}: val {100 * row['val_acc']:.2f}%  "
+                       f"test {100 * row['test_acc']:.2f}%")
 
-    print(f"tpcore sweep {base.task}: {len(configs)} runs -> {out}", flush=True)
+    note(args, f"tpcore sweep {base.task}: {len(configs)} runs -> {out}")
     result = sweep(configs, out, args.jobs, args.scheduler, report, args.overwrite)
-    print(table(result["runs"]))
     best = result["selected"]
-    print(f"selected {best['run']}: test token accuracy {100 * best['test_acc']:.2f}%")
+    emit(args, {**result, "out": out}, lambda: f"{table(result['runs'])}\nselected "
+         f"{best['run']}: test token accuracy {100 * best['test_acc']:.2f}%")
     return 0

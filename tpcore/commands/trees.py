@@ -11,6 +11,7 @@ import numpy as np
 from tpcore import io
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.commands.options import has_module, nonnegative_float, nonnegative_int, positive_int
+from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.tasks.trees import Grammar, random_grammar, sample_trees
 
@@ -39,10 +40,12 @@ def _sample(args: argparse.Namespace) -> int:
         arrays = dict(root=t.root, leaves=t.leaves, M=g.M, p0=g.p0)
         arrays.update({f"level{m}": x for m, x in enumerate(t.levels)})
         io.write_npz(args.out, arrays)
-        print(f"wrote {args.n} sequences (l={args.l}, k={args.k}) to {args.out}")
+        emit(args, {"out": args.out, "n": args.n, "l": args.l, "k": args.k},
+             f"wrote {args.n} sequences (l={args.l}, k={args.k}) to {args.out}")
         return 0
-    for r, x in zip(t.root, t.leaves):
-        print(f"{int(r)}\t{' '.join(str(int(v)) for v in x)}")
+    rows = [{"root": int(r), "leaves": x.tolist()} for r, x in zip(t.root, t.leaves)]
+    emit(args, {"l": args.l, "k": args.k, "sequences": rows},
+         lambda: "\n".join(f"{r['root']}\t{' '.join(map(str, r['leaves']))}" for r in rows))
     return 0
 
 
@@ -72,14 +75,22 @@ def _bp(args: argparse.Namespace) -> int:
     leaves = np.array([[0 if v is None else v for v in seq]])
     res = belief_propagation(g.M, g.p0, evidence_from_leaves(leaves, g.q, mask), args.k,
                              use_kernel=kernel)
-    np.set_printoptions(precision=4, suppress=True)
-    print(f"log Z = {res.log_z[0]:.6f}")
-    print(f"root marginal: {res.root[0]}")
-    for i in np.flatnonzero(mask[0]):
-        print(f"leaf {i} marginal: {res.leaves[0, i]}")
+    masked = np.flatnonzero(mask[0])
+    result = {"log_z": float(res.log_z[0]), "root": res.root[0],
+              "leaves": {int(i): res.leaves[0, i] for i in masked}}
     if args.cavities:
-        for i in range(leaves.shape[1]):
-            print(f"leaf {i} given the others: {res.cavity[0, i]}")
+        result["cavities"] = res.cavity[0]
+
+    def text() -> str:
+        with np.printoptions(precision=4, suppress=True):
+            lines = [f"log Z = {result['log_z']:.6f}", f"root marginal: {res.root[0]}"]
+            lines += [f"leaf {i} marginal: {res.leaves[0, i]}" for i in masked]
+            if args.cavities:
+                lines += [f"leaf {i} given the others: {res.cavity[0, i]}"
+                          for i in range(leaves.shape[1])]
+        return "\n".join(lines)
+
+    emit(args, result, text)
     return 0
 
 
@@ -92,6 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--n", type=positive_int, default=10, help="number of sequences (default 10)")
     s.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed (default 0)")
     s.add_argument("--out", help="write root, leaves, every level and the grammar to this .npz")
+    add_json_option(s)
     s.set_defaults(func=_sample)
     b = verbs.add_parser("bp", help="exact BP_k marginals of one sequence ('?' = masked leaf)")
     _add_grammar_args(b)
@@ -100,5 +112,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="BP_k: the filtering level assumed (0)")
     b.add_argument("--cavities", action="store_true",
                    help="also print every leaf's prediction from all other leaves")
+    add_json_option(b)
     b.set_defaults(func=_bp)
     p.set_defaults(func=lambda a: p.print_help() or 2)
