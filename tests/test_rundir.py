@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tpcore.cli import main
+from tpcore.commands.reproduce import EXPERIMENTS
 from tpcore.errors import TpcoreError
 from tpcore.io import remove_stale_temps, write_text
 from tpcore.pipelines import learn as program_train
@@ -55,20 +56,13 @@ def test_cli_refuses_unwritable_out_in_one_line(tmp_path, monkeypatch, capsys):
 
 
 def _experiments():
-    from tpcore.experiments import (
-        bp_table,
-        classify_demo,
-        counting,
-        fleq,
-        grammar_learning,
-        hierarchy,
-        looped,
-        ner_demo,
-        program_lengths,
-        sorting,
-        table1,
-    )
-
+    e = EXPERIMENTS
+    table1, program_lengths, counting, sorting = (e["table1"], e["program-lengths"],
+                                                  e["counting"], e["sorting"])
+    bp_table, grammar_learning, hierarchy = (e["bp-table"], e["grammar-learning"],
+                                             e["hierarchy"])
+    looped, fleq, ner_demo, classify_demo = (e["looped"], e["fleq"], e["ner-demo"],
+                                             e["classify-demo"])
     configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
     return {  # name: (call with the out dir, (module, attribute) that would start the work)
         "table1": (lambda out: table1.run(table1.budget("smoke"), out, 0, tasks=("hist",)),
@@ -96,9 +90,7 @@ def _experiments():
     }
 
 
-@pytest.mark.parametrize("name", ["table1", "sweep", "program-lengths", "counting", "sorting",
-                                  "bp-table", "grammar-learning", "hierarchy", "looped", "fleq",
-                                  "ner-demo", "classify-demo"])
+@pytest.mark.parametrize("name", ["sweep", *EXPERIMENTS])
 def test_every_experiment_checks_its_out_dir_first(name, tmp_path, monkeypatch):
     run, (module, work) = _experiments()[name]
     monkeypatch.setattr(module, work, _no_work)
