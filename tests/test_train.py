@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from tpcore.errors import TrainingDiverged
+from tpcore.backend import blas_threads
+from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.models import load
 from tpcore.nn.module import Module, Parameter
 from tpcore.nn.optim import SGD, constant
@@ -107,3 +108,42 @@ def test_checkpoint_loads_back(tmp_path):
         TrainConfig(steps=3, select="acc", checkpoint=tmp_path / "m", quiet=True),
         lambda m: evaluate_supervised(m, data))
     assert isinstance(load(tmp_path / "m"), Transformer)
+
+
+def _blas_count():
+    """The current OpenBLAS thread count (None where NumPy has no OpenBLAS)."""
+    before = blas_threads(1)
+    if before is not None:
+        blas_threads(before)
+    return before
+
+
+@pytest.mark.parametrize("env, option, expected", [("", None, 1), ("3", None, 3), ("3", 2, 2)])
+def test_training_runs_on_the_thread_setting_and_restores_the_count(monkeypatch, env, option,
+                                                                      expected):
+    if _blas_count() is None:
+        pytest.skip("NumPy has no OpenBLAS here")
+    monkeypatch.setenv("TPCORE_THREADS", env)
+    before = blas_threads(4)
+    seen = []
+
+    def step(model, batch, ctx):
+        seen.append(_blas_count())
+        return _step(model, batch, ctx)
+
+    try:
+        model = Scalar()
+        fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), step,
+            TrainConfig(steps=3, quiet=True, threads=option))
+        assert seen == [expected] * 3 and _blas_count() == 4
+    finally:
+        blas_threads(before)
+
+
+@pytest.mark.parametrize("env", ["0", "two", "-1"])
+def test_a_bad_thread_setting_is_refused(monkeypatch, env):
+    monkeypatch.setenv("TPCORE_THREADS", env)
+    model = Scalar()
+    with pytest.raises(TpcoreError, match="TPCORE_THREADS"):
+        fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), _step,
+            TrainConfig(steps=1, quiet=True))

@@ -6,21 +6,27 @@ forward and the backward (filling ``Parameter.grad``) and returns the loss as a 
 optional *evaluate* function ``evaluate(model) -> dict`` of metrics. :func:`supervised_step` and
 :func:`evaluate_supervised` serve models whose ``forward(tokens, ...)`` returns logits and whose
 ``backward(dlogits)`` accumulates gradients.
+
+Training runs with NumPy's BLAS limited to :func:`default_threads` threads (``TPCORE_THREADS``,
+else 1) unless :attr:`TrainConfig.threads` says otherwise, whether it starts from the CLI or
+from Python; the previous count is restored afterwards (:func:`threads`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray
+from tpcore.backend import asarray, blas_threads
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.nn.losses import (
@@ -33,6 +39,39 @@ from tpcore.nn.module import Module, save
 from tpcore.nn.optim import Optimizer, Schedule, clip_grad_norm, geometric
 
 Batch = dict[str, Any]
+
+THREADS_VARIABLE = "TPCORE_THREADS"
+"""Environment variable: BLAS threads of training when none are asked for."""
+
+
+def default_threads() -> int:
+    """BLAS threads of training when none are asked for: ``TPCORE_THREADS`` when set, else 1.
+
+    The matrix products of these small models are tiny; on shared cores a multi-threaded BLAS
+    spends its time waiting for the other threads, so one thread is the default. Change the
+    default here.
+    """
+    text = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not text:
+        return 1
+    if not text.isdigit() or int(text) < 1:
+        raise TpcoreError(f"{THREADS_VARIABLE}={text!r}; expected an integer >= 1")
+    return int(text)
+
+
+@contextmanager
+def threads(n: int | None = None) -> Iterator[None]:
+    """Run the block with NumPy's BLAS limited to ``n`` threads (:func:`default_threads` when
+    None), restoring the previous count afterwards (a no-op where no OpenBLAS is loaded)."""
+    n = default_threads() if n is None else n
+    if n < 1:
+        raise TpcoreError(f"threads must be >= 1, got {n}")
+    before = blas_threads(n)
+    try:
+        yield
+    finally:
+        if before is not None:
+            blas_threads(before)
 
 
 @dataclass
@@ -55,7 +94,8 @@ class TrainConfig:
     ``select`` names the metric (from ``evaluate``) to maximise for model selection and early
     stopping; the best parameters (the latest among equals) are restored at the end.
     ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
-    the best model there.
+    the best model there. ``threads``: BLAS threads while training (None:
+    :func:`default_threads`).
     """
 
     steps: int
@@ -70,6 +110,7 @@ class TrainConfig:
     seed: int = 0
     quiet: bool = False
     desc: str = "train"
+    threads: int | None = None
 
 
 @dataclass
@@ -120,8 +161,17 @@ def fit(
     ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
-    ``config.select``.
+    ``config.select``. BLAS runs on ``config.threads`` threads (:func:`threads`).
     """
+    with threads(config.threads):
+        return _fit(model, optimizer, batches, step_fn, config, evaluate)
+
+
+def _fit(
+    model: Module, optimizer: Optimizer, batches: Iterator[Batch],
+    step_fn: Callable[[Module, Batch, StepContext], float], config: TrainConfig,
+    evaluate: Callable[[Module], dict[str, float]] | None,
+) -> TrainResult:
     if config.steps < 1:
         raise TpcoreError(f"steps must be >= 1, got {config.steps}")
     if config.select is not None and evaluate is None:
