@@ -135,3 +135,20 @@ def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal)
     back_labels = np.asarray(back.output_labels())
     np.testing.assert_array_equal(labels[it.run_ids(prog, ids, lengths)][~data["pad"]],
                                   back_labels[it.run_ids(back, ids, lengths)][~data["pad"]])
+
+
+def test_extract_takes_names_and_framing_from_the_task():
+    from tpcore.tasks.registry import make_task
+
+    task = make_task("sort", n_samples=40)
+    model = ProgramModel(ProgramConfig(vocab_size=len(task.vocab), max_len=task.max_len,
+                                       n_classes=len(task.classes), n_layers=1, seed=2))
+    prog = extract.extract(model, task)
+    assert (prog.name, prog.bos, prog.eos, prog.pad) == ("sort", "<s>", "</s>", "<pad>")
+    assert prog.tokens.values == task.vocab and prog.classifier.classes == task.classes
+    spelled = extract.extract(model, task.vocab, task.classes, name="sort", bos="<s>",
+                              eos="</s>", pad="<pad>")
+    assert codegen.source(prog) == codegen.source(spelled)
+    assert extract.extract(model, task, name="mine", eos=None).name == "mine"
+    with pytest.raises(ValueError, match="classes"):
+        extract.extract(model, task.vocab)

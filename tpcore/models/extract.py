@@ -46,6 +46,7 @@ from tpcore.programs.ir import (
     count_values,
     numerical_range,
 )
+from tpcore.tasks.data import TaskData
 
 CHUNK = 2**16
 """Input combinations an MLP is evaluated on at once (bounds the memory of a large table)."""
@@ -65,16 +66,25 @@ def _mlp_table(m: DiscreteMlp, inputs: list[Variable], width: int, dtype: Any) -
     return flat.reshape(a.size, b.size)
 
 
-def extract(model: ProgramModel | DiscreteProgram, vocab: Sequence[str], classes: Sequence[str],
-            *, name: str = "program", bos: str | None = None, eos: str | None = None,
-            pad: str | None = None, passthrough: bool = False,
-            meta: dict[str, Any] | None = None) -> Program:
+def extract(model: ProgramModel | DiscreteProgram, vocab: Sequence[str] | TaskData,
+            classes: Sequence[str] | None = None, *, name: str | None = None,
+            bos: str | None = None, eos: str | None = None, pad: str | None = None,
+            passthrough: bool = False, meta: dict[str, Any] | None = None) -> Program:
     """The program of ``model`` (a :class:`ProgramModel` or its :class:`DiscreteProgram`).
 
     ``vocab[i]``: the string of token id ``i``; ``classes[c]``: the label of output class ``c``.
-    ``bos``/``eos``/``pad``: the task's framing tokens. ``passthrough=False`` keeps the model's own
+    ``bos``/``eos``/``pad``: the framing tokens. ``vocab`` may instead be the task the model was
+    trained on (:class:`TaskData`): its vocabulary, classes, name and framing tokens then serve
+    where not given (``extract(model, task)``). ``passthrough=False`` keeps the model's own
     predictions at BOS/EOS positions, so the program agrees with the model at every position.
     """
+    if isinstance(vocab, TaskData):
+        task, vocab = vocab, vocab.vocab
+        classes = task.classes if classes is None else classes
+        name, bos, eos, pad = name or task.name, bos or task.bos, eos or task.eos, pad or task.pad
+    if classes is None:
+        raise TpcoreError("extract needs the classes' labels, or the task in place of vocab")
+    name = name or "program"
     dp = model.discrete() if isinstance(model, ProgramModel) else model
     dtype = np.dtype(getattr(getattr(model, "config", None), "dtype", "float64"))
     specs = {v.name: v for v in dp.variables}

@@ -30,8 +30,7 @@ def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
     """Extract the program, write ``program.json`` and ``program/<task>.py`` (+ weights CSV)
     into ``out``, and measure its agreement with the discrete model on the test split (the NumPy
     reference, :func:`tpcore.pipelines.fidelity.agreement`)."""
-    prog = extract(model, task.vocab, task.classes, name=task.name, bos="<s>", eos=task.eos,
-                   pad="<pad>")
+    prog = extract(model, task)
     ir.save(prog, out / "program.json")
     py, _ = codegen.write(prog, out / "program" / f"{task.name}.py")
     fidelity = agreement(model, prog, task.splits["test"], engines=("numpy",))["numpy"]

@@ -34,8 +34,19 @@ class TaskData:
     params: dict = field(default_factory=dict)
 
     @property
+    def bos(self) -> str | None:
+        """The token that starts every input (``<s>``), None when the task has none."""
+        return BOS if BOS in self.vocab else None
+
+    @property
     def eos(self) -> str | None:
+        """The token that ends every input (``</s>``), None when the task has none."""
         return EOS if EOS in self.vocab else None
+
+    @property
+    def pad(self) -> str | None:
+        """The padding token (``<pad>``), None when the task has none."""
+        return PAD if PAD in self.vocab else None
 
     def encode(self, words: list[str]) -> np.ndarray:
         """Token ids of ``words`` (framing tokens included); unknown words raise naming them."""
