@@ -118,7 +118,15 @@ def test_bad_inputs_are_named():
     with pytest.raises(TpcoreError, match="maximum length"):
         it.encode(p, [["1"] * 11])
     with pytest.raises(TpcoreError, match="engine"):
-        it.run_ids(p, *it.encode(p, [["<s>"]]), engine="cuda")
+        it.run_ids(p, *it.encode(p, [["<s>", "</s>"]]), engine="cuda")
+
+
+def test_unframed_inputs_are_refused_naming_the_framing():
+    p = reverse_program()
+    assert it.predict(p, [p.frame(["1", "2"])]) == [["<s>", "2", "1", "</s>"]]
+    for seq, what in ((["1", "2"], "start with '<s>'"), (["<s>", "1", "2"], "end with '</s>'")):
+        with pytest.raises(TpcoreError, match=f"sequence 1 does not {what}.*Program.frame"):
+            it.predict(p, [p.frame(["1"]), seq])
 
 
 def test_masked_classes_are_never_predicted():

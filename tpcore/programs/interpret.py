@@ -24,9 +24,11 @@ ENGINES = ("numpy", "numba")
 
 
 def encode(program: Program, sequences: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """Token strings -> ``(ids (B, N), lengths (B,))`` with ``N`` the longest sequence.
+    """Framed token strings -> ``(ids (B, N), lengths (B,))`` with ``N`` the longest sequence.
 
-    Raises naming the token or sequence when a token is unknown or a sequence is too long.
+    Raises naming the token or sequence when a token is unknown, a sequence is too long, or it
+    is not framed as the program's inputs are (starting with its ``bos``, ending with its ``eos``
+    where it has them): a program's predictions on unframed input mean nothing.
     """
     vocab = {t: i for i, t in enumerate(program.tokens.values)}
     n = max((len(s) for s in sequences), default=0)
@@ -43,8 +45,20 @@ def encode(program: Program, sequences: Sequence[Sequence[str]]) -> tuple[np.nda
                 raise TpcoreError(f"token {tok!r} (sequence {b}, position {i}) is not in the "
                                   f"vocabulary {list(vocab)}")
             ids[b, i] = vocab[tok]
+        check_framing(program, seq, b)
         lengths[b] = len(seq)
     return ids, lengths
+
+
+def check_framing(program: Program, tokens: Sequence[str], b: int = 0) -> None:
+    """Raise unless ``tokens`` (sequence ``b`` of a batch) starts with the program's ``bos`` and
+    ends with its ``eos`` (where it has them), naming what it found and how to frame it."""
+    for token, found, where in ((program.bos, tokens[0], "start"),
+                                (program.eos, tokens[-1], "end")):
+        if token is not None and found != token:
+            raise TpcoreError(f"sequence {b} does not {where} with {token!r} (found {found!r}): "
+                              f"the program's inputs are framed as {program.frame(['...'])}; "
+                              "frame them with Program.frame(tokens)")
 
 
 def key_mask(lengths: Any, n: int, causal: bool) -> Any:
