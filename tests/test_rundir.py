@@ -63,6 +63,7 @@ def _experiments():
                                              e["hierarchy"])
     looped, fleq, ner_demo, classify_demo = (e["looped"], e["fleq"], e["ner-demo"],
                                              e["classify-demo"])
+    table5 = e["table5"]
     configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
     return {  # name: (call with the out dir, (module, attribute) that would start the work)
         "table1": (lambda out: table1.run(table1.budget("smoke"), out, 0, tasks=("hist",)),
@@ -87,6 +88,7 @@ def _experiments():
                      (ner_demo, "prepare_ner")),
         "classify-demo": (lambda out: classify_demo.run(classify_demo.budget(1.0), out, 0),
                           (classify_demo, "prepare_classification")),
+        "table5": (lambda out: table5.run(table5.budget("smoke"), out, 0), (table5, "learn")),
     }
 
 

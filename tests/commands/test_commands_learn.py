@@ -25,3 +25,46 @@ def test_bad_options_fail_before_training(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def _solution(tmp_path, size):
+    from tpcore.experiments.table5 import solution
+    from tpcore.programs import ir
+    from tpcore.tasks.registry import make_task
+
+    task = make_task("reverse", size, size, 200, 0, 1)
+    path = tmp_path / f"solution{size}.json"
+    ir.save(solution(task.vocab, task.classes, task.max_len), path)
+    return path
+
+
+SMALL_REVERSE = ["--layers", "2", "--cat-heads", "1", "--num-heads", "0", "--cat-mlps", "1",
+                 "--num-mlps", "0", "--epochs", "1", "--n-samples", "200", "--vocab-size", "8",
+                 "--max-len", "8", "--quiet"]
+
+
+def test_cli_learn_init_from_a_program(tmp_path, capsys):
+    rc = main(["learn", "reverse", *SMALL_REVERSE, "--init-from", str(_solution(tmp_path, 8)),
+               "--init-parts", "attn_0_0.read,attn_0_0.predicate", "--json",
+               "--out", str(tmp_path / "r")])
+    assert rc == 0
+    import json
+
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert config["init_parts"] == "attn_0_0.read,attn_0_0.predicate"
+
+
+@pytest.mark.parametrize("size,parts,msg", [
+    (10, "read", "token 'f' of the program is not in the task's vocabulary"),
+    (8, "attn_2_0.read", "init part 'attn_2_0': the program has no such module"),
+    (8, "gates", "init part 'gates': expected one of read, predicate, classifier"),
+])
+def test_cli_learn_init_from_a_program_that_does_not_fit(tmp_path, capsys, size, parts, msg):
+    out = tmp_path / "r"
+    rc = main(["learn", "reverse", *SMALL_REVERSE, "--init-from",
+               str(_solution(tmp_path, size)), "--init-parts", parts, "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r")]

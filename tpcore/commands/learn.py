@@ -4,7 +4,8 @@ NLP tasks ``conll``, ``classify``, ``ner-demo`` and ``classify-demo`` are
 
 For a generated task, writes ``runs/TASK`` (or ``--out``): ``model.npz``/``model.json``,
 ``metrics.json``, the extracted program (``program.json``, ``program/TASK.py`` with its weights
-CSV) and ``run.json``.
+CSV) and ``run.json``. ``--init-from PROGRAM --init-parts read,predicate`` starts the model
+from a program's read gates and predicates (:mod:`tpcore.models.init_from`).
 A finished run of the same settings there is reused; one of other settings is refused unless
 ``--overwrite``.
 """
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from tpcore.commands import nlp
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
+from tpcore.models.init_from import STRENGTH
 from tpcore.pipelines.learn import LearnConfig, learn
 from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
 
@@ -64,6 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_argument("--out", help="run directory (default runs/TASK)")
     options.add_argument("--overwrite", action="store_true",
                          help="replace a run of other settings in --out")
+    options.add_argument("--init-from", metavar="PROGRAM", default="",
+                         help="initialise parts of the model from this program (IR .json, "
+                              "program .py or run directory)")
+    options.add_argument("--init-parts", metavar="PARTS", default="read,predicate",
+                         help="with --init-from, comma-separated: read, predicate, classifier, "
+                              "or MODULE.read / MODULE.predicate (default read,predicate)")
+    options.add_argument("--init-strength", type=positive_float, default=STRENGTH,
+                         help=f"logit margin of an initialised choice (default {STRENGTH:g})")
     add_json_option(options)
     add_model_options(options)
     for name in TASK_NAMES:
@@ -73,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     nlp.add_tasks(tasks)
 
 
-def config_from_args(args: argparse.Namespace, **arch: int) -> LearnConfig:
+def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
     """A checked :class:`LearnConfig` from the options of :func:`add_model_options`; ``arch``:
     architecture fields (``n_layers``, ``seed``, ...; the defaults where not given)."""
     if args.task not in (*TASK_NAMES, *ALIASES):
@@ -112,7 +123,9 @@ def summary(metrics: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, n_layers=args.layers, n_cat_heads=args.cat_heads,
                            n_num_heads=args.num_heads, n_cat_mlps=args.cat_mlps,
-                           n_num_mlps=args.num_mlps, seed=args.seed)
+                           n_num_mlps=args.num_mlps, seed=args.seed,
+                           **(dict(init_from=args.init_from, init_parts=args.init_parts,
+                                   init_strength=args.init_strength) if args.init_from else {}))
     out = Path(args.out or f"runs/{cfg.task}")
     metrics = learn(cfg, out, quiet=args.quiet, overwrite=args.overwrite)
     lines = [f"tpcore learn {cfg.task}: {cfg.n_layers} layers, {cfg.n_cat_heads}+"

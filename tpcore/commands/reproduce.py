@@ -36,13 +36,14 @@ from tpcore.experiments import (
     program_lengths,
     sorting,
     table1,
+    table5,
 )
 
 EXPERIMENTS: dict[str, ModuleType] = {
     "table1": table1, "program-lengths": program_lengths, "counting": counting,
     "sorting": sorting, "looped": looped, "fleq": fleq, "bp-table": bp_table,
     "hierarchy": hierarchy, "grammar-learning": grammar_learning, "ner-demo": ner_demo,
-    "classify-demo": classify_demo,
+    "classify-demo": classify_demo, "table5": table5,
 }
 """Each reproduction's module, in the order ``--help`` lists them."""
 COMMON = ("command", "backend", "verb", "func", "budget", "seed", "out", "json")
@@ -168,6 +169,13 @@ def _hierarchy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results/hierarchy", help="output folder")
 
 
+def _table5(p: argparse.ArgumentParser) -> None:
+    _presets(p, table5, "paper", "smoke: pipeline check; paper: 100 epochs, 3 seeds from --seed")
+    p.add_argument("--out", default="results/table5")
+    p.add_argument("--overwrite", action="store_true",
+                   help="retrain runs in --out made with other settings")
+
+
 OPTIONS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "table1": ("Transformer Programs paper, Table 1 (RASP tasks + in-context task)", _table1),
     "program-lengths": ("Transformer Programs paper, Table 4 (program length before/after "
@@ -190,6 +198,8 @@ OPTIONS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
                  lambda p: demo_options(p, "results/ner-demo")),
     "classify-demo": ("synthetic sentiment: program vs transformer vs baseline",
                       lambda p: demo_options(p, "results/classify-demo")),
+    "table5": ("Transformer Programs paper, Table 5 (reverse learned from partly initialised "
+               "solutions)", _table5),
 }
 """Per reproduction: its help line and the function adding its options."""
 

@@ -224,7 +224,7 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
            "gate_usage": gate_usage(model, data.splits["test"]),
            "histogram_heads": histogram_heads(model, data.vocab),
            "prefix_ablation": prefix_ablation(model, data.splits["test"], data.vocab),
-           "config": dataclasses.asdict(cfg)}
+           "config": cfg.settings()}
     if model.expert_network is not None:
         rule = gate_rule(model.expert_network, ref.vocab, ref.max_len)
         row["gate_rule"] = {str(k): c for k, c in rule.items()}
@@ -297,7 +297,7 @@ def run_config(task: str, regime: str, variant: str, budget: Budget, seed: int,
     """The configuration a saved run records (:func:`tpcore.rundir.cached`): its training
     settings, regime, variant, number of training inputs and the regime of its length test."""
     v, n = REGIMES[regime]
-    return {"learn": dataclasses.asdict(learn_config(task, v, n, budget, seed, epochs)),
+    return {"learn": learn_config(task, v, n, budget, seed, epochs).settings(),
             "regime": regime, "variant": variant, "n_train": budget["n_train"],
             "test_regime": test_regime}
 

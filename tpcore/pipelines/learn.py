@@ -28,6 +28,7 @@ from tpcore.errors import TpcoreError
 from tpcore.io import write_json
 from tpcore.limits import check_memory
 from tpcore.models import load
+from tpcore.models.init_from import STRENGTH, init_from_program, parse_parts
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
 from tpcore.nn.module import save
@@ -35,6 +36,7 @@ from tpcore.nn.optim import Adam
 from tpcore.pipelines.decompile import decompile
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs import ir
+from tpcore.programs.files import read_program
 from tpcore.rundir import RunDir
 from tpcore.tasks.data import TaskData
 from tpcore.tasks.registry import DEFAULTS, make_task, task_name
@@ -60,7 +62,9 @@ MAX_GUMBEL_SAMPLES = 1024
 class LearnConfig:
     """One training run. Head and MLP counts are per layer; ``epochs`` over the training split;
     ``samples``: Gumbel samples averaged per step; ``init_std``: standard deviation of the initial
-    gate and predicate logits; ``eval_every``: epochs between validation
+    gate and predicate logits; ``init_from``: a program (IR JSON, program file or run directory)
+    whose ``init_parts`` (comma-separated, :func:`tpcore.models.init_from.init_from_program`)
+    initialise the model with margin ``init_strength``; ``eval_every``: epochs between validation
     evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0: the task's
     default, see :func:`tpcore.tasks.registry.make_task`)."""
 
@@ -85,6 +89,19 @@ class LearnConfig:
     min_len: int = 1
     n_samples: int = 20000
     data_seed: int = 0
+    init_from: str = ""
+    init_parts: str = ""
+    init_strength: float = STRENGTH
+
+    def settings(self) -> dict[str, Any]:
+        """The configuration as recorded in run directories and results: every field, but the
+        ``init_*`` fields only when a program initialises the model (runs recorded before they
+        existed stay reusable)."""
+        out = dataclasses.asdict(self)
+        if not self.init_from:
+            for name in ("init_from", "init_parts", "init_strength"):
+                del out[name]
+        return out
 
     def check(self) -> None:
         """Reject settings that cannot work, naming the value and what is allowed: counts, finite
@@ -112,6 +129,14 @@ class LearnConfig:
             raise TpcoreError(f"need finite lr > 0 and 0 < tau_end <= tau_start; got "
                               f"lr={self.lr}, tau=({self.tau_start}, {self.tau_end}), "
                               f"init_std={self.init_std}")
+        if self.init_from or self.init_parts:
+            if not (self.init_from and self.init_parts):
+                raise TpcoreError("init_from and init_parts go together; got init_from="
+                                  f"{self.init_from!r}, init_parts={self.init_parts!r}")
+            parse_parts(self.init_parts.split(","))
+            if not (math.isfinite(self.init_strength) and self.init_strength > 0):
+                raise TpcoreError(f"init_strength must be a finite number > 0, got "
+                                  f"{self.init_strength}")
         V, N = self.task_size()
         check_memory(self.memory_estimate(),
                      f"learn {self.task} (|V| {V}, N {N}, {self.n_layers} layers, d_mlp "
@@ -153,12 +178,20 @@ def make_data(cfg: LearnConfig) -> TaskData:
 
 
 def build_model(cfg: LearnConfig, task: TaskData) -> ProgramModel:
-    """A model sized for ``task``: one-hot tokens and positions, width ``max(|V|, max_len)``."""
-    return ProgramModel(ProgramConfig(
+    """A model sized for ``task``: one-hot tokens and positions, width ``max(|V|, max_len)``;
+    the parts ``cfg.init_parts`` set from the program ``cfg.init_from`` when one is given."""
+    model = ProgramModel(ProgramConfig(
         vocab_size=len(task.vocab), max_len=task.max_len, n_classes=len(task.classes),
         n_layers=cfg.n_layers, n_cat_heads=cfg.n_cat_heads, n_num_heads=cfg.n_num_heads,
         n_cat_mlps=cfg.n_cat_mlps, n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp,
         causal=task.causal, init_std=cfg.init_std, seed=cfg.seed))
+    if cfg.init_from:
+        try:
+            init_from_program(model, read_program(cfg.init_from), cfg.init_parts.split(","),
+                              task.vocab, task.classes, cfg.init_strength)
+        except TpcoreError as exc:
+            raise TpcoreError(f"init_from {cfg.init_from}: {exc}") from None
+    return model
 
 
 def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: int = 1) -> float:
@@ -202,7 +235,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
                  lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
                  lambda m: evaluate_supervised(m, task.splits["val"], EVAL_BATCH))
     metrics: dict[str, Any] = {
-        "task": task.name, "config": dataclasses.asdict(cfg), "seed": cfg.seed,
+        "task": task.name, "config": cfg.settings(), "seed": cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
         "train_seconds": result.seconds, "ms_per_step": 1000 * result.seconds / result.steps,
         "selected_at_step": result.best.get("step"), "history": result.history,
@@ -214,9 +247,9 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
 
 
 def run_dir(cfg: LearnConfig, out: Path, overwrite: bool = False) -> RunDir:
-    """The run directory of ``cfg`` at ``out``; its configuration is ``dataclasses.asdict(cfg)``
+    """The run directory of ``cfg`` at ``out``; its configuration is :meth:`LearnConfig.settings`
     (a run written before ``run.json`` existed: the ``config`` of its ``metrics.json``)."""
-    return RunDir(out, dataclasses.asdict(cfg), overwrite, legacy=_metrics_config)
+    return RunDir(out, cfg.settings(), overwrite, legacy=_metrics_config)
 
 
 def _metrics_config(path: Path) -> dict[str, Any] | None:

@@ -94,7 +94,7 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str
         if run_dir(cfg, out / name, overwrite).finished:
             done(summarise(out / name))
         else:
-            todo.append((dataclasses.asdict(cfg), str(out / name), overwrite))
+            todo.append((cfg.settings(), str(out / name), overwrite))
     if scheduler is not None and todo:
         _execute_dask(todo, scheduler, done)
     elif jobs > 1 and len(todo) > 1:
