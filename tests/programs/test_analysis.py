@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from tpcore.errors import TpcoreError
 from tpcore.programs import analysis
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import (
@@ -76,3 +78,27 @@ def test_contributions_add_up_to_the_prediction():
 def test_stats_counts_modules():
     s = analysis.stats(random_program(2, layers=2, cat_heads=3, num_heads=1))
     assert (s["categorical_heads"], s["numerical_heads"]) == (6, 2)
+
+
+def test_head_table_marks_the_key_each_query_selects():
+    p = reverse_program(vocab=6, max_len=4)
+    text = analysis.head_table(p, "attn_0_0")
+    assert text.startswith("attn_0_0 (categorical head): query tokens, key tokens, value "
+                           "positions -> attn_0_0_outputs")
+    grid = text.split("\n\n", 1)[1].splitlines()
+    assert grid[0].split() == ["tokens", "\\", "tokens", *p.tokens.values]
+    for row in grid[1:]:   # every token selects </s>: the x sits in its column only
+        assert row.split()[1:] == ["x" if t == "</s>" else "." for t in p.tokens.values]
+    read = analysis.head_table(p, "attn_1_0").split("\n\n", 1)[1].splitlines()
+    assert [r.split()[1:].index("x") for r in read[1:]] == [0, 1, 2, 3]   # predicate q -> q
+
+
+def test_head_table_lists_large_key_sets_and_names_heads():
+    p = _counting("tokens", target=1)
+    wide = reverse_program(vocab=40, max_len=4)
+    lines = analysis.head_table(wide, "attn_0_0").split("\n\n", 1)[1].splitlines()
+    assert len(lines) == wide.tokens.size and all(x.endswith("-> </s>") for x in lines)
+    assert "sums the value" in analysis.head_table(p, "num_attn_0_0")
+    with pytest.raises(TpcoreError, match="'mlp_0_0' is not an attention head; heads: "
+                                          r"\['attn_0_0', 'attn_1_0'\]"):
+        analysis.head_table(wide, "mlp_0_0")

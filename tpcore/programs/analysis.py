@@ -1,15 +1,17 @@
 """Static and per-input analysis of program IRs: reachable values, the variable dependency graph,
-per-feature classifier contributions (the paper's Figure 7), and summary statistics.
-Host-only code (NumPy).
+per-feature classifier contributions (the paper's Figure 7), summary statistics, and one head's
+predicate as a table. Host-only code (NumPy).
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from tpcore.errors import TpcoreError
 from tpcore.programs.interpret import encode, evaluate
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 
@@ -188,3 +190,43 @@ def embedding_table(program: Any, max_words: int = 12) -> str:
 
 def _is_special(word: Any) -> bool:
     return isinstance(word, str) and word.startswith("<") and word.endswith(">")
+
+
+GRID_COLUMNS = 24
+"""Most key values :func:`head_table` draws as a grid; more are listed one query per line."""
+
+
+def head_table(program: Program, name: str) -> str:
+    """Head ``name``'s predicate as text: a line saying what the head computes, then a grid with
+    a row per query value and a column per key value, ``x`` where the query selects the key
+    (``predicate[q] == k``); with more than :data:`GRID_COLUMNS` key values, one line
+    ``query -> key`` per query instead."""
+    m = program.module(name)
+    if not isinstance(m, Head):
+        heads = [h.name for h in program.modules if isinstance(h, Head)]
+        raise TpcoreError(f"{name!r} is not an attention head; heads: {heads}")
+    q, k = program.variables[m.query], program.variables[m.key]
+    if m.kind == "categorical":
+        rule = ("the nearest one (the earlier on a tie)" if m.rule == "closest"
+                else "the one the authors' select_closest picks")
+        what = ("each position attends to a position whose key its query selects (x), "
+                f"{rule}, and reads its value; a query selecting nothing attends to position 0")
+    else:
+        what = "each position sums the value over the positions whose key its query selects (x)"
+    lines = [f"{name} ({m.kind} head): query {m.query}, key {m.key}, value {m.value} -> "
+             f"{m.output}", *textwrap.wrap(what, 88), ""]
+    queries = [str(x) for x in q.values]
+    keys = [str(x) for x in k.values]
+    if len(keys) > GRID_COLUMNS:
+        width = max(map(len, queries))
+        lines += [f"{qv:>{width}} -> {keys[j] if j >= 0 else '(nothing)'}"
+                  for qv, j in zip(queries, m.predicate.tolist())]
+        return "\n".join(lines)
+    corner = f"{m.query} \\ {m.key}"
+    first = max(len(corner), *map(len, queries))
+    cols = [max(len(kv), 1) for kv in keys]
+    lines.append(" ".join([f"{corner:<{first}}", *(f"{kv:>{w}}" for kv, w in zip(keys, cols))]))
+    for qv, j in zip(queries, m.predicate.tolist()):
+        cells = [f"{'x' if c == j else '.':>{w}}" for c, w in enumerate(cols)]
+        lines.append(" ".join([f"{qv:<{first}}", *cells]))
+    return "\n".join(lines)
