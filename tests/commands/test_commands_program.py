@@ -1,6 +1,8 @@
-"""``tpcore program show|run|eval`` on each kind of PATH."""
+"""``tpcore program show|run|eval|export`` on each kind of PATH, and their bad input."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -97,3 +99,44 @@ def test_export_into_a_file_is_one_line(paths, tmp_path, capsys):
     assert main(["program", "export", str(paths["json"]), "--out", str(tmp_path / "file")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "it is a file" in err[0]
+
+
+def test_export_published_style_reads_back(paths, tmp_path, capsys):
+    out = tmp_path / "published"
+    assert main(["program", "export", str(paths["published"]), "--out", str(out),
+                 "--style", "published", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["program"] == str(out / "reverse.py")
+    back = load_program(out / "reverse.py")
+    assert back.meta["format"] == "published"
+    assert main(["program", "run", str(out / "reverse.py"), "c", "a", "d", "b"]) == 0
+    assert capsys.readouterr().out.split() == ["b", "d", "a", "c"]
+
+
+def _export_error(capsys, argv: list[str]) -> str:
+    assert main(["program", "export", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_export_bad_input_is_one_line_naming_the_path(paths, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    blocked = tmp_path / "file" / "sub"  # cannot be created: its parent is a file
+    assert f"cannot write to output directory {str(blocked)!r}" in _export_error(
+        capsys, [str(paths["json"]), "--out", str(blocked)])
+    big = tmp_path / "big.py"
+    big.write_text(paths["py"].read_text().replace("MAX_LEN = 10\n", "MAX_LEN = 4096\n"))
+    (tmp_path / "big_weights.csv").write_text(
+        paths["py"].with_name("reverse_weights.csv").read_text())
+    err = _export_error(capsys, [str(big), "--out", str(tmp_path / "o")])
+    assert f"{big}: mlp_0_0: table entries" in err and "exceeds the limit" in err
+    empty = tmp_path / "run"
+    empty.mkdir()
+    assert str(empty) in _export_error(capsys, [str(empty), "--out", str(tmp_path / "o")])
+
+
+def test_export_of_a_closest_rule_program_in_the_published_style_is_refused(paths, tmp_path,
+                                                                             capsys):
+    err = _export_error(capsys, [str(paths["json"]), "--out", str(tmp_path / "o"),
+                                 "--style", "published"])
+    assert "published format only has the 'published' select_closest rule" in err

@@ -162,7 +162,8 @@ MALICIOUS = [
      "literal"),
     ('        if q_position in {0, 1}:', '        if q_position in {open("/etc/passwd")}:',
      "literal"),
-    ("import pandas as pd", "import pandas as pd\nimport os", "import of 'os'"),
+    ("import pandas as pd", "import pandas as pd\nimport subprocess", "import of 'subprocess'"),
+    ("import pandas as pd", "import pandas as pd\nimport os.path", "import of 'os.path'"),
     ("    positions = list(range(len(tokens)))",
      "    positions = list(range(len(tokens)))\n    eval('1')", "not allowed"),
     ("def run(tokens):", "exec('print(1)')\n\n\ndef run(tokens):", "not allowed"),
@@ -172,6 +173,15 @@ MALICIOUS = [
      "    attn_0_0_outputs = eval(attn_0_0_pattern, tokens)", "aggregate"),
     ('        "programs/hist/hist_weights.csv", index_col=[0, 1], dtype={"feature": str}',
      '        __import__("os").getcwd(), index_col=[0, 1], dtype={"feature": str}', "read_csv"),
+    ('        "programs/hist/hist_weights.csv", index_col=[0, 1], dtype={"feature": str}',
+     '        os.path.join(os.getcwd(), "hist_weights.csv"), index_col=[0, 1], '
+     'dtype={"feature": str}', "read_csv"),
+    ('        "programs/hist/hist_weights.csv", index_col=[0, 1], dtype={"feature": str}',
+     '        os.path.join(os.path.dirname(os.path.abspath(__file__)), "../hist_weights.csv"), '
+     'index_col=[0, 1], dtype={"feature": str}', "must be a file name"),
+    ('        "programs/hist/hist_weights.csv", index_col=[0, 1], dtype={"feature": str}',
+     '        os.path.join(os.path.dirname(os.path.abspath(__file__)), os.system("x")), '
+     'index_col=[0, 1], dtype={"feature": str}', "read_csv"),
     ("    return predictions.tolist()", "    return predictions.tolist() or exit()", "expected"),
     ("        return 3\n", "        return 3\n    del tokens\n", "not allowed"),
     ('    print(f"x: {x}")', '    print(f"x: {x}")\n    import os', "examples"),

@@ -91,7 +91,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     p = load_program(args.path)
-    py, csv = codegen.write(p, check_out_dir(args.out), compress=not args.full)
+    py, csv = codegen.write(p, check_out_dir(args.out), style=args.style,
+                            compress=not args.full)
     emit(args, {"program": py, "weights": csv}, f"wrote {py} and {csv}")
     return 0
 
@@ -130,5 +131,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("path")
     export.add_argument("--out", required=True, help="folder for NAME.py and NAME_weights.csv")
     export.add_argument("--full", action="store_true", help="the program before compression")
+    export.add_argument("--style", choices=codegen.STYLES, default="tpcore",
+                        help="tpcore: standard library only, runs as python NAME.py TOKENS...; "
+                             "published: the authors' pandas format (needs pandas to run; only "
+                             "for programs whose categorical heads use the published rule)")
     add_json_option(export)
     export.set_defaults(func=_export)

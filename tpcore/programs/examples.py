@@ -6,7 +6,8 @@ benches use them). Host-only code (NumPy).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -121,3 +122,39 @@ def random_inputs(program: Program, batch: int, seed: int = 0,
     ids[np.arange(batch), lengths - 1] = tok.index("</s>")
     ids[np.arange(n)[None, :] >= lengths[:, None]] = tok.index("<pad>")
     return ids.astype(np.int64), lengths.astype(np.int64)
+
+
+def content_tokens(program: Program) -> list[str]:
+    """The tokens an input's content is made of: the vocabulary less BOS, EOS and padding."""
+    specials = {program.bos, program.eos, program.pad}
+    return [t for t in map(str, program.tokens.values) if t not in specials]
+
+
+def input_count(program: Program) -> int:
+    """How many framed inputs ``program`` takes: every sequence of 1 up to ``max_len`` less
+    the framing tokens of :func:`content_tokens`."""
+    k, n = len(content_tokens(program)), _content_len(program)
+    return sum(k ** length for length in range(1, n + 1))
+
+
+def all_inputs(program: Program) -> Iterator[list[str]]:
+    """Every framed input (:func:`input_count` of them), shortest first."""
+    tokens = content_tokens(program)
+    for length in range(1, _content_len(program) + 1):
+        for content in itertools.product(tokens, repeat=length):
+            yield program.frame(content)
+
+
+def sample_inputs(program: Program, count: int, seed: int = 0) -> list[list[str]]:
+    """``count`` random framed inputs: a content length uniform in ``1 ..`` the longest, then
+    tokens uniform over :func:`content_tokens` (so short inputs are not outnumbered by long
+    ones as in :func:`all_inputs`)."""
+    rng = np.random.default_rng(seed)
+    tokens = content_tokens(program)
+    lengths = rng.integers(1, _content_len(program) + 1, size=count)
+    return [program.frame([tokens[i] for i in rng.integers(len(tokens), size=n)])
+            for n in lengths.tolist()]
+
+
+def _content_len(program: Program) -> int:
+    return program.max_len - (program.bos is not None) - (program.eos is not None)

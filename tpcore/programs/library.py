@@ -143,6 +143,24 @@ def aggregate_sum(attention, values):
 '''
 
 
+PUBLISHED_EXAMPLES = '''
+for x, y in examples:
+    print(f"x: {x}")
+    print(f"y: {y}")
+    y_hat = run(x)
+    print(f"y_hat: {y_hat}")
+    print()
+'''
+"""The published programs' closing loop over their ``examples`` list."""
+
+
+def weights_beside(literal_name: str) -> str:
+    """The published-format expression for the weights CSV ``literal_name`` (a string literal)
+    in the program file's own folder, so that the program runs from any working directory
+    (the authors' files give a path relative to their repository instead)."""
+    return f"os.path.join(os.path.dirname(os.path.abspath(__file__)), {literal_name})"
+
+
 def stem(name: str) -> str:
     """``name`` without a trailing ``s`` (``tokens`` -> ``token``): what generated code names
     an argument or a classifier-score frame after a variable."""

@@ -51,7 +51,7 @@ PLACEHOLDER = "_"
 HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
 MLP_NAME = re.compile(r"(num_)?mlp_\d+_\d+$")
 PREFIX_NAME = re.compile(r"prefix_count_\w+$")
-IMPORTS = {"published": {"numpy": "np", "pandas": "pd"},
+IMPORTS = {"published": {"numpy": "np", "os": None, "pandas": "pd"},
            "tpcore": {"csv": None, "functools": None, "os": None, "sys": None}}
 
 
@@ -251,7 +251,7 @@ class _Parser:
                 self.fail(node, "examples must be a literal list")
             return True
         if isinstance(node, ast.For):
-            return _dump(node) == _canon(_EXAMPLES_LOOP) or self.fail(
+            return _dump(node) == _canon(library.PUBLISHED_EXAMPLES) or self.fail(
                 node, "only the examples printing loop is allowed after run")
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             call = node.value
@@ -346,16 +346,26 @@ class _Parser:
             self.fail(node, f"unexpected assignment to {name!r}")
 
     def read_csv(self, node: ast.Assign) -> None:
+        """``pd.read_csv("PATH", ...)`` (the authors' files), or of the file ``NAME`` beside the
+        program (:func:`tpcore.programs.library.weights_beside`, what tpcore writes)."""
         self.set_style("published", node)
         call = node.value
-        if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant)
-                and isinstance(call.args[0].value, str)):
+        where = call.args[0] if isinstance(call, ast.Call) and call.args else None
+        if isinstance(where, ast.Call) and len(where.args) == 2:
+            where = where.args[1]  # os.path.join(<this file's folder>, "NAME")
+        if not (isinstance(where, ast.Constant) and isinstance(where.value, str)):
             self.fail(node, "classifier_weights must be read with pd.read_csv(\"PATH\", ...)")
-        want = (f"classifier_weights = pd.read_csv({call.args[0].value!r}, index_col=[0, 1], "
+        name = where.value
+        path = repr(name)
+        if where is not call.args[0]:
+            if not re.fullmatch(r"[\w-][\w.-]*", name):
+                self.fail(node, f"weights file {shorten(name)} must be a file name")
+            path = library.weights_beside(path)
+        want = (f"classifier_weights = pd.read_csv({path}, index_col=[0, 1], "
                 'dtype={"feature": str})')
         if _dump(node) != _canon(want):
             self.fail(node, "unexpected pd.read_csv call")
-        self.weights_name = Path(call.args[0].value).name
+        self.weights_name = Path(name).name
 
     def score_line(self, node: ast.Assign, name: str) -> None:
         self.set_style("published", node)
@@ -557,16 +567,6 @@ class _Parser:
         if len(rest) != 1 or not isinstance(rest[0], ast.Return) or rest[0].value is None:
             self.fail(fn, f"{fn.name}: must end with a default 'return <literal>'")
         return [(keys, self.const(r)) for keys, r in branches], self.const(rest[0].value)
-
-
-_EXAMPLES_LOOP = '''
-for x, y in examples:
-    print(f"x: {x}")
-    print(f"y: {y}")
-    y_hat = run(x)
-    print(f"y_hat: {y_hat}")
-    print()
-'''
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
