@@ -1,6 +1,10 @@
 """Shared fixtures; BLAS pinned to one thread (the models here are small: threads only contend).
 The program fixtures (generated programs and label conversion) are helpers as fixtures: tests
-import no modules from here."""
+import no modules from here.
+
+Under ``TPCORE_BACKEND=numpy-strict`` (the device-strict backend, :mod:`tpcore.strict`) the tests
+marked ``host_only(reason)`` are skipped with their reason; every other test runs on device
+arrays."""
 
 import importlib.util
 import os
@@ -14,12 +18,27 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from tpcore.backend import backend_name  # noqa: E402
 from tpcore.programs.ir import Program  # noqa: E402
 
 
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every ``host_only`` mark names its reason; under the strict backend those tests skip."""
+    strict = backend_name() == "numpy-strict"
+    for item in items:
+        mark = item.get_closest_marker("host_only")
+        if mark is None:
+            continue
+        reason = mark.args[0] if mark.args else mark.kwargs.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise pytest.UsageError(f"{item.nodeid}: host_only needs a reason")
+        if strict:
+            item.add_marker(pytest.mark.skip(reason=f"host only: {reason}"))
 
 
 def pytest_collection_finish(session):

@@ -3,8 +3,10 @@
 Every compute path asks this module for its array module, either from its inputs
 (``xp = xp_of(x)``) or from the active backend (``get_xp()``), so the same code runs on both.
 
-The backend is chosen by ``set_backend("numpy" | "cupy")`` or, before the first call, by the
-``TPCORE_BACKEND`` environment variable. CuPy is imported only when selected.
+The backend is chosen by ``set_backend("numpy" | "numpy-strict" | "cupy")`` or, before the first
+call, by the ``TPCORE_BACKEND`` environment variable. CuPy is imported only when selected.
+``numpy-strict`` is a testing tool (:mod:`tpcore.strict`): NumPy arrays that refuse host
+conversions and NumPy functions as a GPU run would, so that a CPU test run finds host leaks.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from tpcore import strict
 from tpcore.errors import BackendError
 
-BACKENDS = ("numpy", "cupy")
+BACKENDS = ("numpy", "numpy-strict", "cupy")
 DEFAULT_FLOAT = np.float32
 """Training dtype; gradchecks and the looped computer use float64 explicitly."""
 DEFAULT_INT = np.int64
@@ -48,12 +51,12 @@ def _load_cupy() -> ModuleType:
 def set_backend(name: str) -> ModuleType:
     """Select the array module for all later computations and return it.
 
-    ``name`` is ``"numpy"`` or ``"cupy"``; CuPy raises :class:`BackendError` when it cannot run.
+    ``name`` is one of :data:`BACKENDS`; CuPy raises :class:`BackendError` when it cannot run.
     """
     global _active
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
-    _active = np if name == "numpy" else _load_cupy()
+    _active = {"numpy": np, "numpy-strict": strict.xp}.get(name) or _load_cupy()
     return _active
 
 
@@ -65,8 +68,9 @@ def get_xp() -> ModuleType:
 
 
 def backend_name() -> str:
-    """``"numpy"`` or ``"cupy"``."""
-    return "numpy" if get_xp() is np else "cupy"
+    """``"numpy"``, ``"numpy-strict"`` or ``"cupy"``."""
+    xp = get_xp()
+    return "numpy" if xp is np else "numpy-strict" if xp is strict.xp else "cupy"
 
 
 def _is_cupy_array(a: Any) -> bool:
@@ -74,11 +78,14 @@ def _is_cupy_array(a: Any) -> bool:
 
 
 def xp_of(*arrays: Any) -> ModuleType:
-    """The array module that owns ``arrays``: CuPy if any of them is a CuPy array, else NumPy.
+    """The array module that owns ``arrays``: CuPy's (or the strict module's) if any of them is a
+    CuPy (or strict device) array, else NumPy.
 
     Never imports CuPy unless a CuPy array is present.
     """
     for a in arrays:
+        if isinstance(a, strict.StrictArray):
+            return strict.xp
         if _is_cupy_array(a):
             import cupy
 
@@ -95,6 +102,8 @@ def to_host(a: Any) -> Any:
     """``a`` as a NumPy array (no copy when it already is one); scalars pass through."""
     if _is_cupy_array(a):
         return a.get()
+    if isinstance(a, strict.StrictArray):
+        return strict.to_host(a)
     return np.asarray(a) if not np.isscalar(a) else a
 
 
@@ -122,18 +131,18 @@ def scatter_add(target: Any, index: Any, values: Any) -> Any:
     ``target: (V, ...)``, ``index: (M,)`` ints, ``values: (M, ...)``. Returns ``target``.
     """
     xp = xp_of(target)
-    if xp is np and target.ndim == 2:
+    if _is_cupy_array(target):
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+    elif xp is np and target.ndim == 2:
         # bincount over flattened (row, column) cells: twice as fast as np.add.at
         d = target.shape[1]
         cells = (np.asarray(index)[:, None] * d + np.arange(d)).ravel()
         target += np.bincount(cells, weights=values.ravel(), minlength=target.size).reshape(
             target.shape).astype(target.dtype)
-    elif xp is np:
-        np.add.at(target, index, values)
     else:
-        import cupyx
-
-        cupyx.scatter_add(target, index, values)
+        xp.add.at(target, index, values)
     return target
 
 
