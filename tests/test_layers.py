@@ -21,6 +21,7 @@ LAYERS = {
     "tpcore.models": 2, "tpcore.programs": 2, "tpcore.subleq": 2, "tpcore.fleq": 2,
     "tpcore.looped": 2, "tpcore.bp": 2, "tpcore.tasks": 2, "tpcore.analysis": 2,
     "tpcore.counts": 2, "tpcore.metrics": 2, "tpcore.baselines": 2, "tpcore.bp_attention": 2,
+    "tpcore.trees": 2,
     "tpcore.train": 3, "tpcore.rundir": 3,
     "tpcore.pipelines": 4,
     "tpcore.experiments": 5,

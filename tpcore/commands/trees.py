@@ -1,5 +1,6 @@
 """``tpcore trees sample | bp``: the tree grammar of the hierarchical-filtering paper and exact
-BP on it (its reproductions are ``tpcore reproduce bp-table | grammar-learning | hierarchy``)."""
+BP on it (:mod:`tpcore.trees`; its reproductions are ``tpcore reproduce bp-table |
+grammar-learning | hierarchy``)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,14 @@ import sys
 
 import numpy as np
 
-from tpcore import io
-from tpcore.bp import belief_propagation, evidence_from_leaves
+from tpcore import io, trees
 from tpcore.commands.options import has_module, nonnegative_float, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
-from tpcore.tasks.trees import Grammar, random_grammar, sample_trees
 
 
-def _grammar(args: argparse.Namespace) -> Grammar:
-    return random_grammar(args.q, args.sigma, args.grammar_seed, paper_grammar=not args.modern)
+def _grammar(args: argparse.Namespace) -> trees.Grammar:
+    return trees.grammar(args.q, args.sigma, args.grammar_seed, paper=not args.modern)
 
 
 def _add_grammar_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +34,8 @@ def _add_grammar_args(p: argparse.ArgumentParser) -> None:
 
 def _sample(args: argparse.Namespace) -> int:
     g = _grammar(args)
-    t = sample_trees(g, args.n, args.l, args.k, seed=args.seed, keep_levels=args.out is not None)
+    t = trees.sample(args.n, args.l, args.k, grammar=g, seed=args.seed,
+                     levels=args.out is not None)
     if args.out:
         arrays = dict(root=t.root, leaves=t.leaves, M=g.M, p0=g.p0)
         arrays.update({f"level{m}": x for m, x in enumerate(t.levels)})
@@ -49,45 +49,28 @@ def _sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_leaves(text: str, q: int) -> list[int | None]:
-    out: list[int | None] = []
-    for tok in text.replace(",", " ").split():
-        if tok in ("?", "_", "m"):
-            out.append(None)
-        elif tok.isdigit() and int(tok) < q:
-            out.append(int(tok))
-        else:
-            raise TpcoreError(f"leaf {tok!r} is invalid; expected a symbol 0..{q - 1} or '?' "
-                             "for a masked leaf")
-    return out
-
-
 def _bp(args: argparse.Namespace) -> int:
-    kernel = has_module("numba")
-    if not kernel:
+    if not has_module("numba"):
         print("tpcore: note: numba is not installed, so BP runs on the NumPy reference "
               "(pip install numba for the kernel)", file=sys.stderr)
     g = _grammar(args)
-    seq = _parse_leaves(args.leaves, g.q)
-    if len(seq) != 2**args.l:
-        raise TpcoreError(f"got {len(seq)} leaves; expected 2**l = {2**args.l} (set --l)")
-    mask = np.array([[v is None for v in seq]])
-    leaves = np.array([[0 if v is None else v for v in seq]])
-    res = belief_propagation(g.M, g.p0, evidence_from_leaves(leaves, g.q, mask), args.k,
-                             use_kernel=kernel)
+    symbols, mask = trees.parse_leaves(args.leaves, g.q)
+    n = symbols.shape[1]
+    if n != 2**args.l:
+        raise TpcoreError(f"got {n} leaves; expected 2**l = {2**args.l} (set --l)")
+    res = trees.bp(args.leaves, args.k, grammar=g)
     masked = np.flatnonzero(mask[0])
-    result = {"log_z": float(res.log_z[0]), "root": res.root[0],
-              "leaves": {int(i): res.leaves[0, i] for i in masked}}
+    result = {"log_z": res.log_z, "root": res.root,
+              "leaves": {int(i): res.leaves[i] for i in masked}}
     if args.cavities:
-        result["cavities"] = res.cavity[0]
+        result["cavities"] = res.cavity
 
     def text() -> str:
         with np.printoptions(precision=4, suppress=True):
-            lines = [f"log Z = {result['log_z']:.6f}", f"root marginal: {res.root[0]}"]
-            lines += [f"leaf {i} marginal: {res.leaves[0, i]}" for i in masked]
+            lines = [f"log Z = {result['log_z']:.6f}", f"root marginal: {res.root}"]
+            lines += [f"leaf {i} marginal: {res.leaves[i]}" for i in masked]
             if args.cavities:
-                lines += [f"leaf {i} given the others: {res.cavity[0, i]}"
-                          for i in range(leaves.shape[1])]
+                lines += [f"leaf {i} given the others: {res.cavity[i]}" for i in range(n)]
         return "\n".join(lines)
 
     emit(args, result, text)
