@@ -40,9 +40,9 @@ def test_sample_draws_filtered_sequences_reproducibly():
     assert len(trees.sample(2, l=3, levels=True).levels) == 4
 
 
-@pytest.mark.parametrize("leaves, k, match", [("0 1 5 3", 0, "leaf '5'"), ("0 1 x 3", 0, "'x'"),
-                                               ("0 1 2", 0, "3 leaves"),
-                                               ("0 1 2 3", 3, "k=3; expected a filtering level 0..2")])
+@pytest.mark.parametrize("leaves, k, match", [
+    ("0 1 5 3", 0, "leaf '5'"), ("0 1 x 3", 0, "'x'"), ("0 1 2", 0, "3 leaves"),
+    ("0 1 2 3", 3, "k=3; expected a filtering level 0..2")])
 def test_bad_sequences_are_named(leaves, k, match):
     with pytest.raises(TpcoreError, match=match):
         trees.bp(leaves, k)
