@@ -14,6 +14,8 @@ Block, with ``LN`` the identity when ``layer_norm == "none"``:
 
 After a forward, ``model.cache`` exposes ``resid`` (the stream before each block and after the
 last, ``(B, N, D)`` each) and ``attn`` (each layer's pattern ``(B, H, N, N)``) for analysis.
+Every activation is a named hook point (:data:`HOOK_AXES`, TransformerLens' names) that
+``run_with_cache`` records and ``run_with_hooks`` edits (:mod:`tpcore.models.hooks`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from typing import Any
 from tpcore.backend import float_dtype, get_xp, xp_of
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError
+from tpcore.models.hooks import Hooked
 from tpcore.nn import functional as F
 from tpcore.nn.attention import attention_mask
+from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.layers import MLP, LayerNorm, Linear, MultiHeadAttention, init_normal
 from tpcore.nn.module import Module
 
@@ -34,6 +38,30 @@ Array = Any
 LAYER_NORMS = ("none", "pre", "post")
 POSITIONS = ("learned", "sinusoidal")
 READOUTS = ("token", "flatten", "mean")
+HOOK_AXES: dict[str, str] = {
+    "hook_embed": "batch pos d_model",
+    "hook_pos_embed": "batch pos d_model",
+    "hook_resid_pre": "batch pos d_model",
+    "ln1.hook_normalized": "batch pos d_model",
+    "attn.hook_q": "batch pos head d_head",
+    "attn.hook_k": "batch pos head d_head",
+    "attn.hook_v": "batch pos head d_head",
+    "attn.hook_attn_scores": "batch head query_pos key_pos",
+    "attn.hook_pattern": "batch head query_pos key_pos",
+    "attn.hook_z": "batch pos head d_head",
+    "hook_attn_out": "batch pos d_model",
+    "hook_resid_mid": "batch pos d_model",
+    "ln2.hook_normalized": "batch pos d_model",
+    "mlp.hook_pre": "batch pos d_mlp",
+    "mlp.hook_post": "batch pos d_mlp",
+    "hook_mlp_out": "batch pos d_model",
+    "hook_resid_post": "batch pos d_model",
+    "ln_final.hook_normalized": "batch pos d_model",
+}
+"""The axes of every hook point, by its name without the ``blocks.{l}.`` of a block's points, in
+forward order (pre-LN; a post-LN block normalises after the sub-layer's ``hook_*_out``).
+``hook_attn_scores`` are the scaled scores before the mask; ``hook_attn_out`` and
+``hook_mlp_out`` what a sub-layer adds to the stream (after dropout)."""
 
 
 @dataclass
@@ -92,7 +120,8 @@ def sinusoidal_positions(n: int, d: int, xp: Any, dtype: Any) -> Array:
 
 
 class Block(Module):
-    """One transformer block (attention, then MLP unless attention-only)."""
+    """One transformer block (attention, then MLP unless attention-only); its hook points are
+    those of :data:`HOOK_AXES` from ``hook_resid_pre`` to ``hook_resid_post``."""
 
     def __init__(self, c: TransformerConfig, rng: Any, dtype: Any):
         self.attn = MultiHeadAttention(c.d_model, c.n_heads, rng, dtype)
@@ -103,36 +132,49 @@ class Block(Module):
         self.post = c.layer_norm == "post"
         self.p_drop = c.dropout
 
-    def _sub(self, x: Array, layer: Module, ln: LayerNorm | None, rng: Any, *args: Any) -> Array:
-        """One residual sub-layer, pre- or post-normed; stores what its backward needs."""
-        h = ln.forward(x) if ln is not None and not self.post else x
-        y, drop = F.dropout_forward(layer.forward(h, *args), self.p_drop, rng)
-        out = x + y
+    def _parts(self, kind: str) -> tuple[Module, LayerNorm | None, str]:
+        return (self.attn, self.ln1, "ln1") if kind == "attn" else (self.mlp, self.ln2, "ln2")
+
+    def _sub(self, x: Array, kind: str, rng: Any, *args: Any) -> Array:
+        """One residual sub-layer (``kind``: ``attn`` or ``mlp``), pre- or post-normed; stores
+        what its backward needs."""
+        layer, ln, norm = self._parts(kind)
+        hooks = self._hooks
+        h = x
+        if ln is not None and not self.post:
+            h = hooks(f"{norm}.hook_normalized", ln.forward(x))
+        y, drop = F.dropout_forward(layer.forward(h, *args, hooks=hooks.scope(f"{kind}.")),
+                                    self.p_drop, rng)
+        out = x + hooks(f"hook_{kind}_out", y)
         if ln is not None and self.post:
-            out = ln.forward(out)
+            out = hooks(f"{norm}.hook_normalized", ln.forward(out))
         return out, drop
 
-    def _sub_backward(self, d: Array, layer: Module, ln: LayerNorm | None, drop: Any) -> Array:
+    def _sub_backward(self, d: Array, kind: str, drop: Any) -> Array:
+        layer, ln, norm = self._parts(kind)
+        hooks = self._hooks
         if ln is not None and self.post:
-            d = ln.backward(d)
-        dh = layer.backward(F.dropout_backward(d, drop))
+            d = ln.backward(hooks.grad(f"{norm}.hook_normalized", d))
+        dh = layer.backward(F.dropout_backward(hooks.grad(f"hook_{kind}_out", d), drop))
         if ln is not None and not self.post:
-            dh = ln.backward(dh)
+            dh = ln.backward(hooks.grad(f"{norm}.hook_normalized", dh))
         return d + dh
 
-    def forward(self, x: Array, mask: Array | None, rng: Any) -> Array:
-        x, self._drop1 = self._sub(x, self.attn, self.ln1, rng, mask)
+    def forward(self, x: Array, mask: Array | None, rng: Any, hooks: Hooks = NO_HOOKS) -> Array:
+        self._hooks = hooks
+        x, self._drop1 = self._sub(hooks("hook_resid_pre", x), "attn", rng, mask)
         if self.mlp is not None:
-            x, self._drop2 = self._sub(x, self.mlp, self.ln2, rng)
-        return x
+            x, self._drop2 = self._sub(hooks("hook_resid_mid", x), "mlp", rng)
+        return hooks("hook_resid_post", x)
 
     def backward(self, d: Array) -> Array:
+        d = self._hooks.grad("hook_resid_post", d)
         if self.mlp is not None:
-            d = self._sub_backward(d, self.mlp, self.ln2, self._drop2)
-        return self._sub_backward(d, self.attn, self.ln1, self._drop1)
+            d = self._hooks.grad("hook_resid_mid", self._sub_backward(d, "mlp", self._drop2))
+        return self._hooks.grad("hook_resid_pre", self._sub_backward(d, "attn", self._drop1))
 
 
-class Transformer(Module):
+class Transformer(Hooked, Module):
     """The standard transformer; see the module docstring for its options."""
 
     config_class = TransformerConfig
@@ -156,10 +198,12 @@ class Transformer(Module):
     def _positions(self) -> Array:
         return self.pos_emb.data if self.config.positions == "learned" else self._pos_table
 
-    def forward(self, tokens: Array, pad: Array | None = None, rng: Any = None) -> Array:
+    def forward(self, tokens: Array, pad: Array | None = None, rng: Any = None,
+                hooks: Hooks | None = None) -> Array:
         """Logits for ``tokens: (B, N)``; ``pad: (B, N)`` True at padding (never attended to).
 
-        ``rng`` (a Generator) turns dropout on; None evaluates deterministically.
+        ``rng`` (a Generator) turns dropout on; None evaluates deterministically. ``hooks``
+        reads or edits the activations (:data:`HOOK_AXES`); the backward follows its edits.
         Returns ``(B, N, C)`` for the ``token`` readout, ``(B, C)`` otherwise.
         """
         c = self.config
@@ -169,16 +213,18 @@ class Transformer(Module):
         if c.readout == "flatten" and n != c.max_len:
             raise TpcoreError(f"flatten readout needs sequences of length {c.max_len}, got {n}")
         xp = xp_of(tokens)
+        hooks = self._hooks = NO_HOOKS if hooks is None else hooks
         x, self._emb_cache = F.embedding_forward(tokens, self.tok_emb.data)
-        x = x + self._positions()[:n]
+        pos = xp.broadcast_to(self._positions()[:n], x.shape)
+        x = hooks("hook_embed", x) + hooks("hook_pos_embed", pos)
         mask = attention_mask(n, c.causal, pad, xp=xp)
         resid, attn = [x], []
-        for block in self.blocks:
-            x = block.forward(x, mask, rng)
+        for layer, block in enumerate(self.blocks):
+            x = block.forward(x, mask, rng, hooks.scope(f"blocks.{layer}."))
             resid.append(x)
             attn.append(block.attn.pattern)
         if self.ln_f is not None:
-            x = self.ln_f.forward(x)
+            x = hooks("ln_final.hook_normalized", self.ln_f.forward(x))
         self.cache = {"resid": resid, "attn": attn}
         self._shape, self._pad = x.shape, pad
         if c.readout == "flatten":
@@ -197,12 +243,65 @@ class Transformer(Module):
         elif self.config.readout == "mean":
             d = d[:, None, :] * self._keep
         if self.ln_f is not None:
-            d = self.ln_f.backward(d)
+            d = self.ln_f.backward(self._hooks.grad("ln_final.hook_normalized", d))
         for block in reversed(self.blocks):
             d = block.backward(d)
         if self.config.positions == "learned":
             n = d.shape[1]
             grad = xp_of(d).zeros_like(self.pos_emb.data)
-            grad[:n] = d.sum(axis=0)
+            grad[:n] = self._hooks.grad("hook_pos_embed", d).sum(axis=0)
             self.pos_emb.accumulate(grad)
-        self.tok_emb.accumulate(F.embedding_backward(d, self._emb_cache))
+        self.tok_emb.accumulate(F.embedding_backward(self._hooks.grad("hook_embed", d),
+                                                     self._emb_cache))
+
+    # ------------------------------------------------------------------ hook vocabulary
+    def hook_names(self) -> list[str]:
+        """Every hook point's name, in forward order."""
+        c = self.config
+
+        def sub(norm: str, parts: list[str]) -> list[str]:
+            if c.layer_norm == "none":
+                return parts
+            normed = [f"{norm}.hook_normalized"]
+            return normed + parts if c.layer_norm == "pre" else parts + normed
+
+        attn = [n for n in HOOK_AXES if n.startswith("attn.")] + ["hook_attn_out"]
+        block = ["hook_resid_pre", *sub("ln1", attn)]
+        if not c.attn_only:
+            block += ["hook_resid_mid", *sub("ln2", ["mlp.hook_pre", "mlp.hook_post",
+                                                      "hook_mlp_out"])]
+        names = ["hook_embed", "hook_pos_embed"] + [
+            f"blocks.{layer}.{name}" for layer in range(c.n_layers)
+            for name in [*block, "hook_resid_post"]]
+        return names + (["ln_final.hook_normalized"] if c.layer_norm == "pre" else [])
+
+    def hook_axes(self, name: str) -> tuple[str, ...]:
+        """The axes of hook point ``name`` (e.g. ``("batch", "pos", "head", "d_head")``)."""
+        self.check_hook_names([name])
+        return tuple(HOOK_AXES[name.split(".", 2)[2] if name.startswith("blocks.")
+                               else name].split())
+
+    def hook_name(self, kind: str, layer: int | None = None) -> str:
+        """The full name of a short one, as TransformerLens' ``get_act_name``: ``("pattern",
+        0)`` -> ``blocks.0.attn.hook_pattern``; ``("resid_pre", 1)``, ``("mlp_out", 0)``,
+        ``("q", 0)``, ``("pre", 0)``, ``("ln1", 0)``; ``"embed"``, ``"pos_embed"``,
+        ``"ln_final"`` without a layer."""
+        if layer is None:
+            name = "ln_final.hook_normalized" if kind == "ln_final" else f"hook_{kind}"
+        elif kind in ("ln1", "ln2"):
+            name = f"blocks.{layer}.{kind}.hook_normalized"
+        else:
+            part = {"q": "attn.", "k": "attn.", "v": "attn.", "z": "attn.", "pattern": "attn.",
+                    "attn_scores": "attn.", "pre": "mlp.", "post": "mlp."}.get(kind, "")
+            name = f"blocks.{layer}.{part}hook_{kind}"
+        self.check_hook_names([name])
+        return name
+
+    def head_output(self, head: tuple[int, int]) -> tuple[str, dict[str, int]]:
+        """Head ``(layer, h)``'s output before ``Wo``: hook point and selection
+        (``blocks.{layer}.attn.hook_z`` at ``heads=h``)."""
+        layer, h = head
+        if not (0 <= layer < self.config.n_layers and 0 <= h < self.config.n_heads):
+            raise TpcoreError(f"head {head!r} does not exist; expected (layer, head) with layer "
+                              f"< {self.config.n_layers} and head < {self.config.n_heads}")
+        return f"blocks.{layer}.attn.hook_z", {"heads": h}

@@ -11,6 +11,7 @@ from typing import Any
 
 from tpcore.backend import xp_of
 from tpcore.nn.functional import linear_backward, linear_forward, softmax
+from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 
 Array = Any
 MASKED = -1e9
@@ -34,67 +35,79 @@ def attention_mask(
 
 
 def attention_forward(
-    q: Array, k: Array, v: Array, mask: Array | None = None
+    q: Array, k: Array, v: Array, mask: Array | None = None, hooks: Hooks = NO_HOOKS
 ) -> tuple[Array, tuple]:
-    """``P = softmax(q k^T / sqrt(Dh) + M)``, ``out = P v``; ``M = -1e9`` where masked.
+    """``P = softmax(S + M)`` with scores ``S = q k^T / sqrt(Dh)`` and ``M = -1e9`` where
+    masked; ``out = P v``. Hook points: ``hook_attn_scores`` (``S`` before the mask) and
+    ``hook_pattern`` (``P``), both ``(B, H, Nq, Nk)``.
 
     Returns ``out: (B, H, N, Dh)`` and a cache whose first entry is the pattern ``P``.
     """
     xp = xp_of(q)
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = (q @ k.swapaxes(-1, -2)) * scale
+    scores = hooks("hook_attn_scores", (q @ k.swapaxes(-1, -2)) * scale)
     if mask is not None:
         scores = xp.where(mask, scores, xp.asarray(MASKED, dtype=scores.dtype))
     p = softmax(scores, axis=-1)
-    return p @ v, (p, q, k, v, scale)
+    pattern = hooks("hook_pattern", p)
+    return pattern @ v, (pattern, p, q, k, v, scale, hooks)
 
 
 def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
     """``dv = P^T dout``; ``dP = dout v^T``; ``dS = P * (dP - rowsum(dP * P))`` (masked entries
-    have ``P = 0`` so get no gradient); ``dq = dS k * s``; ``dk = dS^T q * s``."""
-    p, q, k, v, scale = cache
-    dv = p.swapaxes(-1, -2) @ dout
-    dp = dout @ v.swapaxes(-1, -2)
-    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
+    have ``P = 0`` so get no gradient); ``dq = dS k * s``; ``dk = dS^T q * s``. An edited pattern
+    ``P'`` takes ``P``'s place in ``dv``, the softmax's own ``P`` stays in ``dS``."""
+    pattern, p, q, k, v, scale, hooks = cache
+    dv = pattern.swapaxes(-1, -2) @ dout
+    dp = hooks.grad("hook_pattern", dout @ v.swapaxes(-1, -2))
+    ds = hooks.grad("hook_attn_scores", p * (dp - (dp * p).sum(axis=-1, keepdims=True))) * scale
     return ds @ k, ds.swapaxes(-1, -2) @ q, dv
 
 
-def _split(x: Array, h: int) -> Array:
+def _split(x: Array, h: int, hook: Any, name: str) -> Array:
+    """``(B, N, D) -> (B, H, N, Dh)`` through the hook point ``name`` (or its gradient:
+    ``hook`` is ``hooks`` or ``hooks.grad``), which sees ``(B, N, H, Dh)``."""
     b, n, d = x.shape
-    return x.reshape(b, n, h, d // h).transpose(0, 2, 1, 3)
+    return hook(name, x.reshape(b, n, h, d // h)).transpose(0, 2, 1, 3)
 
 
-def _merge(x: Array) -> Array:
+def _merge(x: Array, hook: Any, name: str) -> Array:
+    """``(B, H, N, Dh) -> (B, N, D)``, the inverse of :func:`_split`."""
     b, h, n, dh = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(b, n, h * dh)
+    return hook(name, x.transpose(0, 2, 1, 3)).reshape(b, n, h * dh)
 
 
 def mha_forward(
-    x: Array, params: dict[str, Array], n_heads: int, mask: Array | None = None
+    x: Array, params: dict[str, Array], n_heads: int, mask: Array | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> tuple[Array, tuple]:
     """Multi-head self-attention ``y = concat_h(attn(x Wq_h, x Wk_h, x Wv_h)) Wo + bo``.
 
     ``params``: ``wq, wk, wv: (D, D)``, ``wo: (D, D)`` and optional biases ``bq, bk, bv, bo``.
     ``x: (B, N, D)`` -> ``y: (B, N, D)``; ``cache[0]`` is the pattern ``(B, H, N, N)``.
-    The three projections run as one product with ``[Wq Wk Wv]: (D, 3D)``.
+    The three projections run as one product with ``[Wq Wk Wv]: (D, 3D)``. Hook points:
+    ``hook_q``, ``hook_k``, ``hook_v`` and ``hook_z`` (the heads' outputs before ``Wo``), all
+    ``(B, N, H, Dh)``, and those of :func:`attention_forward`.
     """
     xp = xp_of(x)
     w = xp.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
     b = xp.concatenate([params[f"b{c}"] for c in "qkv"]) if params.get("bq") is not None else None
     qkv, qkv_cache = linear_forward(x, w, b)
-    heads, att_cache = attention_forward(*(_split(y, n_heads) for y in xp.split(qkv, 3, -1)), mask)
-    y, out_cache = linear_forward(_merge(heads), params["wo"], params.get("bo"))
-    return y, (att_cache[0], qkv_cache, att_cache, out_cache, n_heads)
+    q, k, v = (_split(y, n_heads, hooks, f"hook_{c}") for c, y in zip("qkv", xp.split(qkv, 3, -1)))
+    heads, att_cache = attention_forward(q, k, v, mask, hooks)
+    y, out_cache = linear_forward(_merge(heads, hooks, "hook_z"), params["wo"], params.get("bo"))
+    return y, (att_cache[0], qkv_cache, att_cache, out_cache, n_heads, hooks)
 
 
 def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     """Backward of :func:`mha_forward`: returns ``dx`` and the gradients keyed like ``params``
     (``dx`` sums the three paths through the query, key and value projections, in one product)."""
-    _, qkv_cache, att_cache, out_cache, n_heads = cache
+    _, qkv_cache, att_cache, out_cache, n_heads, hooks = cache
     xp = xp_of(dy)
     dheads, dwo, dbo = linear_backward(dy, out_cache)
-    dqkv = xp.concatenate([_merge(d) for d in attention_backward(_split(dheads, n_heads),
-                                                                  att_cache)], axis=-1)
+    dq_dk_dv = attention_backward(_split(dheads, n_heads, hooks.grad, "hook_z"), att_cache)
+    dqkv = xp.concatenate([_merge(d, hooks.grad, f"hook_{c}") for c, d in zip("qkv", dq_dk_dv)],
+                          axis=-1)
     dx, dw, db = linear_backward(dqkv, qkv_cache)
     grads = dict(zip(("wq", "wk", "wv"), xp.split(dw, 3, axis=1)), wo=dwo)
     if db is not None:

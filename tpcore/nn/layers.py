@@ -9,6 +9,7 @@ from typing import Any
 from tpcore.backend import get_xp
 from tpcore.nn import attention as A
 from tpcore.nn import functional as F
+from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.module import Module, Parameter
 
 Array = Any
@@ -76,8 +77,8 @@ class MultiHeadAttention(Module):
     def _params(self) -> dict[str, Array]:
         return {n: p.data for n, p in vars(self).items() if isinstance(p, Parameter)}
 
-    def forward(self, x: Array, mask: Array | None) -> Array:
-        y, self._cache = A.mha_forward(x, self._params(), self.n_heads, mask)
+    def forward(self, x: Array, mask: Array | None, hooks: Hooks = NO_HOOKS) -> Array:
+        y, self._cache = A.mha_forward(x, self._params(), self.n_heads, mask, hooks)
         self.pattern = self._cache[0]
         return y
 
@@ -89,7 +90,8 @@ class MultiHeadAttention(Module):
 
 
 class MLP(Module):
-    """``y = act(x W1 + b1) W2 + b2`` with ``act`` GELU or ReLU."""
+    """``y = act(x W1 + b1) W2 + b2`` with ``act`` GELU or ReLU; hook points ``hook_pre``
+    (``x W1 + b1``) and ``hook_post`` (after ``act``)."""
 
     def __init__(self, d: int, d_hidden: int, rng: Any, dtype: Any, activation: str = "gelu"):
         if activation not in ("gelu", "relu"):
@@ -98,11 +100,13 @@ class MLP(Module):
         self.fc2 = Linear(d_hidden, d, rng, dtype)
         self.activation = activation
 
-    def forward(self, x: Array) -> Array:
+    def forward(self, x: Array, hooks: Hooks = NO_HOOKS) -> Array:
         act = F.gelu_forward if self.activation == "gelu" else F.relu_forward
-        h, self._act_cache = act(self.fc1.forward(x))
-        return self.fc2.forward(h)
+        h, self._act_cache = act(hooks("hook_pre", self.fc1.forward(x)))
+        self._hooks = hooks
+        return self.fc2.forward(hooks("hook_post", h))
 
     def backward(self, dy: Array) -> Array:
         act_back = F.gelu_backward if self.activation == "gelu" else F.relu_backward
-        return self.fc1.backward(act_back(self.fc2.backward(dy), self._act_cache))
+        dh = self._hooks.grad("hook_post", self.fc2.backward(dy))
+        return self.fc1.backward(self._hooks.grad("hook_pre", act_back(dh, self._act_cache)))

@@ -1,0 +1,198 @@
+"""Interpretability for tpcore's models, in TransformerLens' terms: a cache of every named
+activation, hooks that read or edit activations during a forward pass, activation patching and
+head ablation.
+
+A :class:`Hooked` model (the standard transformer, the Transformer Program model) names every
+activation it computes (``model.hook_names()``, shapes by ``model.hook_axes(name)``)::
+
+    logits, cache = model.run_with_cache(tokens)
+    cache["blocks.0.attn.hook_pattern"]          # or cache["pattern", 0]: (batch, head, q, k)
+    logits = model.run_with_hooks(tokens, {"blocks.1.hook_resid_pre": fn})
+    logits = ablate_head(model, tokens, (1, 0))  # zero head 0 of layer 1
+    logits = patch(model, clean, corrupted, "blocks.0.hook_resid_post", positions=3)
+
+A hook ``fn(value, name)`` returns ``None`` (read only), an array (a constant replacement) or an
+:class:`~tpcore.nn.hookpoints.Edit` ``h' = keep * h + add``; after a hooked forward,
+``model.backward`` gives the exact gradient of the edited model: a replaced entry passes no
+gradient back, an edit passes ``keep`` times its gradient (:mod:`tpcore.nn.hookpoints`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from tpcore.backend import xp_of
+from tpcore.errors import TpcoreError
+from tpcore.nn.hookpoints import Edit, HookFn, Hooks, edit, replace, scale
+
+Array = Any
+Selection = int | slice | Iterable[int] | None
+"""Entries along one axis: an index, a slice, indices, or every entry (None)."""
+
+__all__ = ["Cache", "Edit", "HookFn", "Hooked", "ablate_head", "edit_hook", "patch",
+           "patch_head", "patch_sweep", "replace", "scale"]
+
+
+class Cache(Mapping[str, Array]):
+    """Activations of one forward by hook-point name, in forward order. A tuple key is a short
+    name (``cache["pattern", 0]``, ``cache["pattern", "attn_0_1"]``: ``model.hook_name``)."""
+
+    def __init__(self, values: dict[str, Array], model: Hooked):
+        self._values, self._model = values, model
+
+    def __getitem__(self, key: str | tuple) -> Array:
+        name = self._model.hook_name(*key) if isinstance(key, tuple) else key
+        if name not in self._values:
+            raise KeyError(f"{name!r} is not in this cache; it holds {', '.join(self._values)}")
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def names(self) -> list[str]:
+        """The names cached, in forward order."""
+        return list(self._values)
+
+
+class Hooked:
+    """A model whose forward takes ``hooks=`` (:class:`~tpcore.nn.hookpoints.Hooks`) and names
+    its hook points. Subclasses define :meth:`hook_names`, :meth:`hook_axes`, :meth:`hook_name`
+    and :meth:`head_output`."""
+
+    forward: Callable[..., Array]
+
+    def hook_names(self) -> list[str]:
+        """Every hook point's name, in forward order."""
+        raise NotImplementedError
+
+    def hook_axes(self, name: str) -> tuple[str, ...]:
+        """The axes of ``name``'s activation, e.g. ``("batch", "pos", "d_model")``."""
+        raise NotImplementedError
+
+    def hook_name(self, kind: str, where: Any = None) -> str:
+        """The full name of a short one (``("pattern", 0)``)."""
+        raise NotImplementedError
+
+    def head_output(self, head: Any) -> tuple[str, dict[str, int]]:
+        """The hook point holding ``head``'s output and the ``heads=`` selection in it."""
+        raise NotImplementedError
+
+    def check_hook_names(self, names: Iterable[str]) -> None:
+        """Raise naming the first name that is no hook point of this model (with the closest
+        ones)."""
+        known = self.hook_names()
+        for name in names:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise TpcoreError(f"{name!r} is not a hook point of this "
+                                  f"{type(self).__name__}{hint} (hook_names() lists all)")
+
+    def run_with_hooks(self, tokens: Array, hooks: Mapping[str, HookFn], **forward: Any) -> Array:
+        """The logits of ``forward(tokens, **forward)`` with ``hooks[name]`` run at each hook
+        point ``name``; ``backward`` afterwards follows the edits."""
+        self.check_hook_names(hooks)
+        return self.forward(tokens, hooks=Hooks(hooks), **forward)
+
+    def run_with_cache(self, tokens: Array, names: Collection[str] | None = None,
+                       hooks: Mapping[str, HookFn] | None = None, **forward: Any
+                       ) -> tuple[Array, Cache]:
+        """``(logits, cache)``: the cache holds a copy of every activation (those in ``names``
+        when given) as the model used it, after any of ``hooks``."""
+        self.check_hook_names([*(names or ()), *(hooks or {})])
+        values: dict[str, Array] = {}
+        logits = self.forward(tokens, hooks=Hooks(hooks, cache=values, names=names), **forward)
+        return logits, Cache(values, self)
+
+
+def _selection(value: Array, axes: tuple[str, ...], name: str, positions: Selection,
+               heads: Selection) -> Array:
+    """A boolean mask of ``value``'s shape: the entries at ``positions`` (along ``pos``, or
+    ``query_pos`` for patterns) and ``heads`` (along ``head``), every entry of an axis given
+    None."""
+    xp = xp_of(value)
+    mask = xp.ones(value.shape, dtype=bool)
+    for what, sel, axis_names in (("positions", positions, ("pos", "query_pos")),
+                                  ("heads", heads, ("head",))):
+        if sel is None:
+            continue
+        axis = next((i for i, a in enumerate(axes) if a in axis_names), None)
+        if axis is None:
+            raise TpcoreError(f"{name!r} has no axis for {what}; its axes are {axes}")
+        picked = xp.zeros(value.shape[axis], dtype=bool)
+        try:
+            picked[sel if isinstance(sel, (int, slice)) else list(sel)] = True
+        except (IndexError, TypeError) as exc:
+            raise TpcoreError(f"{what} {sel!r} do not fit axis {axes[axis]!r} of {name!r} "
+                              f"(size {value.shape[axis]}): {exc}") from None
+        shape = [1] * value.ndim
+        shape[axis] = -1
+        mask = mask & picked.reshape(shape)
+    return mask
+
+
+def edit_hook(model: Hooked, name: str, positions: Selection = None, heads: Selection = None,
+              factor: float = 0.0, values: Any = 0.0) -> HookFn:
+    """A hook for ``name`` that sets the selected entries to ``factor * h + values`` and leaves
+    the rest: ``values`` an activation of another run patches it, ``values=0`` ablates,
+    ``factor=s, values=0`` scales. ``positions`` select along the position axis (the query's
+    for patterns), ``heads`` along the head axis; None selects every entry."""
+    axes = model.hook_axes(name)
+    return lambda value, hook: edit(value, _selection(value, axes, name, positions, heads),
+                                    factor, values)
+
+
+def _same_shape(clean: Array, corrupted: Array) -> None:
+    if tuple(clean.shape) != tuple(corrupted.shape):
+        raise TpcoreError(f"clean tokens {tuple(clean.shape)} and corrupted tokens "
+                          f"{tuple(corrupted.shape)} must have the same shape")
+
+
+def patch(model: Hooked, clean: Array, corrupted: Array, name: str,
+          positions: Selection = None, heads: Selection = None, **forward: Any) -> Array:
+    """Activation patching: the logits of the run on ``corrupted`` with activation ``name``
+    (at ``positions`` and ``heads``; all when None) taken from the run on ``clean`` (same
+    shape; ``forward``: the options of both runs, e.g. ``pad``)."""
+    _same_shape(clean, corrupted)
+    _, cache = model.run_with_cache(clean, names=[name], **forward)
+    hook = edit_hook(model, name, positions, heads, values=cache[name])
+    return model.run_with_hooks(corrupted, {name: hook}, **forward)
+
+
+def patch_head(model: Hooked, clean: Array, corrupted: Array, head: Any,
+               positions: Selection = None, **forward: Any) -> Array:
+    """:func:`patch` of ``head``'s output (``(layer, h)`` for the transformer, a head name
+    such as ``"attn_1_0"`` for a program model)."""
+    name, selection = model.head_output(head)
+    return patch(model, clean, corrupted, name, positions, **selection, **forward)
+
+
+def ablate_head(model: Hooked, tokens: Array, head: Any, positions: Selection = None,
+                **forward: Any) -> Array:
+    """The logits with ``head``'s output set to zero (at ``positions``; all when None): for the
+    transformer, the head's ``hook_z`` (as if its rows of ``Wo`` were zero); for a program
+    model, its output variable."""
+    name, selection = model.head_output(head)
+    hook = edit_hook(model, name, positions, **selection)
+    return model.run_with_hooks(tokens, {name: hook}, **forward)
+
+
+def patch_sweep(model: Hooked, clean: Array, corrupted: Array, names: list[str],
+                metric: Callable[[Array], float], **forward: Any) -> np.ndarray:
+    """``metric(logits)`` of :func:`patch` for each hook point of ``names`` (rows) and each
+    position (columns): a host array ``(len(names), N)``."""
+    _same_shape(clean, corrupted)
+    _, cache = model.run_with_cache(clean, names=names, **forward)
+    rows = []
+    for name in names:
+        rows.append([float(metric(model.run_with_hooks(
+            corrupted, {name: edit_hook(model, name, pos, values=cache[name])}, **forward)))
+            for pos in range(clean.shape[1])])
+    return np.array(rows)
