@@ -9,7 +9,7 @@ optional *evaluate* function ``evaluate(model) -> dict`` of metrics. :func:`supe
 
 Training runs with NumPy's BLAS limited to :func:`default_threads` threads (``TPCORE_THREADS``,
 else 1) unless :attr:`TrainConfig.threads` says otherwise, whether it starts from the CLI or
-from Python; the previous count is restored afterwards (:func:`threads`).
+from Python; the previous count is restored afterwards (:func:`limit_threads`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def default_threads() -> int:
 
 
 @contextmanager
-def threads(n: int | None = None) -> Iterator[None]:
+def limit_threads(n: int | None = None) -> Iterator[None]:
     """Run the block with NumPy's BLAS limited to ``n`` threads (:func:`default_threads` when
     None), restoring the previous count afterwards (a no-op where no OpenBLAS is loaded)."""
     n = default_threads() if n is None else n
@@ -161,9 +161,9 @@ def fit(
     ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
-    ``config.select``. BLAS runs on ``config.threads`` threads (:func:`threads`).
+    ``config.select``. BLAS runs on ``config.threads`` threads (:func:`limit_threads`).
     """
-    with threads(config.threads):
+    with limit_threads(config.threads):
         return _fit(model, optimizer, batches, step_fn, config, evaluate)
 
 

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+import tpcore.train
+from tpcore.backend import blas_threads
 from tpcore.pipelines.learn import LearnConfig, learn
 from tpcore.pipelines.sweep import execute, grid, sweep
 
@@ -48,3 +50,22 @@ def test_sweep_on_dask_local_cluster(tmp_path):
         rows = execute(configs, tmp_path, scheduler=cluster)
     assert [r["seed"] for r in rows] == [0, 1]
     assert all((tmp_path / r["run"] / "metrics.json").is_file() for r in rows)
+
+
+def test_learn_runs_on_its_threads_and_leaves_the_count_as_it_found_it(tmp_path, monkeypatch):
+    if blas_threads(3) is None:
+        pytest.skip("NumPy has no OpenBLAS here")
+    seen = []
+    fit = tpcore.train.fit
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads(1))
+        blas_threads(seen[-1])
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr("tpcore.pipelines.learn.fit", spy)
+    try:
+        learn(LearnConfig(**TINY), tmp_path / "run", threads=2)
+        assert seen == [2] and blas_threads(1) == 3
+    finally:
+        blas_threads(1)

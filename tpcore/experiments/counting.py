@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray, blas_threads, to_host
+from tpcore.backend import asarray, to_host
 from tpcore.counts import EXPERTS
 from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
@@ -197,7 +197,6 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
     split (the model's context is sized for the longer of the two); ``out``: where to save the
     model (``.npz`` + ``.json``). ``gate_rule[L]`` names the expert the discrete gate picks for
     every input of ``L`` content tokens (None: it depends on the input)."""
-    blas_threads(1)
     (v, n) = REGIMES[regime]
     cfg = learn_config(task, v, n, budget, seed, epochs)
     data = learn.make_data(cfg)

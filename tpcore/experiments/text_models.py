@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray, blas_threads, to_host
+from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.limits import check_memory
@@ -227,7 +227,6 @@ def train(model: Module, splits: dict[str, dict[str, np.ndarray]], s: Settings,
     """Adam through :func:`fit`, selecting on ``evaluate(model)["score"]``; program models get
     the Gumbel schedule and the one-sample program step. Returns the settings, steps, timing,
     the step selected and the history."""
-    blas_threads(1)
     tr = splits["train"]
     per_epoch = max(1, len(tr["tokens"]) // min(s.batch_size, len(tr["tokens"])))
     steps = max(1, int(round(s.epochs * per_epoch)))

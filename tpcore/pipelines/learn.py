@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json
 from tpcore.limits import check_memory
@@ -46,6 +45,7 @@ from tpcore.train import (
     TrainConfig,
     evaluate_supervised,
     fit,
+    limit_threads,
     shuffled_batches,
 )
 
@@ -215,12 +215,12 @@ def peak_rss_mb() -> float:
 
 
 def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
-          checkpoint: Path | None = None, model: ProgramModel | None = None
-          ) -> tuple[ProgramModel, dict[str, Any]]:
+          checkpoint: Path | None = None, model: ProgramModel | None = None,
+          threads: int | None = None) -> tuple[ProgramModel, dict[str, Any]]:
     """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
-    :func:`build_model`'s."""
+    :func:`build_model`'s; ``threads``: BLAS threads (:func:`tpcore.train.limit_threads`)."""
     cfg.check()
     model = build_model(cfg, task) if model is None else model
     n_train = len(task.splits["train"]["tokens"])
@@ -229,7 +229,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     tc = TrainConfig(steps=steps, tau=(cfg.tau_start, cfg.tau_end),
                      eval_every=cfg.eval_every * per_epoch,
                      select="acc" if cfg.eval_every else None, seed=cfg.seed, quiet=quiet,
-                     desc=cfg.task, checkpoint=checkpoint)
+                     desc=cfg.task, checkpoint=checkpoint, threads=threads)
     result = fit(model, Adam(model.parameters(), lr=cfg.lr),
                  shuffled_batches(task.splits["train"], cfg.batch_size, cfg.seed),
                  lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
@@ -257,21 +257,21 @@ def _metrics_config(path: Path) -> dict[str, Any] | None:
     return json.loads(metrics.read_text()).get("config") if metrics.is_file() else None
 
 
-def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = False
-          ) -> dict[str, Any]:
+def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = False,
+          threads: int | None = None) -> dict[str, Any]:
     """Generate the data, train, and write the run directory ``out`` as a unit
     (:func:`run_dir`); returns the metrics, with ``reused``: True when ``out`` already held a
     finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
-    settings is refused before any work, unless ``overwrite``, which replaces it whole."""
+    settings is refused before any work, unless ``overwrite``, which replaces it whole.
+    ``threads``: BLAS threads of the whole run (None: :func:`tpcore.train.default_threads`)."""
     cfg.check()
     run = run_dir(cfg, Path(out), overwrite)
     if run.finished:
         return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
-    blas_threads(1)
-    with run.build() as tmp:
+    with limit_threads(threads), run.build() as tmp:
         task = make_data(cfg)
         start = time.perf_counter()
-        model, metrics = train(cfg, task, quiet=quiet)
+        model, metrics = train(cfg, task, quiet=quiet, threads=threads)
         save(model, tmp / "model.npz", {"task": task.name, "vocab": list(task.vocab),
                                         "classes": list(task.classes)})
         try:
