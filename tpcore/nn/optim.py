@@ -11,7 +11,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tpcore.backend import xp_of
+import numpy as np
+
+from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.nn.module import Parameter
 
@@ -19,7 +21,13 @@ Schedule = Callable[[int], float]
 
 
 class Optimizer:
-    """Holds the parameters and the learning rate; ``step()`` applies one update."""
+    """Holds the parameters and the learning rate; ``step()`` applies one update.
+
+    ``buffers`` names the attributes that hold one array (or None) per parameter, such as
+    Adam's moments: with the step count ``t`` and ``lr`` they are the state that
+    :meth:`state_dict` saves, so that training can pause and resume exactly."""
+
+    buffers: tuple[str, ...] = ()
 
     def __init__(self, params: Sequence[Parameter], lr: float):
         if lr <= 0:
@@ -41,9 +49,34 @@ class Optimizer:
     def _update(self, i: int, p: Parameter) -> None:
         raise NotImplementedError
 
+    def state_dict(self) -> dict[str, Any]:
+        """``{"t": steps taken, "lr": ..., "buffers": {"NAME.i": host copy}}`` for buffer
+        ``NAME`` of parameter ``i`` (buffers not yet filled are left out)."""
+        arrays = {f"{name}.{i}": np.array(to_host(a))
+                  for name in self.buffers for i, a in enumerate(getattr(self, name))
+                  if a is not None}
+        return {"t": self.t, "lr": self.lr, "buffers": arrays}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (buffers on their parameter's array module,
+        dtypes as saved); a buffer whose shape is not its parameter's raises an error naming
+        it."""
+        arrays = state["buffers"]
+        for name in self.buffers:
+            values = getattr(self, name)
+            for i, p in enumerate(self.params):
+                a = arrays.get(f"{name}.{i}")
+                if a is not None and tuple(a.shape) != p.shape:
+                    raise TpcoreError(f"optimizer buffer {name}.{i} has shape {tuple(a.shape)}, "
+                                      f"its parameter {p.shape}")
+                values[i] = None if a is None else xp_of(p.data).array(a)
+        self.t, self.lr = int(state["t"]), float(state["lr"])
+
 
 class SGD(Optimizer):
     """``v = mu v + g + wd w``; ``w -= lr v`` (plain SGD when ``momentum = 0``)."""
+
+    buffers = ("v",)
 
     def __init__(self, params: Sequence[Parameter], lr: float, momentum: float = 0.0,
                  weight_decay: float = 0.0):
@@ -67,6 +100,7 @@ class Adam(Optimizer):
     decoupled form."""
 
     decoupled = False
+    buffers = ("m", "v")
 
     def __init__(self, params: Sequence[Parameter], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
