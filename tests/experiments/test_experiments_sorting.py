@@ -1,6 +1,7 @@
 """Training, evaluation, failure search and the CLI on tiny budgets."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,10 +14,14 @@ from tpcore.experiments.sorting import (
     load_model,
     run,
     search_failures,
+    sort_list,
     task_of,
     train,
 )
+from tpcore.models import load
 from tpcore.tasks.sorting import TASKS, generate
+
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "sorting"
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +103,10 @@ def test_cli(trained, capsys):
     capsys.readouterr()
     assert main(["sorting", "circuits", path, "--list", "5 5 1"]) == 0
     assert "## Attention pattern on [5, 5, 1]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_sort_list_with_the_committed_models_any_length(name):
+    model = load(RESULTS / f"{name}.npz")
+    for values in ([3, 1, 2], [9, 0, 7, 4, 2], [5], list(range(9, -1, -1))):
+        assert sort_list(model, values) == sorted(values)

@@ -1,5 +1,7 @@
 """Sorting task generators and encodings."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,9 @@ from tpcore.tasks.sorting import (
     generate,
     hard_lists,
     hard_sets,
+    one_list,
     random_lists,
+    task_of,
 )
 
 
@@ -121,3 +125,34 @@ def test_all_distinct_lists_covers_every_subset(rng):
     lists = all_distinct_lists(task, rng)
     assert lists.shape == (3003, 10)
     assert len({tuple(sorted(r)) for r in lists.tolist()}) == 3003
+
+
+def test_one_list_fills_a_short_list_for_the_fixed_length_tasks():
+    lists, lengths = one_list(TASKS["causal"], [3, 1, 2])
+    assert lists.tolist() == [[3, 1, 2] + [9] * 7] and lengths.tolist() == [10]
+    assert np.sort(lists[0])[:3].tolist() == [1, 2, 3]
+    lists, lengths = one_list(TASKS["distinct"], [3, 1, 2])
+    assert lists.tolist() == [[3, 1, 2, 8, 9, 10, 11, 12, 13, 14]] and lengths.tolist() == [10]
+    lists, lengths = one_list(TASKS["bidirectional"], [3, 1, 2])
+    assert lists.tolist() == [[3, 1, 2] + [10] * 7] and lengths.tolist() == [3]
+
+
+@pytest.mark.parametrize("task, values, match", [
+    ("causal", [3, 10], "does not fit the causal task: expected up to 10 values in 0..9"),
+    ("bidirectional", list(range(10)) + [1], "expected 1..10 values"),
+    ("causal", [], "does not fit"),
+    ("distinct", [3, 3], "repeats a value"),
+    ("distinct", [14, 1], "cannot be filled up to 10 distinct values"),
+])
+def test_one_list_names_what_does_not_fit(task, values, match):
+    with pytest.raises(TpcoreError, match=match):
+        one_list(TASKS[task], values)
+
+
+def test_task_of_matches_the_model_config():
+    for task in TASKS.values():
+        config = SimpleNamespace(vocab_size=task.vocab_size, max_len=task.seq_len,
+                                 causal=task.causal)
+        assert task_of(SimpleNamespace(config=config)) is task
+    with pytest.raises(TpcoreError, match="matches none of the sorting tasks"):
+        task_of(SimpleNamespace(config=SimpleNamespace(vocab_size=5, max_len=3, causal=True)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from tpcore.analysis import circuits as C
 from tpcore.analysis.plots import sorting_figures
 from tpcore.analysis.sorting_rules import concave_scores, rule_agreement
 from tpcore.backend import asarray, to_host
-from tpcore.errors import TpcoreError, missing_package
+from tpcore.errors import missing_package
 from tpcore.experiments.budget import Budget, scaled
 from tpcore.experiments.seeds import derive_seed
 from tpcore.io import write_json, write_text
@@ -40,7 +41,9 @@ from tpcore.tasks.sorting import (
     encode,
     generate,
     get_task,
+    one_list,
     sorted_predictions,
+    task_of,
 )
 from tpcore.train import TrainConfig, TrainResult, evaluate_supervised, fit, supervised_step
 
@@ -70,16 +73,6 @@ def model_config(task: SortingTask, seed: int = 0) -> TransformerConfig:
                              layer_norm="none", attn_only=True, causal=task.causal, seed=seed)
 
 
-def task_of(model: Any) -> SortingTask:
-    """The sorting task a saved or trained model was built for (matched on its config)."""
-    c = model.config
-    for task in TASKS.values():
-        if (task.vocab_size, task.seq_len, task.causal) == (c.vocab_size, c.max_len, c.causal):
-            return task
-    raise TpcoreError(f"model (vocab {c.vocab_size}, max_len {c.max_len}, causal {c.causal}) "
-                      f"matches none of the sorting tasks {tuple(TASKS)}")
-
-
 def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np.ndarray,
                    batch_size: int = 8192) -> dict[str, Any]:
     """Run ``model`` on ``lists: (B, L)``: its sorted lists ``pred: (B, L)``, ``correct: (B,)``
@@ -96,6 +89,14 @@ def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np
     truth = np.sort(lists, axis=1)
     return dict(pred=pred, correct=(pred == truth).all(axis=1),
                 loss=loss_sum / max(int(lengths.sum()), 1))
+
+
+def sort_list(model: Any, values: Sequence[int]) -> list[int]:
+    """The list ``values`` as ``model`` sorts it (a short list for a causal model is filled as
+    :func:`tpcore.tasks.sorting.one_list` says and cut back)."""
+    task = task_of(model)
+    lists, lengths = one_list(task, values)
+    return evaluate_lists(model, task, lists, lengths)["pred"][0, : len(values)].tolist()
 
 
 def search_failures(model: Any, n: int, generator: str = "hard", seed: int = 0,
@@ -316,19 +317,6 @@ def logit_concave_correlation(model: Any, task: SortingTask, lists: np.ndarray,
     return float(corr[np.arange(task.length)[None, :] < lengths[:, None]].mean())
 
 
-def one_list(task: SortingTask, values: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` as a batch of one list ``((1, L), (1,))``; raises if it does not fit ``task``."""
-    n = len(values)
-    ok_len = 1 <= n <= task.length if task.variable_length else n == task.length
-    if not ok_len or min(values) < 0 or max(values) >= task.n_values:
-        raise TpcoreError(f"list {values} does not fit the {task.name} task: expected "
-                          f"{'1..' if task.variable_length else ''}{task.length} values in "
-                          f"0..{task.n_values - 1}")
-    lists = np.full((1, task.length), task.n_values, dtype=np.int64)
-    lists[0, :n] = values
-    return lists, np.array([n])
-
-
 def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
                    given: list[int] | None = None) -> tuple[str, dict]:
     """The post's circuit analysis of a trained sorting model as Markdown text and numbers: QK
@@ -353,8 +341,9 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
                        ("given", given)):
         if lst is None:
             continue
-        enc = encode(task, *one_list(task, lst))
-        patterns[label] = (np.array(lst), enc["tokens"][0],
+        lists, lengths = one_list(task, lst)   # a short list filled for a causal model
+        enc = encode(task, lists, lengths)
+        patterns[label] = (lists[0, : lengths[0]], enc["tokens"][0],
                            to_host(C.attention_pattern(model, enc["tokens"][0],
                                                        enc["pad"][0] if "pad" in enc else None)))
     hard = generate(task, "random" if task.distinct else "hard", 2000, rng)

@@ -17,10 +17,14 @@ Lists are ``(B, L)`` int arrays with their ``lengths: (B,)``; entries past a lis
 probability 2/3 a set ``S`` keeps each value independently with probability ``p ~ U(0, 1)``
 (redrawn while empty), otherwise ``S`` is the interval between two uniform values; the list is
 ``n`` uniform draws from ``S``.
+
+:func:`task_of` names the task a model was built for; :func:`one_list` encodes one list of any
+length up to ``L``, filling a short one for the fixed-length tasks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
@@ -87,6 +91,50 @@ def get_task(name: str) -> SortingTask:
     if name not in TASKS:
         raise unknown_name("sorting task", name, TASKS)
     return TASKS[name]
+
+
+def task_of(model: Any) -> SortingTask:
+    """The sorting task ``model`` (a saved or trained transformer) was built for, matched on its
+    ``config``'s vocabulary size, context length and causality."""
+    c = model.config
+    for task in TASKS.values():
+        if (task.vocab_size, task.seq_len, task.causal) == (c.vocab_size, c.max_len, c.causal):
+            return task
+    raise TpcoreError(f"model (vocab {c.vocab_size}, max_len {c.max_len}, causal {c.causal}) "
+                      f"matches none of the sorting tasks {tuple(TASKS)}")
+
+
+def one_list(task: SortingTask, values: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` as a batch of one list ``((1, L), (1,))`` for ``task``.
+
+    The bidirectional task takes 1..L values as they are. The causal tasks always sort L values,
+    so a shorter list is filled up to L with values that sort after all of its own (the largest
+    value; for the distinct task the largest values it lacks), and the first ``len(values)``
+    items of the sorted list are its sorted values. Raises naming the list when a value is out
+    of range, the distinct task gets a repeated value, or no such filling exists.
+    """
+    values = [int(v) for v in values]
+    n = len(values)
+    what = f"{'1..' if task.variable_length else 'up to '}{task.length}"
+    if not 1 <= n <= task.length or min(values) < 0 or max(values) >= task.n_values:
+        raise TpcoreError(f"list {values} does not fit the {task.name} task: expected {what} "
+                          f"values in 0..{task.n_values - 1}")
+    if task.distinct and len(set(values)) < n:
+        raise TpcoreError(f"list {values} repeats a value; the {task.name} task sorts distinct "
+                          "values")
+    lists = np.full((1, task.length), task.n_values, dtype=np.int64)
+    lists[0, :n] = values
+    if task.variable_length or n == task.length:
+        return lists, np.array([n])
+    missing = task.length - n
+    fill = ([v for v in range(task.n_values) if v not in values][-missing:] if task.distinct
+            else [task.n_values - 1] * missing)
+    if min(fill) < max(values):
+        raise TpcoreError(f"list {values} cannot be filled up to {task.length} distinct values "
+                          f"that sort after it (values 0..{task.n_values - 1}); give "
+                          f"{task.length} values")
+    lists[0, n:] = fill
+    return lists, np.array([task.length])
 
 
 def _lengths(task: SortingTask, n: int, rng: np.random.Generator) -> np.ndarray:
