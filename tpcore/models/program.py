@@ -24,6 +24,12 @@ trains with Gumbel-softmax samples at temperature ``tau``; with ``tau=None`` it 
 model*: argmax gates, predicates, attention and MLP outputs, no noise. :meth:`ProgramModel.discrete`
 returns that model as plain data (:class:`DiscreteProgram`), which is what program extraction
 reads. Exact semantics of every module: ``tpcore/models/program_ops.py``.
+
+Hook points (:mod:`tpcore.models.hooks`): every variable by its name (``tokens``, ``positions``,
+``attn_0_1_outputs``, ...; categorical ``(batch, pos, value)`` of width ``d``, numerical
+``(batch, pos)``), as it enters the stream, and every head's pattern ``attn_0_1.pattern``,
+``num_attn_0_0.pattern`` (``(batch, query_pos, key_pos)``: the attention of a categorical head,
+the masked scores a numerical head sums with).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import numpy as np
 from tpcore.backend import get_xp, scatter_add, to_host
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
+from tpcore.models.hooks import Hooked
+from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.module import Module, Parameter
 from tpcore.nn.relax import gumbel_noise
 from tpcore.programs import ir
@@ -278,6 +286,17 @@ class ProgramLayer(Module):
                                                                                  1, k)
 
 
+def _through(fn: Any, x: Array, xn: Array, variables: list[VarSpec]) -> None:
+    """Pass each variable of the streams ``x``, ``xn`` (or their gradients) through ``fn``
+    (``hooks`` or ``hooks.grad``), writing back the ones it edits."""
+    for v in variables:
+        stream = x if v.kind == "categorical" else xn
+        part = stream[v.slot]
+        new = fn(v.name, part)
+        if new is not part:
+            stream[v.slot] = new
+
+
 class StreamExtension(Module):
     """A module that appends numerical variables computed from the tokens alone (e.g. counts).
 
@@ -307,7 +326,7 @@ class StreamExtension(Module):
                           "the program IR cannot express yet")
 
 
-class ProgramModel(Module):
+class ProgramModel(Hooked, Module):
     """The Transformer Program (see the module docstring). ``model.variables`` lists the stream
     variables (:class:`VarSpec`) in slot order; ``model.cache`` holds the last forward's
     intermediate values for the backward. Subclasses add :class:`StreamExtension` modules by
@@ -402,12 +421,13 @@ class ProgramModel(Module):
             raise TpcoreError(f"token id {bad} outside the vocabulary 0..{cfg.vocab_size - 1}")
 
     def forward(self, tokens: Array, pad: Array | None = None, rng: Any = None,
-                tau: float | None = None) -> Array:
+                tau: float | None = None, hooks: Hooks | None = None) -> Array:
         """Logits ``(B, N, C)`` for ``tokens: (B, N)``; ``pad: (B, N)`` True at padding.
 
         ``tau`` given: training mode, Gumbel-softmax samples at temperature ``tau`` with noise
         from ``rng`` (``rng=None``: no noise, a plain softmax relaxation). ``tau=None``: the
-        discrete model (argmax everywhere).
+        discrete model (argmax everywhere). ``hooks`` reads or edits variables and patterns
+        (:meth:`hook_names`); the backward follows its edits.
         """
         cfg, xp = self.config, get_xp()
         self.check_tokens(tokens)
@@ -432,31 +452,36 @@ class ProgramModel(Module):
         for e, s in zip(self.extensions, self._extension_slots()):
             xn[s], ec = e.forward(tokens, pad, noise, tau)
             ext_caches.append(ec)
+        hooks = NO_HOOKS if hooks is None else hooks
+        _through(hooks, x, xn, self._entering(-1))
         keys = xp.ones((b, n), dtype=bool) if pad is None else ~pad
         mask = keys[:, None, :]
         if cfg.causal:
             mask = mask & xp.tril(xp.ones((n, n), dtype=bool))[None]
         bias = ops.masked_bias(self.bias[:n, :n], mask)
-        caches = [self._layer_forward(layer, x, xn, layer.m, layer.p, mask, bias, noise, tau)
-                  for layer in self.layers]
+        caches = [self._layer_forward(layer, x, xn, layer.m, layer.p, mask, bias, noise, tau,
+                                      li, hooks) for li, layer in enumerate(self.layers)]
         feats = xp.concatenate([x.transpose(1, 2, 0, 3).reshape(b, n, -1),
                                 xn.transpose(1, 2, 0)], axis=-1)
         logits = feats @ self.w_out.data + self.b_out.data
         if cfg.masked_classes:
             logits[..., list(cfg.masked_classes)] = ops.MASKED
         self.cache = {"x": x, "xn": xn, "feats": feats, "layers": caches, "tokens": tokens,
-                      "emb": emb_cache, "ext": ext_caches}
+                      "emb": emb_cache, "ext": ext_caches, "hooks": hooks}
         return logits
 
     def _layer_forward(self, layer: ProgramLayer, x: Array, xn: Array, m: int, p: int,
-                       mask: Array, bias: Array, noise: Any, tau: float | None) -> dict:
-        """Run one layer reading variables ``x[:m]``, ``xn[:p]`` and writing its outputs into the
-        next slots of ``x`` and ``xn`` in place; returns the cache for :meth:`_layer_backward`."""
+                       mask: Array, bias: Array, noise: Any, tau: float | None, li: int,
+                       hooks: Hooks) -> dict:
+        """Run layer ``li`` reading variables ``x[:m]``, ``xn[:p]`` and writing its outputs into
+        the next slots of ``x`` and ``xn`` in place (through their hook points); returns the
+        cache for :meth:`_layer_backward`."""
         cfg = self.config
         hc, hn, mc, mn = cfg.n_cat_heads, cfg.n_num_heads, cfg.n_cat_mlps, cfg.n_num_mlps
         b, n, d = x.shape[1:]
         k = cfg.out_k
-        c: dict[str, Any] = {"m": m, "p": p}
+        c: dict[str, Any] = {"m": m, "p": p, "li": li}
+        cat, num = self._written(li, "attn"), self._written(li, "num_attn")
         c["pi_attn"], c["attn_gates"] = ops.sample(layer.attn_gates.data,
                                                    noise(layer.attn_gates.shape), tau)
         r = ops.read_forward(x[:m], c["pi_attn"])
@@ -465,14 +490,16 @@ class ProgramModel(Module):
             pred, c["cat_pred"] = ops.sample(layer.cat_pred.data, noise(layer.cat_pred.shape), tau)
             x[m:m + hc], c["cat_attn"] = ops.cat_attention_forward(
                 r[rows.cat_query], r[rows.cat_key], r[rows.cat_value], pred, mask, bias,
-                noise((hc, b, n, n)), tau)
+                noise((hc, b, n, n)), tau, hooks, [f"{v.source}.pattern" for v in cat])
         if hn:
             c["pi_value"], c["value_gates"] = ops.sample(layer.value_gates.data,
                                                          noise(layer.value_gates.shape), tau)
             v = ops.read_forward(xn[:p], c["pi_value"])
             pred, c["num_pred"] = ops.sample(layer.num_pred.data, noise(layer.num_pred.shape), tau)
             xn[p:p + hn], c["num_attn"] = ops.num_attention_forward(
-                r[rows.num_query], r[rows.num_key], v, pred, mask)
+                r[rows.num_query], r[rows.num_key], v, pred, mask, hooks,
+                [f"{v.source}.pattern" for v in num])
+        _through(hooks, x, xn, cat + num)
         m, p = m + hc, p + hn
         if mc:
             c["pi_mlp"], c["mlp_gates"] = ops.sample(layer.mlp_gates.data,
@@ -491,6 +518,8 @@ class ProgramModel(Module):
                                               layer.num_b1.data, layer.num_w2.data,
                                               layer.num_b2.data, noise((mn, b * n, k)), tau)
             x[m + mc:m + mc + mn, ..., :k] = y.reshape(mn, b, n, k)
+        _through(hooks, x, xn, self._written(li, "mlp") + self._written(li, "num_mlp"))
+        _through(hooks, x, xn, self._entering(li))
         return c
 
     # ------------------------------------------------------------------ backward
@@ -514,6 +543,7 @@ class ProgramModel(Module):
         dxn = dfeats[..., nx:].transpose(2, 0, 1).copy()
         for layer, lc in zip(reversed(self.layers), reversed(c["layers"])):
             self._layer_backward(layer, lc, x, xn, dx, dxn)
+        _through(c["hooks"].grad, dx, dxn, self._entering(-1))
         for e, s, ec in zip(self.extensions, self._extension_slots(), c["ext"]):
             e.backward(dxn[s], ec)
         if cfg.n_embed_vars:
@@ -532,8 +562,11 @@ class ProgramModel(Module):
         hc, hn, mc, mn = cfg.n_cat_heads, cfg.n_num_heads, cfg.n_cat_mlps, cfg.n_num_mlps
         b, n, d = x.shape[1:]
         k = cfg.out_k
-        m, p = c["m"], c["p"]
+        m, p, li = c["m"], c["p"], c["li"]
         ma, pa = m + hc, p + hn
+        grad = self.cache["hooks"].grad
+        _through(grad, dx, dxn, self._entering(li))
+        _through(grad, dx, dxn, self._written(li, "mlp") + self._written(li, "num_mlp"))
         if mn:
             dy = dx[ma + mc:ma + mc + mn, ..., :k].reshape(mn, b * n, k)
             dr, dw1, db1, dw2, db2 = ops.mlp_backward(dy, c["num_mlp"])
@@ -554,6 +587,7 @@ class ProgramModel(Module):
             dxr, dpi = ops.read_backward(dr, x[:ma], c["pi_mlp"])
             dx[:ma] += dxr
             layer.mlp_gates.accumulate(ops.sample_backward(dpi, c["mlp_gates"]))
+        _through(grad, dx, dxn, self._written(li, "attn") + self._written(li, "num_attn"))
         rows = cfg.attn_layout
         dr = get_xp().zeros((rows.rows, b, n, d), dtype=dx.dtype)
         if hn:
@@ -570,6 +604,58 @@ class ProgramModel(Module):
         dxr, dpi = ops.read_backward(dr, x[:m], c["pi_attn"])
         dx[:m] += dxr
         layer.attn_gates.accumulate(ops.sample_backward(dpi, c["attn_gates"]))
+
+    # ------------------------------------------------------------------ hook vocabulary
+    def _written(self, li: int, module: str) -> list[VarSpec]:
+        """The variables that layer ``li``'s modules ``{module}_{li}_*`` write (``module``:
+        ``attn``, ``num_attn``, ``mlp`` or ``num_mlp``), in slot order."""
+        head = f"{module}_{li}_"
+        return [v for v in self.variables
+                if v.source and v.source.startswith(head) and v.source[len(head):].isdigit()]
+
+    def _entering(self, after: int) -> list[VarSpec]:
+        """The variables that enter the stream after layer ``after``'s MLPs from outside the
+        layers: the inputs (``after=-1``) and stream extensions' outputs."""
+        names = {o for e in self.extensions if e.after == after for o in e.outputs}
+        return [v for v in self.variables
+                if v.name in names or (after == -1 and v.source is None)]
+
+    def hook_names(self) -> list[str]:
+        """Every hook point's name, in forward order: the inputs, then per layer the heads'
+        patterns and outputs (categorical heads first), the MLPs' outputs, and extensions'
+        variables where they enter."""
+        names = [v.name for v in self._entering(-1)]
+        for li in range(self.config.n_layers):
+            heads = self._written(li, "attn") + self._written(li, "num_attn")
+            names += [f"{v.source}.pattern" for v in heads] + [v.name for v in heads]
+            names += [v.name for v in self._written(li, "mlp") + self._written(li, "num_mlp")]
+            names += [v.name for v in self._entering(li)]
+        return names
+
+    def hook_axes(self, name: str) -> tuple[str, ...]:
+        """``(batch, query_pos, key_pos)`` for a pattern, ``(batch, pos, value)`` for a
+        categorical variable (width ``d``), ``(batch, pos)`` for a numerical one."""
+        self.check_hook_names([name])
+        if name.endswith(".pattern"):
+            return ("batch", "query_pos", "key_pos")
+        kind = next(v.kind for v in self.variables if v.name == name)
+        return ("batch", "pos", "value") if kind == "categorical" else ("batch", "pos")
+
+    def hook_name(self, kind: str, where: str | None = None) -> str:
+        """``("pattern", "attn_0_1")`` -> ``attn_0_1.pattern``; a variable's name is its own
+        (``("attn_0_1_outputs",)``)."""
+        name = kind if where is None else f"{where}.{kind}"
+        self.check_hook_names([name])
+        return name
+
+    def head_output(self, head: str) -> tuple[str, dict[str, int]]:
+        """Head ``head``'s (e.g. ``"attn_1_0"``) output variable; no selection."""
+        out = [v.name for v in self.variables if v.source == head and "attn_" in head]
+        if not out:
+            heads = [v.source for v in self.variables if v.source and "attn_" in v.source]
+            raise TpcoreError(f"head {head!r} does not exist; expected one of "
+                              f"{', '.join(heads)}")
+        return out[0], {}
 
     # ------------------------------------------------------------------ discrete view
     def discrete(self) -> DiscreteProgram:

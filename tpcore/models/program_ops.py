@@ -14,12 +14,14 @@ is deterministic given its inputs and can be gradchecked; :func:`sample` draws t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tpcore.backend import xp_of
 from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
+from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.relax import argmax_onehot, gumbel_softmax_forward
 
 Array = Any
@@ -108,7 +110,7 @@ def masked_bias(bias: Array, mask: Array) -> Array:
 
 def cat_attention_forward(
     q: Array, k: Array, v: Array, p: Array, mask: Array, bias: Array, noise: Array | None,
-    tau: float | None,
+    tau: float | None, hooks: Hooks = NO_HOOKS, names: Sequence[str] = (),
 ) -> tuple[Array, tuple]:
     """Categorical attention of ``H`` heads: one relaxed hard attention per query.
 
@@ -119,7 +121,8 @@ def cat_attention_forward(
     1. ``S = (Q P) K^T``; ``s_i = sum_j mask_ij S_ij``;
     2. default to BOS: ``S'[:, 0] = S[:, 0] + relu(1 - s / (s + 1e-10))``;
     3. ``L = log(S' + 1e-20) + bias`` (so ``L = -1e30`` where masked);
-    4. ``A = GumbelSoftmax(L / sqrt(d); tau)`` (``argmax_onehot(L)`` when ``tau`` is None);
+    4. ``A = GumbelSoftmax(L / sqrt(d); tau)`` (``argmax_onehot(L)`` when ``tau`` is None),
+       head ``h``'s ``A[h]: (B, N, N)`` through the hook point ``names[h]``;
     5. ``out = A V: (H, B, N, d)``.
 
     Discretely: the nearest matching key, the earlier on equal distance, the query itself only
@@ -139,18 +142,19 @@ def cat_attention_forward(
     scale = 1.0 / math.sqrt(q.shape[-1])
     logits *= scale
     a, a_cache = sample(logits, noise, tau)
-    return a @ v, (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale)
+    a = hooks.stack(names, a)
+    return a @ v, (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale, hooks, names)
 
 
 def cat_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array, Array]:
     """Gradients ``(dq, dk, dv, dp)``, reversing the steps of :func:`cat_attention_forward`:
     ``dV = A^T dout``; ``dA = dout V^T``; ``dL = GumbelSoftmax'(dA) / sqrt(d)`` (0 where masked,
-    as ``A`` is); ``dS' = dL / (S' + 1e-20)``;
+    as ``A`` is; an edited ``A`` enters ``dV`` only); ``dS' = dL / (S' + 1e-20)``;
     ``dS = dS' + mask * (dS'[:, 0] * relu'(u) * -1e-10 / (s + 1e-10)^2)`` (the BOS default depends
     on every unmasked score of the row); then the score backward."""
-    a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale = cache
+    a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale, hooks, names = cache
     dv = a.swapaxes(-1, -2) @ dout
-    da = dout @ v.swapaxes(-1, -2)
+    da = hooks.grad_stack(names, dout @ v.swapaxes(-1, -2))
     ds_prime = sample_backward(da, a_cache)
     ds_prime *= scale
     ds_prime /= s_prime + LOG_EPS
@@ -162,24 +166,26 @@ def cat_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Arr
 
 
 def num_attention_forward(
-    q: Array, k: Array, v: Array, p: Array, mask: Array
+    q: Array, k: Array, v: Array, p: Array, mask: Array, hooks: Hooks = NO_HOOKS,
+    names: Sequence[str] = (),
 ) -> tuple[Array, tuple]:
-    """Numerical attention of ``H`` heads: ``out_i = sum_j mask_ij S_ij v_j`` with
-    ``S = (Q P) K^T`` (a sum, not an average; no BOS default, no softmax).
+    """Numerical attention of ``H`` heads: ``out_i = sum_j Sm_ij v_j`` with the pattern
+    ``Sm = mask * S``, ``S = (Q P) K^T`` (a sum, not an average; no BOS default, no softmax);
+    head ``h``'s ``Sm[h]: (B, N, N)`` passes the hook point ``names[h]``.
 
     ``q, k: (H, B, N, d)``, ``v: (H, B, N)`` numerical values, ``p: (H, d, d)`` -> ``(H, B, N)``.
     """
     s_full, s_cache = scores_forward(q, k, p)
-    sm = s_full * mask.astype(q.dtype)
-    return (sm @ v[..., None])[..., 0], (sm, v, s_cache, mask)
+    sm = hooks.stack(names, s_full * mask.astype(q.dtype))
+    return (sm @ v[..., None])[..., 0], (sm, v, s_cache, mask, hooks, names)
 
 
 def num_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array, Array]:
-    """``dv_j = sum_i Sm_ij dout_i``; ``dS_ij = mask_ij dout_i v_j``; then the score backward.
-    Returns ``(dq, dk, dv, dp)``."""
-    sm, v, s_cache, mask = cache
+    """``dv_j = sum_i Sm_ij dout_i``; ``dS_ij = mask_ij dSm_ij`` with ``dSm_ij = dout_i v_j``;
+    then the score backward. Returns ``(dq, dk, dv, dp)``."""
+    sm, v, s_cache, mask, hooks, names = cache
     dv = (sm.swapaxes(-1, -2) @ dout[..., None])[..., 0]
-    ds = (dout[..., :, None] * v[..., None, :]) * mask.astype(dout.dtype)
+    ds = hooks.grad_stack(names, dout[..., :, None] * v[..., None, :]) * mask.astype(dout.dtype)
     dq, dk, dp = scores_backward(ds, s_cache)
     return dq, dk, dv, dp
 
