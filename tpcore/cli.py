@@ -23,7 +23,7 @@ import tpcore
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
 COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
-            "nlp")
+            "nlp", "plot")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

@@ -1,8 +1,15 @@
-"""PNG figures of circuit analyses (host-only; matplotlib, the ``plot`` extra, imported lazily
-with the non-interactive Agg backend)."""
+"""PNG figures: the helpers every figure of tpcore uses, and the sorting circuit figures.
+
+matplotlib (the ``plot`` extra) is imported lazily with the non-interactive Agg backend; a
+reproduction draws its figures only when it is installed (:func:`draw_or_note`), a command that
+is asked for figures refuses without it. Host-only code (NumPy).
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +17,13 @@ import numpy as np
 
 from tpcore.io import atomic_path
 
+DPI = 110
+"""Resolution of every PNG: small files, readable on a screen."""
 
-def _pyplot() -> Any:
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` with the Agg backend (raises ``ModuleNotFoundError`` without
+    matplotlib, which the CLI reports as one line naming ``pip install 'tpcore[plot]'``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -20,10 +32,31 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> None:
+def available() -> bool:
+    """Whether matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def save_png(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` atomically at :data:`DPI` and close it; returns ``path``."""
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-    _pyplot().close(fig)
+        fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight")
+    pyplot().close(fig)
+    return path
+
+
+def draw_or_note(draw: Callable[[], list[Path]]) -> list[Path]:
+    """``draw()`` when matplotlib is installed; otherwise a one-line note on stderr and no
+    figures (a reproduction's tables never depend on its figures)."""
+    if not available():
+        print("tpcore: note: matplotlib is not installed, so no figures were drawn "
+              "(pip install 'tpcore[plot]')", file=sys.stderr)
+        return []
+    return draw()
 
 
 def heatmap(ax: Any, m: np.ndarray, row_labels: list[str], col_labels: list[str],
@@ -36,20 +69,108 @@ def heatmap(ax: Any, m: np.ndarray, row_labels: list[str], col_labels: list[str]
     ax.figure.colorbar(im, ax=ax)
 
 
+@dataclass
+class Line:
+    """One curve of a :class:`Panel`: ``y`` against ``x``, a matplotlib line ``style`` and
+    ``color`` (None: the next of the cycle), points marked unless ``marker`` is ``""``."""
+
+    label: str
+    x: Sequence[float]
+    y: Sequence[float]
+    style: str = "-"
+    color: str | None = None
+    marker: str = "o"
+
+
+@dataclass
+class Level:
+    """A horizontal reference line across a :class:`Panel` (a bound, an optimum)."""
+
+    label: str
+    y: float
+    style: str = "--"
+    color: str = "black"
+
+
+@dataclass
+class Panel:
+    """One axes of :func:`panels_figure`: its title, curves and reference lines."""
+
+    title: str
+    lines: list[Line]
+    levels: list[Level] = field(default_factory=list)
+
+
+def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, ylabel: str,
+                  logx: bool = False, logy: bool = False, columns: int = 3,
+                  ylim: tuple[float, float] | None = None, legend: str = "best") -> Path:
+    """Write ``panels`` (``columns`` per row, each with its legend at ``legend``, a matplotlib
+    location) to the PNG ``path``; axes log-scaled as asked, every panel with the same axis
+    labels and, when given, y range."""
+    cols = min(columns, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = pyplot().subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.4),
+                                  squeeze=False, layout="constrained")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, panel in zip(axes.flat, panels):
+        for line in panel.lines:
+            ax.plot(line.x, line.y, linestyle=line.style, color=line.color,
+                    marker=line.marker or None, markersize=3, label=line.label)
+        for level in panel.levels:
+            ax.axhline(level.y, linestyle=level.style, color=level.color, linewidth=1,
+                       label=level.label)
+        ax.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear",
+               xlabel=xlabel, ylabel=ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        ax.set_title(panel.title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc=legend)
+    fig.suptitle(title, fontsize=11)
+    return save_png(fig, path)
+
+
+def table_heatmaps(tables: Sequence[tuple[str, np.ndarray]], row_labels: Sequence[str],
+                   col_labels: Sequence[str], path: Path, title: str, value_label: str,
+                   vmin: float, vmax: float) -> Path:
+    """Write the tables ``(title, m: (R, C))`` side by side as heatmaps on one colour scale,
+    each cell printed to one decimal (``nan``: a grey ``-``), to the PNG ``path``."""
+    plt = pyplot()
+    r, c = len(row_labels), len(col_labels)
+    fig, axes = plt.subplots(1, len(tables), figsize=(1.1 * c * len(tables) + 3.5,
+                                                      0.42 * r + 1.6),
+                             squeeze=False, layout="constrained")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
+    for i, (ax, (name, m)) in enumerate(zip(axes[0], tables)):
+        im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+        for (y, x), value in np.ndenumerate(m):
+            text = "-" if np.isnan(value) else f"{value:.1f}"
+            light = np.isnan(value) or value > vmin + 0.6 * (vmax - vmin)
+            ax.text(x, y, text, ha="center", va="center", fontsize=7,
+                    color="black" if light else "white")
+        ax.set_xticks(range(c), col_labels, fontsize=8)
+        ax.set_yticks(range(r), row_labels if i == 0 else [""] * r, fontsize=8)
+        ax.set_title(name, fontsize=10)
+    fig.colorbar(im, ax=list(axes[0]), label=value_label, shrink=0.8)
+    fig.suptitle(title, fontsize=11)
+    return save_png(fig, path)
+
+
 def sorting_figures(out_dir: Path, name: str, qk: dict[int, np.ndarray], q_labels: list[str],
                     k_labels: list[str], ov: np.ndarray, bos_ratio: list[float],
                     patterns: dict[str, tuple[np.ndarray, list[str]]]) -> list[Path]:
     """Write ``<name>_qk.png`` (one standardised QK table per output item), ``<name>_ov.png``
     (OV logits per source token, BOS separately), ``<name>_bos.png`` (BOS / value attention per
     item) and ``<name>_attention.png`` (the given patterns); returns the paths."""
-    plt = _pyplot()
+    plt = pyplot()
     paths = [out_dir / f"{name}_{kind}.png" for kind in ("qk", "ov", "bos", "attention")]
     fig, axes = plt.subplots(1, len(qk), figsize=(5 * len(qk), 4), squeeze=False)
     for ax, (k, m) in zip(axes[0], qk.items()):
         heatmap(ax, m, q_labels, k_labels, f"{name}: QK for output item {k}")
         ax.set_xlabel("key token")
         ax.set_ylabel("query token")
-    _save(fig, paths[0])
+    save_png(fig, paths[0])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     n = len(q_labels)
     for row, label in zip(ov[:n], k_labels):
@@ -60,14 +181,14 @@ def sorting_figures(out_dir: Path, name: str, qk: dict[int, np.ndarray], q_label
         ax.set_xlabel("output token")
         ax.set_ylabel("logit")
         ax.legend(fontsize=6, title="source")
-    _save(fig, paths[1])
+    save_png(fig, paths[1])
     fig, ax = plt.subplots(figsize=(5, 4))
     ax.plot(range(len(bos_ratio)), bos_ratio, marker="o")
     ax.set_title(f"{name}: attention on BOS / on a value token")
     ax.set_xlabel("output item k")
-    _save(fig, paths[2])
+    save_png(fig, paths[2])
     fig, axes = plt.subplots(1, len(patterns), figsize=(6 * len(patterns), 5), squeeze=False)
     for ax, (label, (pat, labels)) in zip(axes[0], patterns.items()):
         heatmap(ax, pat, labels, labels, f"{name}: attention, {label} list")
-    _save(fig, paths[3])
+    save_png(fig, paths[3])
     return paths

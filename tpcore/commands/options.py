@@ -9,6 +9,8 @@ import importlib
 import math
 import sys
 
+from tpcore.errors import missing_package
+
 
 def _int(text: str, low: int, what: str) -> int:
     try:
@@ -70,6 +72,13 @@ def has_module(name: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def need_package(name: str, needed_for: str) -> None:
+    """Refuse, before any work, what needs the optional package ``name`` when it is not
+    installed: ``matplotlib is needed for --plots: pip install 'tpcore[plot]'``."""
+    if not has_module(name):
+        raise missing_package(name, needed_for)
 
 
 def engine_or_numpy(engine: str) -> str:

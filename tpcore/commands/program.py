@@ -8,8 +8,10 @@ saved model (``.npz``, extracted).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from tpcore.commands.options import engine_or_numpy, nonnegative_int, positive_int
+from tpcore.analysis.program_figures import write_program_figures
+from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
@@ -21,6 +23,9 @@ from tpcore.rundir import check_out_dir
 
 
 def _show(args: argparse.Namespace) -> int:
+    if args.plots:
+        need_package("matplotlib", "--plots")
+        check_out_dir(args.plots)
     p = load_program(args.path)
     stats = analysis.stats(p)
     result = {**stats, "modules": len(p.modules), "lines": codegen.line_counts(p),
@@ -32,6 +37,9 @@ def _show(args: argparse.Namespace) -> int:
         result["embedding_table"] = analysis.embedding_table(p)
     if not args.no_source:
         result["source"] = codegen.source(p, compress=not args.full)
+    if args.plots:
+        figures = write_program_figures(p, Path(args.plots))
+        result["figures"] = {**figures, "files": [str(f) for f in figures["files"]]}
 
     def text() -> str:
         lines = [result["source"]] if "source" in result else []
@@ -47,6 +55,10 @@ def _show(args: argparse.Namespace) -> int:
         if embeddings:
             lines.append("# words per learned embedding value (the paper's Figure 7 table):")
             lines += [f"#   {line}" for line in result["embedding_table"].splitlines()]
+        if "figures" in result:
+            lines.append(f"# figures (attention on {' '.join(result['figures']['input'])}; "
+                         f"graph drawn with {result['figures']['graph_drawn_with']}): "
+                         + ", ".join(result["figures"]["files"]))
         return "\n".join(lines)
 
     emit(args, result, text)
@@ -105,6 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("path")
     show.add_argument("--full", action="store_true", help="source before compression")
     show.add_argument("--no-source", action="store_true", help="statistics and graph only")
+    show.add_argument("--plots", metavar="DIR",
+                      help="also write figures into DIR (needs matplotlib): the heads' "
+                           "predicates, their attention on an example input, the dependency "
+                           "graph as Graphviz DOT and PNG")
     add_json_option(show)
     show.set_defaults(func=_show)
     run = verbs.add_parser("run", help="predict the tokens of one input (printed for its content "

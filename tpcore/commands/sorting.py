@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from tpcore.commands.options import has_module, nonnegative_int, positive_int
+from tpcore.commands.options import need_package, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
-from tpcore.errors import TpcoreError, missing_package
+from tpcore.errors import TpcoreError
 from tpcore.experiments.sorting import (
     circuit_report,
     evaluate_lists,
@@ -16,12 +16,6 @@ from tpcore.experiments.sorting import (
     search_failures,
     task_of,
 )
-
-
-def _need_matplotlib(plots: object) -> None:
-    """Refuse ``--plots`` before any work when matplotlib is missing."""
-    if plots and not has_module("matplotlib"):
-        raise missing_package("matplotlib", "--plots")
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -34,7 +28,8 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _circuits(args: argparse.Namespace) -> int:
-    _need_matplotlib(args.plots)
+    if args.plots:
+        need_package("matplotlib", "--plots")
     given = None if args.list is None else _parse_list(args.list)
     text, numbers = circuit_report(load_model(args.model), args.seed, args.plots, given)
     emit(args, {**numbers, "markdown": text}, text)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.analysis.plots import draw_or_note, pyplot, save_png
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
@@ -35,7 +36,7 @@ from tpcore.fleq.blocks import (
     transpose_block,
 )
 from tpcore.fleq.fits import fit_sigmoids
-from tpcore.io import atomic_path, write_json, write_text
+from tpcore.io import write_json, write_text
 from tpcore.rundir import check_out_dir
 
 C_GRID = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
@@ -308,16 +309,9 @@ def _markdown(res: dict[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
-def _plots(res: dict[str, Any], out: Path) -> list[str]:
-    """Error vs c, vs lambda and vs m as PNG files (skipped without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    files = []
+def figures(res: dict[str, Any], out: Path) -> list[Path]:
+    """``fleq_errors.png``: error vs c, vs lambda and vs m."""
+    plt = pyplot()
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     for sym in (False, True):
         for dt in DTYPES:
@@ -342,11 +336,7 @@ def _plots(res: dict[str, Any], out: Path) -> list[str]:
     ax[2].set(xlabel="sigmoid terms m", ylabel="relative error", title="Lemma 5 block")
     ax[2].legend()
     fig.tight_layout()
-    with atomic_path(out / "fleq_errors.png") as p:
-        fig.savefig(p, format="png", dpi=110)
-    plt.close(fig)
-    files.append("fleq_errors.png")
-    return files
+    return [save_png(fig, out / "fleq_errors.png")]
 
 
 BUDGETS = {"small": Budget("small", {"sigmoid_terms": tuple(M_GRID[:-1])}),
@@ -361,8 +351,8 @@ def budget(name: str) -> Budget:
 
 
 def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
-    """Run the error study and write ``fleq.json``, ``fleq.md`` (and a plot); returns the JSON
-    content."""
+    """Run the error study and write ``fleq.json``, ``fleq.md`` (and, with matplotlib,
+    :func:`figures`); returns the JSON content."""
     out = check_out_dir(out)
     t0 = time.perf_counter()
     res: dict[str, Any] = {"command": f"tpcore reproduce fleq --budget {budget.name} --seed "
@@ -372,7 +362,7 @@ def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
     res["sigmoids"] = sigmoid_study(list(budget["sigmoid_terms"]))
     res["applications"] = application_study(budget.name, seed)
     res["seconds"] = time.perf_counter() - t0
-    res["plots"] = _plots(res, out)
+    res["plots"] = [p.name for p in draw_or_note(lambda: figures(res, out))]
     write_json(out / "fleq.json", res)
     write_text(out / "fleq.md", _markdown(res))
     return res

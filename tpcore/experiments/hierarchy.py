@@ -8,6 +8,11 @@ left) and ``finetune`` (root classification from the MLM encoder, frozen / unfro
 scratch: Fig. 1f). The runs are :func:`tpcore.experiments.against_bp.train_against_bp`, the
 probes and fine-tuning :mod:`tpcore.experiments.encoder_probes`.
 
+Figures (:func:`figures`, drawn when matplotlib is installed): ``hierarchy_<budget>_accuracy.png``,
+each run's accuracy on unfiltered (k = 0) test data over training beside BP_k_train's and the
+optimal BP_0's (the paper's Fig. 3), and ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its
+own test data for every k over training (Fig. 1c).
+
 Host-side orchestration (NumPy directly for bookkeeping).
 """
 
@@ -20,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.analysis.plots import Level, Line, Panel, draw_or_note, panels_figure
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
 from tpcore.experiments.against_bp import TreeRun, closest_bp, train_against_bp
@@ -133,6 +139,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                 log(f"finetune P={P} {mode}: {acc:.4f}")
                 store("finetune", dict(steps=cfg["steps"] // 8, encoder=mlm_run.__dict__,
                                        rows=rows))
+    draw_or_note(lambda: figures(result, out))
     return result
 
 
@@ -204,6 +211,53 @@ def markdown(out: dict[str, Any], grammar: Grammar) -> str:
                                                   for m in ("scratch", "frozen", "unfrozen"))
                          + " |\n")
     return "".join(parts)
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    return f"transformer, {run['steps']} steps on {run['P']} trees"
+
+
+def figures(result: dict[str, Any], out: Path) -> list[Path]:
+    """Draw ``hierarchy_<budget>_accuracy.png`` and ``hierarchy_<budget>_kl.png`` (see the
+    module docstring) from ``result``: one panel per task and k_train, runs of other lengths
+    overlaid in the accuracy figure, the longest run in the KL figure."""
+    if not result["runs"]:
+        return []
+    g = paper_grammar()
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in result["runs"]:
+        groups.setdefault((r["run"]["task"], r["run"]["k_train"]), []).append(r)
+    accuracy, kl = [], []
+    for (task, kt), runs in sorted(groups.items(), key=lambda x: (x[0][0] != "root", x[0][1])):
+        what = "root" if task == "root" else "masked leaf"
+        title = f"{what}, trained on k = {kt}"
+        lines = [Line(_run_label(r["run"]), [h["step"] for h in r["history"]],
+                      [h["0"]["acc"] for h in r["history"]], color=f"C{i}")
+                 for i, r in enumerate(runs)]
+        bp = (runs[0].get("bp_acc") or _unrecorded_bp_accuracies(g, runs[0]["run"]))["0"]
+        levels = [Level(f"BP_{kt} (the training data's model)", bp[0])]
+        if kt:
+            levels.append(Level("BP_0 (exact, optimal)", bp[1], ":", "grey"))
+        accuracy.append(Panel(title, lines, levels))
+        longest = max(runs, key=lambda r: r["run"]["steps"])
+        hist = longest["history"]
+        kl.append(Panel(f"{title} ({longest['run']['steps']} steps)", [
+            Line(f"KL(BP_{k} || model)" + (" (training data's BP)" if k == kt else ""),
+                 [h["step"] for h in hist], [h[str(kt)][f"bp{k}"]["kl"] for h in hist],
+                 style="-" if k == kt else "--", color=f"C{k}")
+            for k in range(longest["run"]["l"] + 1)]))
+    name = f"hierarchy_{result['budget']}"
+    l = result["config"]["l"]
+    return [panels_figure(accuracy, out / f"{name}_accuracy.png",
+                          f"Transformers against exact BP (l = {l}): accuracy on unfiltered "
+                          "(k = 0) test data", "training step (log scale)",
+                          "accuracy on k = 0 test data", logx=True, ylim=(0, 1.02),
+                          legend="lower right"),
+            panels_figure(kl, out / f"{name}_kl.png",
+                          f"Transformers against exact BP (l = {l}): distance of the predicted "
+                          "distribution from BP_k on the training k's test data",
+                          "training step (log scale)", "KL divergence (nats, log scale)",
+                          logx=True, logy=True)]
 
 
 def _unrecorded_bp_accuracies(grammar: Grammar, run: dict[str, Any]) -> dict[str, list[float]]:

@@ -14,7 +14,8 @@ The paper has no experiments; these are the first numerical checks of its SUBLEQ
    execution, then Adam on single-instruction input/output pairs of random programs (the snap
    layer kept exact) and a re-run of the held-out programs.
 
-``run(budget, out, seed)`` writes ``looped.json`` and ``looped.md`` under ``out``.
+``run(budget, out, seed)`` writes ``looped.json`` and ``looped.md`` under ``out``, and the
+figure ``looped_lambda.png`` of the sweep when matplotlib is installed (:func:`figures`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.analysis.plots import Line, Panel, draw_or_note, panels_figure
 from tpcore.experiments.budget import Budget, preset
 from tpcore.io import write_json, write_text
 from tpcore.looped.diff import (
@@ -344,7 +346,33 @@ def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
     res["seconds"] = time.perf_counter() - t0
     write_json(out / "looped.json", res)
     write_text(out / "looped.md", _markdown(res))
+    draw_or_note(lambda: figures(res, out))
     return res
+
+
+def figures(res: dict[str, Any], out: Path) -> list[Path]:
+    """``looped_lambda.png``: the smallest exact lambda against T per program family, with and
+    without the snap layer, beside the paper's sufficient bound (a sweep that found no lambda up
+    to the search's top is left out)."""
+    panels = []
+    for family in dict.fromkeys(r["family"] for r in res["lam_sweep"]):
+        rows = sorted((r for r in res["lam_sweep"] if r["family"] == family),
+                      key=lambda r: r["T"])
+        lines = []
+        for snap in (True, False):
+            found = [r for r in rows if r["snap"] == snap and r["lam_min"] is not None]
+            lines.append(Line(f"smallest exact lambda, {'with' if snap else 'without'} snap "
+                              "layer", [r["T"] for r in found], [r["lam_min"] for r in found],
+                              style="-" if snap else "--", color="C0" if snap else "C1"))
+        bound = [r for r in rows if r["snap"]] or rows
+        lines.append(Line("paper's sufficient log(G d n^3 T / eps)", [r["T"] for r in bound],
+                          [r["paper_bound"] for r in bound], style=":", color="black",
+                          marker="s"))
+        panels.append(Panel(f"{family} (n = {rows[0]['n']}, d = {rows[0]['d']})", lines))
+    return [panels_figure(panels, out / "looped_lambda.png",
+                          "SUBLEQ looped transformer: inverse temperature needed for exact "
+                          "execution", "program steps T (log scale)",
+                          "lambda (softmax inverse temperature)", logx=True)]
 
 
 def report(result: dict[str, Any], out: Path) -> str:
