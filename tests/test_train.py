@@ -9,8 +9,16 @@ from tpcore.backend import blas_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.models import load
 from tpcore.nn.module import Module, Parameter
-from tpcore.nn.optim import SGD, constant
-from tpcore.train import TrainConfig, fit, shuffled_batches
+from tpcore.nn.optim import SGD, Adam, constant
+from tpcore.train import (
+    TrainConfig,
+    evaluate_supervised,
+    fit,
+    load_state,
+    save_state,
+    shuffled_batches,
+    supervised_step,
+)
 
 
 class Scalar(Module):
@@ -97,9 +105,84 @@ def test_shuffled_batches_cover_each_epoch():
     assert sorted(first.tolist()) == list(range(10))
 
 
+@pytest.mark.parametrize("start", [0, 1, 2, 5, 7])
+def test_shuffled_batches_start_where_the_sequence_is(start):
+    data = {"x": np.arange(11)}
+    whole = itertools.islice(shuffled_batches(data, 4, seed=3), start, start + 8)
+    assert all(np.array_equal(a["x"], b["x"]) for a, b in
+               zip(whole, shuffled_batches(data, 4, seed=3, start=start)))
+    assert len(next(shuffled_batches(data, 4, seed=3, start=start))["x"]) == 4
+
+
+def _dropout_run(pauses, tmp_path, callable_batches=True):
+    """Train a tiny dropout Transformer (the noise generator matters) with Adam, a temperature
+    schedule and selection on accuracy for 14 steps, pausing at each of ``pauses`` (the state
+    saved to disk, then resumed into a fresh model and optimiser). Returns the final model, the
+    result and the temperatures the steps saw."""
+    from tpcore.models.transformer import Transformer, TransformerConfig
+
+    x = np.random.default_rng(0).integers(0, 5, (40, 6))
+    data = {"tokens": x, "targets": np.sort(x, axis=1)}
+    taus = []
+
+    def step(m, batch, ctx):
+        taus.append(ctx.tau)
+        return supervised_step(m, batch, ctx, rng=ctx.rng)
+
+    def batches():
+        if callable_batches:
+            return lambda start: shuffled_batches(data, 8, seed=1, start=start)
+        return shuffled_batches(data, 8, seed=1)
+
+    state = None
+    for pause in [*pauses, None]:
+        model = Transformer(TransformerConfig(vocab_size=5, max_len=6, d_model=8, n_heads=2,
+                                              d_mlp=16, dropout=0.2, seed=4))
+        config = TrainConfig(steps=14, tau=(2.0, 0.1), eval_every=3, select="acc", seed=2,
+                             quiet=True, pause_at=pause)
+        result = fit(model, Adam(model.parameters(), lr=0.05), batches(), step, config,
+                     lambda m: evaluate_supervised(m, data), resume=state)
+        if pause is not None:
+            assert result.steps == pause and result.paused.step == pause
+            save_state(result.paused, tmp_path)
+            state = load_state(tmp_path)
+    assert result.paused is None
+    return model, result, taus
+
+
+@pytest.mark.parametrize("pauses", [(6,), (4, 5, 11), (13,)])
+def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses):
+    model, result, taus = _dropout_run((), tmp_path / "none")
+    (tmp_path / "p").mkdir()
+    again, resumed, taus_again = _dropout_run(pauses, tmp_path / "p")
+    assert taus_again == taus and len(taus) == 14
+    assert resumed.history == result.history and resumed.best == result.best
+    assert resumed.steps == 14 and len(result.history) == 5
+    for (name, a), b in zip(model.state_dict().items(), again.state_dict().values()):
+        assert np.array_equal(a, b), name
+
+
+def test_an_iterator_of_batches_resumes_past_the_batches_used(tmp_path):
+    model, result, _ = _dropout_run((), tmp_path, callable_batches=False)
+    again, resumed, _ = _dropout_run((5,), tmp_path, callable_batches=False)
+    assert resumed.history == result.history
+    assert all(np.array_equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                     again.state_dict().values()))
+
+
+def test_a_paused_state_is_refused_past_the_run_or_unreadable(tmp_path):
+    model = Scalar()
+    opt = SGD(model.parameters(), lr=0.1)
+    paused = fit(model, opt, _batches(1.0), _step,
+                 TrainConfig(steps=8, pause_at=5, quiet=True)).paused
+    with pytest.raises(TpcoreError, match="at step 5, past this run's 4 steps"):
+        fit(model, opt, _batches(1.0), _step, TrainConfig(steps=4, quiet=True), resume=paused)
+    with pytest.raises(TpcoreError, match="not a readable paused training state"):
+        load_state(tmp_path)
+
+
 def test_checkpoint_loads_back(tmp_path):
     from tpcore.models.transformer import Transformer, TransformerConfig
-    from tpcore.train import evaluate_supervised, supervised_step
 
     x = np.random.default_rng(0).integers(0, 4, (64, 4))
     data = {"tokens": x, "targets": x}

@@ -7,6 +7,12 @@ optional *evaluate* function ``evaluate(model) -> dict`` of metrics. :func:`supe
 :func:`evaluate_supervised` serve models whose ``forward(tokens, ...)`` returns logits and whose
 ``backward(dlogits)`` accumulates gradients.
 
+A run can *pause* after ``TrainConfig.pause_at`` of its ``steps`` and *resume* later: the paused
+:class:`TrainState` (parameters, optimiser moments and step, the noise generator, the data
+position, the selection so far and the history; :func:`save_state`, :func:`load_state`) makes a
+resumed run the same, bit for bit, as one that never paused. Schedules are those of the whole
+run: a paused run has trained the first ``pause_at`` steps of it.
+
 Training runs with NumPy's BLAS limited to :func:`default_threads` threads (``TPCORE_THREADS``,
 else 1) unless :attr:`TrainConfig.threads` says otherwise, whether it starts from the CLI or
 from Python; the previous count is restored afterwards (:func:`limit_threads`).
@@ -14,6 +20,8 @@ from Python; the previous count is restored afterwards (:func:`limit_threads`).
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import os
 import sys
@@ -26,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray, blas_threads
+from tpcore.backend import asarray, backend_name, blas_threads
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError, TrainingDiverged
+from tpcore.io import write_json, write_npz
 from tpcore.nn.losses import (
     cross_entropy_backward,
     cross_entropy_forward,
@@ -95,7 +104,9 @@ class TrainConfig:
     stopping; the best parameters (the latest among equals) are restored at the end.
     ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
     the best model there. ``threads``: BLAS threads while training (None:
-    :func:`default_threads`).
+    :func:`default_threads`). ``pause_at``: stop after this many of the ``steps`` and return the
+    paused state (:attr:`TrainResult.paused`) to resume from; nothing extra is evaluated there,
+    so pause where an evaluation falls to know the selection at that point.
     """
 
     steps: int
@@ -111,11 +122,40 @@ class TrainConfig:
     quiet: bool = False
     desc: str = "train"
     threads: int | None = None
+    pause_at: int | None = None
+
+
+@dataclass
+class TrainState:
+    """A paused run: everything :func:`fit` needs to go on as if it had never stopped.
+
+    ``step``: steps taken; ``params``/``best_params``: host copies of the model's parameters
+    now and at the best evaluation (None before one); ``optimizer``:
+    :meth:`tpcore.nn.optim.Optimizer.state_dict`; ``rng``: the noise generator's state;
+    ``best_score``/``stale``: the selection's best score and evaluations since it improved;
+    ``history``/``best``/``last_loss``/``last_step``/``seconds``: as in :class:`TrainResult`
+    (``last_step``: the step of ``last_loss``).
+    """
+
+    step: int
+    params: dict[str, np.ndarray]
+    optimizer: dict[str, Any]
+    rng: dict[str, Any]
+    best_params: dict[str, np.ndarray] | None = None
+    best_score: float = -math.inf
+    stale: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    best: dict[str, float] = field(default_factory=dict)
+    last_loss: float = float("nan")
+    last_step: int = -1
+    seconds: float = 0.0
 
 
 @dataclass
 class TrainResult:
-    """What :func:`fit` returns: per-evaluation history, best metrics, and timing."""
+    """What :func:`fit` returns: per-evaluation history, best metrics, and timing (over all the
+    sessions of a resumed run); ``paused``: the state to resume from when the run paused
+    (``TrainConfig.pause_at``) before its last step, else None."""
 
     history: list[dict[str, float]] = field(default_factory=list)
     best: dict[str, float] = field(default_factory=dict)
@@ -123,6 +163,7 @@ class TrainResult:
     seconds: float = 0.0
     stopped_early: bool = False
     last_loss: float = float("nan")
+    paused: TrainState | None = None
 
 
 def progress(total: int, desc: str, quiet: bool) -> Any:
@@ -150,10 +191,16 @@ class _NoBar:
         pass
 
 
+Batches = Iterator[Batch] | Callable[[int], Iterator[Batch]]
+"""The batches of a run: an iterator, or a function of the first step giving them from there
+(what a resumed run needs; e.g. ``lambda start: shuffled_batches(data, 512, seed, start)``)."""
+
+
 def fit(
-    model: Module, optimizer: Optimizer, batches: Iterator[Batch],
+    model: Module, optimizer: Optimizer, batches: Batches,
     step_fn: Callable[[Module, Batch, StepContext], float], config: TrainConfig,
     evaluate: Callable[[Module], dict[str, float]] | None = None,
+    resume: TrainState | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``config.steps`` steps and return a :class:`TrainResult`.
 
@@ -162,29 +209,54 @@ def fit(
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
     ``config.select``. BLAS runs on ``config.threads`` threads (:func:`limit_threads`).
+
+    ``resume``: a paused run's state to go on from (its step onwards; the batches from that step:
+    a function of it is called with it, an iterator is advanced past the batches used). With
+    ``config.pause_at`` the run stops there and returns its state in ``paused``.
     """
     with limit_threads(config.threads):
-        return _fit(model, optimizer, batches, step_fn, config, evaluate)
+        return _fit(model, optimizer, batches, step_fn, config, evaluate, resume)
 
 
 def _fit(
-    model: Module, optimizer: Optimizer, batches: Iterator[Batch],
+    model: Module, optimizer: Optimizer, batches: Batches,
     step_fn: Callable[[Module, Batch, StepContext], float], config: TrainConfig,
-    evaluate: Callable[[Module], dict[str, float]] | None,
+    evaluate: Callable[[Module], dict[str, float]] | None, resume: TrainState | None,
 ) -> TrainResult:
     if config.steps < 1:
         raise TpcoreError(f"steps must be >= 1, got {config.steps}")
     if config.select is not None and evaluate is None:
         raise TpcoreError("model selection needs an evaluate function")
+    if config.pause_at is not None and config.pause_at < 1:
+        raise TpcoreError(f"pause_at must be >= 1, got {config.pause_at}")
     rng = make_rng(config.seed)
     tau_at = geometric(*config.tau, config.steps) if config.tau else None
     result = TrainResult()
     best_score, best_state, stale = -math.inf, None, 0
-    last_finite, last_finite_step = float("nan"), -1
+    last_finite, last_finite_step, first, before = float("nan"), -1, 0, 0.0
+    if resume is not None:
+        if resume.step > config.steps:
+            raise TpcoreError(f"the paused state is at step {resume.step}, past this run's "
+                              f"{config.steps} steps")
+        model.load_state_dict(_copy(resume.params))  # training updates them in place
+        optimizer.load_state_dict(resume.optimizer)
+        _set_generator_state(rng, resume.rng)
+        first, before = resume.step, resume.seconds
+        best_score, stale = resume.best_score, resume.stale
+        best_state = None if resume.best_params is None else _copy(resume.best_params)
+        last_finite, last_finite_step = resume.last_loss, resume.last_step
+        result.history, result.best = list(resume.history), dict(resume.best)
+    if callable(batches):
+        batches = batches(first)
+    else:
+        batches = itertools.islice(batches, first, None)
+    end = config.steps if config.pause_at is None else min(config.pause_at, config.steps)
     bar = progress(config.steps, config.desc, config.quiet)
+    bar.update(first)
     start = time.perf_counter()
+    step = first - 1
     try:
-        for step in range(config.steps):
+        for step in range(first, end):
             if config.lr_schedule is not None:
                 optimizer.lr = config.lr_schedule(step)
             ctx = StepContext(step, tau_at(step) if tau_at else None, rng)
@@ -224,24 +296,106 @@ def _fit(
     finally:
         bar.close()
     result.steps, result.last_loss = step + 1, last_finite
-    result.seconds = time.perf_counter() - start
+    result.seconds = before + time.perf_counter() - start
+    if result.steps < config.steps and not result.stopped_early:
+        result.paused = TrainState(
+            step=result.steps, params=model.state_dict(), optimizer=optimizer.state_dict(),
+            rng=_generator_state(rng), best_params=best_state, best_score=best_score,
+            stale=stale, history=list(result.history), best=dict(result.best),
+            last_loss=last_finite, last_step=last_finite_step, seconds=result.seconds)
     if best_state is not None:
         model.load_state_dict(best_state)
     return result
 
 
-def shuffled_batches(data: Batch, batch_size: int, seed: int = 0) -> Iterator[Batch]:
+def _copy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: np.array(v) for k, v in arrays.items()}
+
+
+def _generator_state(rng: Any) -> dict[str, Any]:
+    """The state of a NumPy generator (its bit generator's, JSON-ready)."""
+    state = getattr(getattr(rng, "bit_generator", None), "state", None)
+    if not isinstance(state, dict):
+        raise TpcoreError(f"pausing training saves the noise generator's state, which the "
+                          f"{backend_name()} backend's generator does not expose; pause runs "
+                          "on the numpy backend")
+    return state
+
+
+def _set_generator_state(rng: Any, state: dict[str, Any]) -> None:
+    _generator_state(rng)  # the same check as when pausing
+    rng.bit_generator.state = state
+
+
+STATE_FILES = ("state.json", "params.npz", "best.npz", "optimizer.npz")
+"""What :func:`save_state` writes into its folder (``best.npz`` only after an evaluation)."""
+
+
+def save_state(state: TrainState, folder: str | Path) -> None:
+    """Write ``state`` into the existing ``folder``: the arrays as ``.npz`` files
+    (:data:`STATE_FILES`), the rest as ``state.json``; each file atomically (write into a fresh
+    folder and rename it for the whole to be atomic, e.g. :meth:`tpcore.rundir.RunDir.build`)."""
+    folder = Path(folder)
+    write_npz(folder / "params.npz", state.params)
+    if state.best_params is not None:
+        write_npz(folder / "best.npz", state.best_params)
+    write_npz(folder / "optimizer.npz", state.optimizer["buffers"])
+    write_json(folder / "state.json", {
+        "step": state.step, "optimizer": {"t": state.optimizer["t"], "lr": state.optimizer["lr"]},
+        "rng": state.rng, "best_score": state.best_score, "stale": state.stale,
+        "history": state.history, "best": state.best, "last_loss": state.last_loss,
+        "last_step": state.last_step, "seconds": state.seconds})
+
+
+def load_state(folder: str | Path) -> TrainState:
+    """The :class:`TrainState` that :func:`save_state` wrote into ``folder``; a missing or
+    unreadable file raises a :class:`TpcoreError` naming it."""
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / "state.json").read_text())
+        arrays = {name: _read_npz(folder / f"{name}.npz")
+                  for name in ("params", "best", "optimizer")
+                  if name != "best" or (folder / "best.npz").is_file()}
+        return TrainState(
+            step=int(meta["step"]), params=arrays["params"],
+            optimizer={**meta["optimizer"], "buffers": arrays["optimizer"]}, rng=meta["rng"],
+            best_params=arrays.get("best"), best_score=float(meta["best_score"]),
+            stale=int(meta["stale"]), history=meta["history"], best=meta["best"],
+            last_loss=float(meta["last_loss"]), last_step=int(meta["last_step"]),
+            seconds=float(meta["seconds"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TpcoreError(f"{folder}: not a readable paused training state ({exc})") from None
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}
+
+
+def shuffled_batches(data: Batch, batch_size: int, seed: int = 0, start: int = 0
+                     ) -> Iterator[Batch]:
     """Endless minibatches of the host arrays in ``data`` (all with the same first dimension),
-    reshuffled every epoch, moved to the active backend."""
+    reshuffled every epoch (``n // min(batch_size, n)`` batches of ``n`` rows; the remainder of
+    an epoch's order is left out), moved to the active backend. ``start``: begin with batch
+    ``start`` of that sequence, as a resumed run does (the orders before it are drawn, not
+    batched)."""
     n = len(next(iter(data.values())))
     if batch_size < 1:
         raise TpcoreError(f"batch_size must be >= 1, got {batch_size}")
+    if start < 0:
+        raise TpcoreError(f"start must be >= 0, got {start}")
+    size = min(batch_size, n)
+    per_epoch = n // size
     order_rng = np.random.default_rng(seed)
+    for _ in range(start // per_epoch):
+        order_rng.permutation(n)
+    skip = start % per_epoch
     while True:
         order = order_rng.permutation(n)
-        for i in range(0, n - min(batch_size, n) + 1, min(batch_size, n)):
+        for i in range(skip * size, per_epoch * size, size):
             idx = order[i : i + batch_size]
             yield {k: asarray(v[idx]) for k, v in data.items()}
+        skip = 0
 
 
 def supervised_step(
