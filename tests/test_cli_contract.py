@@ -74,7 +74,8 @@ BAD = [
     (["reproduce", "hierarchy", "--long-samples", "0"], "argument --long-samples"),
     (["looped", "run", "multiply", "--N", "0"], "layout N = 0; expected N >= 2"),
     (["looped", "run", "multiply", "--N", "64"], "expected 2 <= N <= 48"),
-    (["looped", "run", "multiply", "--mem", "m.csv"], "--mem 'm.csv' goes with a commands CSV"),
+    (["looped", "run", "multiply", "--mem", "m.csv"],
+     "memory CSV 'm.csv' goes with a commands CSV"),
     # sizes are checked before work, naming the estimate and the limit
     (["learn", "sort", "--max-len", "100000"], "N 100000"),
     (["learn", "sort", "--vocab-size", "1000000"], "|V| 1000000"),

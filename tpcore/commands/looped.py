@@ -10,12 +10,7 @@ memory CSV with header ``mem``), ``--s`` and ``--N``.
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
-import numpy as np
-
-from tpcore.backend import get_xp
 from tpcore.commands.options import (
     has_module,
     nonnegative_float,
@@ -23,42 +18,8 @@ from tpcore.commands.options import (
     positive_int,
 )
 from tpcore.commands.output import add_json_option, emit
-from tpcore.errors import TpcoreError, missing_package, unknown_name
-from tpcore.limits import check_memory
-from tpcore.subleq.asm import assemble
-from tpcore.subleq.examples import EXAMPLES, example
-from tpcore.subleq.interpret import interpret
-from tpcore.subleq.machine import build, decode_memory, execute, punchcard
-from tpcore.subleq.program import SubleqProgram, load_csv
-
-
-def _load(args: argparse.Namespace) -> SubleqProgram:
-    spec = args.program
-    csv = Path(spec).suffix.lower() == ".csv"
-    if args.mem is not None and not csv:
-        raise TpcoreError(f"--mem {args.mem!r} goes with a commands CSV; {spec!r} is not one")
-    if spec in EXAMPLES:
-        return example(spec, args.N, args.s)
-    path = Path(spec)
-    if not path.exists():
-        raise TpcoreError(f"{unknown_name('example', spec, EXAMPLES)}, or an assembler or "
-                          f"commands CSV file (there is no file {spec!r})")
-    N = 8 if args.N is None else args.N
-    if csv:
-        if args.mem is None:
-            raise TpcoreError(f"{spec} is a commands CSV; give its memory CSV with --mem")
-        return load_csv(path, args.mem, s=args.s, N=N)
-    return assemble(path.read_text(encoding="utf-8"), N=N, s=args.s)
-
-
-def _cell_names(program: SubleqProgram) -> dict[int, str]:
-    return {col - program.s: name for name, col in program.names.items()}
-
-
-def _memory(program: SubleqProgram, mem: np.ndarray) -> dict[str, int]:
-    """The data cells by name (their column where unnamed)."""
-    names = _cell_names(program)
-    return {str(names.get(i, program.s + i)): int(v) for i, v in enumerate(mem)}
+from tpcore.errors import missing_package
+from tpcore.subleq.lockstep import run as run_lockstep
 
 
 def _fmt_mem(memory: dict[str, int]) -> str:
@@ -68,45 +29,31 @@ def _fmt_mem(memory: dict[str, int]) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.kernel and not has_module("numba"):
         raise missing_package("numba", "--kernel")
-    program = _load(args)
-    lo = program.layout
-    check_memory(lo.memory_estimate(sparse=args.sparse or args.kernel, trace_steps=args.max_steps),
-                 f"looped run {args.program} (s={lo.s}, m={lo.m}, {lo.k} instructions, N={lo.N}: "
-                 f"X is {lo.d} x {lo.n}; trace of up to {args.max_steps} steps)")
-    trace = interpret(program, max_steps=args.max_steps)
-    xp = np if args.kernel else get_xp()       # the numba kernel runs on the host
-    machine = build(lo, lam=args.lam, schedule=args.schedule, snap=not args.no_snap, xp=xp)
-    t0 = time.perf_counter()
-    path = "kernel" if args.kernel else args.sparse
-    result = execute(machine, punchcard(program, xp), max_steps=args.max_steps, trace=True,
-                     sparse=path, tol=args.tol)
-    seconds = time.perf_counter() - t0
-    size = machine.size()
-    names = _cell_names(program)
+    r = run_lockstep(args.program, lam=args.lam, schedule=args.schedule, snap=not args.no_snap,
+                     sparse="kernel" if args.kernel else args.sparse, max_steps=args.max_steps,
+                     tol=args.tol, N=args.N, s=args.s, mem=args.mem)
+    program, lo = r.program, r.program.layout
+    names = {col - program.s: name for name, col in program.names.items()}
     steps = []
-    for t in range(1, trace.steps + 1 if args.trace else 1):
-        pc = trace.pcs[t - 1]
+    for t in range(1, r.steps + 1 if args.trace else 1):
+        pc = r.interpreter.pcs[t - 1]
         a, b, c = (int(v) for v in program.commands[pc - lo.first_instruction])
-        ok = (result.mems[t][0] == trace.mems[t]).all() and result.pcs[t][0] == trace.pcs[t]
         steps.append({"step": t, "pc": int(pc), "a": str(names.get(a - lo.s, a)),
                       "b": str(names.get(b - lo.s, b)), "c": c,
-                      "value": int(trace.mems[t][b - lo.s]), "next": int(trace.pcs[t]),
-                      "transformer_agrees": bool(ok)})
-    agree = (int(result.steps[0]) == trace.steps
-             and all((result.mems[t][0] == trace.mems[t]).all()
-                     and result.pcs[t][0] == trace.pcs[t] for t in range(trace.steps + 1)))
+                      "value": int(r.interpreter.mems[t][b - lo.s]),
+                      "next": int(r.interpreter.pcs[t]), "transformer_agrees": r.agrees_at(t)})
     report = {
         "layout": {"s": lo.s, "m": lo.m, "instructions": lo.k, "n": lo.n, "N": lo.N, "L": lo.L,
                    "d": lo.d, "d_paper": lo.d_paper},
-        "machine": {**size, "names": list(machine.names), "lam": args.lam},
+        "machine": {**r.machine.size(), "names": list(r.machine.names), "lam": args.lam},
         **({"trace": steps} if args.trace else {}),
-        "interpreter": {"steps": trace.steps, "memory": _memory(program, trace.mems[-1])},
-        "transformer": {"steps": int(result.steps[0]), "iterations": result.iterations,
-                        "seconds": seconds,
-                        "memory": _memory(program, decode_memory(lo, result.X))},
-        "agree": agree}
+        "interpreter": {"steps": r.steps, "memory": r.memory("interpreter")},
+        "transformer": {"steps": int(r.transformer.steps[0]),
+                        "iterations": r.transformer.iterations, "seconds": r.seconds,
+                        "memory": r.memory("transformer")},
+        "agree": r.agree}
     emit(args, report, lambda: _text(report))
-    return 0 if agree else 1
+    return 0 if report["agree"] else 1
 
 
 def _text(report: dict) -> str:
