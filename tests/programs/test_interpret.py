@@ -169,3 +169,13 @@ def test_numerical_values_that_are_not_consecutive():
     ids, lengths = random_inputs(p, 300, 5)
     np.testing.assert_array_equal(it.run_ids(p, ids, lengths, "numpy"),
                                   it.run_ids(p, ids, lengths, "numba"))
+
+
+def test_run_tokens_frames_and_unframes_one_input():
+    p = reverse_program()
+    assert it.run_tokens(p, ["1", "2", "3"]) == ["3", "2", "1"]
+    assert it.run_tokens(p, ["<s>", "1", "2", "</s>"]) == ["2", "1"]   # framed already
+    for bad in ("9", "<pad>"):
+        with pytest.raises(TpcoreError, match=f"token '{bad}' \\(position 1\\) is not in the "
+                                              "vocabulary of program 'reverse': \\['0', "):
+            it.run_tokens(p, ["1", bad])

@@ -139,6 +139,22 @@ def predict(program: Program, sequences: Sequence[Sequence[str]],
     return [[labels[int(x)] for x in pred[b, : lengths[b]]] for b in range(len(sequences))]
 
 
+def run_tokens(program: Program, tokens: Sequence[str], engine: str = "numpy") -> list[str]:
+    """The program's output for one input given as its content tokens: framed with the program's
+    ``bos``/``eos`` where missing (:meth:`Program.frame`), predicted, and returned for the
+    positions that hold content tokens (the framing tokens carry no target). Raises naming a
+    token outside the vocabulary."""
+    framing = {program.bos, program.eos} - {None}
+    content = [t for t in program.tokens.values if t not in framing and t != program.pad]
+    for i, tok in enumerate(tokens):
+        if tok not in program.tokens.lookup or tok == program.pad:
+            raise TpcoreError(f"token {tok!r} (position {i}) is not in the vocabulary of "
+                              f"program {program.name!r}: {content}")
+    framed = program.frame(tokens)
+    pred = predict(program, [framed], engine)[0]
+    return [y for t, y in zip(framed, pred) if t not in framing]
+
+
 def compile_program(program: Program) -> dict[str, np.ndarray]:
     """Flatten ``program`` into the arrays the numba kernel reads (host, NumPy).
 
