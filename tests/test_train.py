@@ -105,6 +105,7 @@ def test_shuffled_batches_cover_each_epoch():
     assert sorted(first.tolist()) == list(range(10))
 
 
+@pytest.mark.host_only("compares the batches with NumPy")
 @pytest.mark.parametrize("start", [0, 1, 2, 5, 7])
 def test_shuffled_batches_start_where_the_sequence_is(start):
     data = {"x": np.arange(11)}
@@ -150,6 +151,7 @@ def _dropout_run(pauses, tmp_path, callable_batches=True):
     return model, result, taus
 
 
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
 @pytest.mark.parametrize("pauses", [(6,), (4, 5, 11), (13,)])
 def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses):
     model, result, taus = _dropout_run((), tmp_path / "none")
@@ -162,6 +164,7 @@ def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses)
         assert np.array_equal(a, b), name
 
 
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_an_iterator_of_batches_resumes_past_the_batches_used(tmp_path):
     model, result, _ = _dropout_run((), tmp_path, callable_batches=False)
     again, resumed, _ = _dropout_run((5,), tmp_path, callable_batches=False)
@@ -170,6 +173,7 @@ def test_an_iterator_of_batches_resumes_past_the_batches_used(tmp_path):
                                                      again.state_dict().values()))
 
 
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_a_paused_state_is_refused_past_the_run_or_unreadable(tmp_path):
     model = Scalar()
     opt = SGD(model.parameters(), lr=0.1)

@@ -2,11 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 
 import tpcore.train
 from tpcore.backend import blas_threads
-from tpcore.pipelines.learn import LearnConfig, learn
+from tpcore.errors import TpcoreError
+from tpcore.pipelines.learn import LearnConfig, learn, paused_dir
 from tpcore.pipelines.sweep import execute, grid, sweep
 
 TINY = dict(task="induction", n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
@@ -22,6 +24,44 @@ def test_learn_writes_run_directory(tmp_path):
     assert (tmp_path / "run" / "model.npz").is_file()
     if "path" in metrics["program"]:  # decompiled: the program agrees with the model
         assert metrics["program"]["fidelity"] == 1.0
+
+
+TIMES = ("train_seconds", "ms_per_step", "peak_rss_mb", "wall_seconds", "program", "reused")
+"""Metrics that are measured, not computed (and the program's path, which names the folder)."""
+
+
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
+def test_a_paused_learn_run_finishes_as_if_it_never_paused(tmp_path, monkeypatch):
+    cfg = LearnConfig(**{**TINY, "epochs": 4})
+    whole = learn(cfg, tmp_path / "whole")
+    first = learn(cfg, tmp_path / "run", pause_after=1)
+    assert first["paused"] and first["epochs"] == 1 and first["steps"] == 3
+    assert first["val"] == whole["history"][0] and not (tmp_path / "run").exists()
+    assert (paused_dir(tmp_path / "run") / "run.json").is_file()
+    assert learn(cfg, tmp_path / "run", pause_after=3)["epochs"] == 3
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a paused run that got that far was trained again")
+
+    monkeypatch.setattr("tpcore.pipelines.learn.fit_run", boom)
+    assert learn(cfg, tmp_path / "run", pause_after=2)["epochs"] == 3
+    monkeypatch.undo()
+    done = learn(cfg, tmp_path / "run")
+    assert not paused_dir(tmp_path / "run").exists()
+    assert {k: v for k, v in done.items() if k not in TIMES} == \
+        {k: v for k, v in whole.items() if k not in TIMES}
+    with np.load(tmp_path / "whole" / "model.npz") as a, \
+            np.load(tmp_path / "run" / "model.npz") as b:
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
+def test_a_paused_run_of_other_settings_is_refused_unless_overwrite(tmp_path):
+    learn(LearnConfig(**{**TINY, "epochs": 3}), tmp_path / "run", pause_after=1)
+    other = LearnConfig(**{**TINY, "epochs": 4})
+    with pytest.raises(TpcoreError, match="epochs: 3 recorded, 4 requested"):
+        learn(other, tmp_path / "run", pause_after=2)
+    assert learn(other, tmp_path / "run", pause_after=2, overwrite=True)["epochs"] == 2
 
 
 def test_sweep_resumes(tmp_path, monkeypatch):

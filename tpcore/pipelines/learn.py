@@ -9,6 +9,12 @@ writes the run directory as a unit (:class:`tpcore.rundir.RunDir`): ``model.npz`
 readable ``program/<task>.py`` (:func:`tpcore.pipelines.decompile.decompile`), and last the
 completion record ``run.json``. :func:`fidelity` checks a finished run's program against its
 model on every engine.
+
+A run can stop part way (``learn(..., pause_after=EPOCHS)``): it trains the first epochs of its
+schedule and keeps its paused state (:class:`tpcore.train.TrainState`) in the hidden sibling
+folder ``.<run>.partial`` (:func:`paused_dir`), written as a unit with the run's configuration
+recorded, never a run directory; ``learn`` called again goes on from there, and the finished
+run is the same, bit for bit, as one trained without stopping.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import dataclasses
 import json
 import math
 import resource
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -43,9 +50,13 @@ from tpcore.train import (
     Batch,
     StepContext,
     TrainConfig,
+    TrainResult,
+    TrainState,
     evaluate_supervised,
     fit,
     limit_threads,
+    load_state,
+    save_state,
     shuffled_batches,
 )
 
@@ -214,26 +225,44 @@ def peak_rss_mb() -> float:
     return kb / (1024.0 * 1024.0) if sys.platform == "darwin" else kb / 1024.0
 
 
+def steps_per_epoch(cfg: LearnConfig, task: TaskData) -> int:
+    """Training steps in one epoch of ``task``'s training split (whole batches)."""
+    n_train = len(task.splits["train"]["tokens"])
+    return max(1, n_train // min(cfg.batch_size, n_train))
+
+
+def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool = True,
+            checkpoint: Path | None = None, threads: int | None = None,
+            resume: TrainState | None = None, pause_after: int | None = None) -> TrainResult:
+    """Train ``model`` on ``task`` through :func:`tpcore.train.fit` with ``cfg``'s schedule;
+    ``resume``: a paused state of this run to go on from; ``pause_after``: stop after that many
+    epochs (the result's ``paused`` state)."""
+    per_epoch = steps_per_epoch(cfg, task)
+    tc = TrainConfig(steps=cfg.epochs * per_epoch, tau=(cfg.tau_start, cfg.tau_end),
+                     eval_every=cfg.eval_every * per_epoch,
+                     select="acc" if cfg.eval_every else None, seed=cfg.seed, quiet=quiet,
+                     desc=cfg.task, checkpoint=checkpoint, threads=threads,
+                     pause_at=None if pause_after is None else pause_after * per_epoch)
+    train_split = task.splits["train"]
+    return fit(model, Adam(model.parameters(), lr=cfg.lr),
+               lambda start: shuffled_batches(train_split, cfg.batch_size, cfg.seed, start),
+               lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
+               lambda m: evaluate_supervised(m, task.splits["val"], EVAL_BATCH), resume)
+
+
 def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
           checkpoint: Path | None = None, model: ProgramModel | None = None,
-          threads: int | None = None) -> tuple[ProgramModel, dict[str, Any]]:
+          threads: int | None = None, resume: TrainState | None = None
+          ) -> tuple[ProgramModel, dict[str, Any]]:
     """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
-    :func:`build_model`'s; ``threads``: BLAS threads (:func:`tpcore.train.limit_threads`)."""
+    :func:`build_model`'s; ``threads``: BLAS threads (:func:`tpcore.train.limit_threads`);
+    ``resume``: a paused state of this run to finish (:func:`fit_run`)."""
     cfg.check()
     model = build_model(cfg, task) if model is None else model
-    n_train = len(task.splits["train"]["tokens"])
-    per_epoch = max(1, n_train // min(cfg.batch_size, n_train))
-    steps = cfg.epochs * per_epoch
-    tc = TrainConfig(steps=steps, tau=(cfg.tau_start, cfg.tau_end),
-                     eval_every=cfg.eval_every * per_epoch,
-                     select="acc" if cfg.eval_every else None, seed=cfg.seed, quiet=quiet,
-                     desc=cfg.task, checkpoint=checkpoint, threads=threads)
-    result = fit(model, Adam(model.parameters(), lr=cfg.lr),
-                 shuffled_batches(task.splits["train"], cfg.batch_size, cfg.seed),
-                 lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
-                 lambda m: evaluate_supervised(m, task.splits["val"], EVAL_BATCH))
+    per_epoch = steps_per_epoch(cfg, task)
+    result = fit_run(cfg, task, model, quiet, checkpoint, threads, resume)
     metrics: dict[str, Any] = {
         "task": task.name, "config": cfg.settings(), "seed": cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
@@ -257,21 +286,53 @@ def _metrics_config(path: Path) -> dict[str, Any] | None:
     return json.loads(metrics.read_text()).get("config") if metrics.is_file() else None
 
 
+def paused_dir(out: str | Path) -> Path:
+    """Where the run bound for ``out`` keeps its paused state: the hidden sibling folder
+    ``.<name>.partial``, with the run's configuration recorded (:class:`RunDir`)."""
+    out = Path(out)
+    return out.with_name(f".{out.name}.partial")
+
+
+PAUSED = "paused.json"
+"""The summary of a paused run inside its :func:`paused_dir`."""
+
+
 def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = False,
-          threads: int | None = None) -> dict[str, Any]:
+          threads: int | None = None, pause_after: int | None = None) -> dict[str, Any]:
     """Generate the data, train, and write the run directory ``out`` as a unit
     (:func:`run_dir`); returns the metrics, with ``reused``: True when ``out`` already held a
     finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
     settings is refused before any work, unless ``overwrite``, which replaces it whole.
-    ``threads``: BLAS threads of the whole run (None: :func:`tpcore.train.default_threads`)."""
+    ``threads``: BLAS threads of the whole run (None: :func:`tpcore.train.default_threads`).
+
+    ``pause_after`` (epochs, below ``cfg.epochs``): train only that far and keep the paused state
+    in :func:`paused_dir` instead of writing ``out``; returns its summary
+    (:func:`paused_summary`; nothing is trained when the state is that far already). A paused
+    state of ``cfg`` is always resumed from; one of other settings is refused like a run."""
     cfg.check()
-    run = run_dir(cfg, Path(out), overwrite)
+    out = Path(out)
+    run = run_dir(cfg, out, overwrite)
     if run.finished:
         return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
+    paused = RunDir(paused_dir(out), cfg.settings(), overwrite)
+    record = json.loads((paused.path / PAUSED).read_text()) if paused.finished else None
+    pause = pause_after is not None and pause_after < cfg.epochs
+    if pause and record is not None and record["epochs"] >= pause_after:
+        return record
+    state = load_state(paused.path) if paused.finished else None
+    if pause:
+        with limit_threads(threads), paused.build() as tmp:
+            task = make_data(cfg)
+            result = fit_run(cfg, task, build_model(cfg, task), quiet, None, threads, state,
+                             pause_after)
+            save_state(result.paused, tmp)
+            record = paused_summary(cfg, result.paused, steps_per_epoch(cfg, task))
+            write_json(tmp / PAUSED, record)
+        return record
     with limit_threads(threads), run.build() as tmp:
         task = make_data(cfg)
         start = time.perf_counter()
-        model, metrics = train(cfg, task, quiet=quiet, threads=threads)
+        model, metrics = train(cfg, task, quiet=quiet, threads=threads, resume=state)
         save(model, tmp / "model.npz", {"task": task.name, "vocab": list(task.vocab),
                                         "classes": list(task.classes)})
         try:
@@ -282,7 +343,18 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
         metrics["program"] = program
         metrics["wall_seconds"] = time.perf_counter() - start
         write_json(tmp / "metrics.json", metrics)
+    shutil.rmtree(paused.path, ignore_errors=True)
     return {**metrics, "reused": False}
+
+
+def paused_summary(cfg: LearnConfig, state: TrainState, per_epoch: int) -> dict[str, Any]:
+    """What a paused run reports: ``epochs`` and ``steps`` trained, ``val``: the validation
+    metrics of the model selected so far (empty before the first evaluation), ``history``,
+    ``train_seconds`` over all its sessions, its ``config``, and ``paused``: True."""
+    return {"paused": True, "task": cfg.task, "config": cfg.settings(), "seed": cfg.seed,
+            "epochs": state.step // per_epoch, "steps": state.step,
+            "steps_per_epoch": per_epoch, "val": state.best, "history": state.history,
+            "train_seconds": state.seconds}
 
 
 def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
