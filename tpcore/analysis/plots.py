@@ -133,13 +133,14 @@ def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, 
 
 def table_heatmaps(tables: Sequence[tuple[str, np.ndarray]], row_labels: Sequence[str],
                    col_labels: Sequence[str], path: Path, title: str, value_label: str,
-                   vmin: float, vmax: float) -> Path:
+                   vmin: float, vmax: float, col_title: str = "") -> Path:
     """Write the tables ``(title, m: (R, C))`` side by side as heatmaps on one colour scale,
-    each cell printed to one decimal (``nan``: a grey ``-``), to the PNG ``path``."""
+    each cell printed to one decimal (``nan``: a grey ``-``), columns named ``col_title``, to
+    the PNG ``path``."""
     plt = pyplot()
     r, c = len(row_labels), len(col_labels)
     fig, axes = plt.subplots(1, len(tables), figsize=(1.1 * c * len(tables) + 3.5,
-                                                      0.42 * r + 1.6),
+                                                      max(2.8, 0.42 * r + 1.8)),
                              squeeze=False, layout="constrained")
     cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
     for i, (ax, (name, m)) in enumerate(zip(axes[0], tables)):
@@ -147,9 +148,10 @@ def table_heatmaps(tables: Sequence[tuple[str, np.ndarray]], row_labels: Sequenc
         for (y, x), value in np.ndenumerate(m):
             text = "-" if np.isnan(value) else f"{value:.1f}"
             light = np.isnan(value) or value > vmin + 0.6 * (vmax - vmin)
-            ax.text(x, y, text, ha="center", va="center", fontsize=7,
+            ax.text(x, y, text, ha="center", va="center", fontsize=8,
                     color="black" if light else "white")
         ax.set_xticks(range(c), col_labels, fontsize=8)
+        ax.set_xlabel(col_title)
         ax.set_yticks(range(r), row_labels if i == 0 else [""] * r, fontsize=8)
         ax.set_title(name, fontsize=10)
     fig.colorbar(im, ax=list(axes[0]), label=value_label, shrink=0.8)

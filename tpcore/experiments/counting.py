@@ -26,7 +26,8 @@ heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 Each budget runs one seed, the ``seed`` given.
 
 Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
-``out/counting.json`` and ``out/counting.md``. Each run records its configuration
+``out/counting.json`` and ``out/counting.md``, and with matplotlib the table as a heatmap beside
+the paper's, ``out/counting.png`` (:func:`figures`). Each run records its configuration
 (:func:`run_config`; runs saved before records existed: read from their fields), and a finished
 run is reused only for exactly that configuration, so rerunning resumes; a run of other
 settings, or runs of another epoch count or architecture anywhere in ``out``, are refused
@@ -44,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.analysis.plots import draw_or_note, table_heatmaps
 from tpcore.backend import asarray, to_host
 from tpcore.counts import EXPERTS
 from tpcore.errors import TpcoreError
@@ -485,7 +487,27 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
                partial(train_run, task, regime, v, b, s, epochs, test_regime=test,
                        out=runs / f"{name}-model.npz"), legacy=_legacy_config, remedy=SEPARATE)
         write()
-    return write()
+    result = write()
+    draw_or_note(lambda: figures(result, out))
+    return result
+
+
+def figures(result: dict[str, Any], out: Path) -> list[Path]:
+    """``counting.png``: test token accuracy (%) per task and regime (rows) and variant
+    (columns), tpcore's selected seeds beside the paper's Table 1 (no cells: no figure)."""
+    cells = result["cells"]
+    if not cells:
+        return []
+    keys = list(dict.fromkeys((r["task"], r["regime"]) for r in cells))
+    by = {(r["task"], r["regime"], r["variant"]): r for r in cells}
+    ours = np.array([[100 * by[(t, g, v)]["test"]["acc"] if (t, g, v) in by else np.nan
+                      for v in VARIANTS] for t, g in keys])
+    paper = np.array([PAPER[key] for key in keys], dtype=float)
+    rows = [f"{t}, {g} (V={REGIMES[g][0]}, N={REGIMES[g][1]})" for t, g in keys]
+    return [table_heatmaps([("tpcore", ours), ("paper (Table 1)", paper)], rows, list(VARIANTS),
+                           out / "counting.png", "Modular counting: test token accuracy per "
+                           "counting module", "test token accuracy (%)", 0, 100,
+                           col_title="counting module")]
 
 
 def report(result: dict[str, Any], out: Path) -> str:
