@@ -25,8 +25,9 @@ from tpcore.programs.ir import INPUTS, ExpertCount, Head, Mlp, PrefixCount, Prog
 
 CLASSIFIER = "classifier"
 """The classifier's node."""
-ROLES = {"q": "#1f77b4", "k": "#ff7f0e", "v": "#2ca02c", "": "#555555", "feature": "#9467bd"}
-"""Edge colour by what the edge's target does with its source."""
+ROLES = {"q": "#1f77b4", "k": "#ff7f0e", "v": "#2ca02c", "": "#555555", "feature": "#c9b3e0"}
+"""Edge colour by what the edge's target does with its source (classifier features light: there
+are many)."""
 DOT_TIMEOUT = 60
 """Seconds ``dot`` may take to lay out a graph."""
 
@@ -130,11 +131,10 @@ def _draw(program: Program, path: Path) -> Path:
     width = max(x for x, _ in pos.values()) - min(x for x, _ in pos.values()) + 1
     depth = -min(y for _, y in pos.values()) + 1
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(min(2.0 * width + 1, 60), min(1.3 * depth + 1, 40)))
+    fig, ax = plt.subplots(figsize=(min(1.8 * width + 1, 60), min(1.2 * depth + 1, 40)))
     for source, target, role in edges(program):
         ax.annotate("", xy=pos[target], xytext=pos[source],
                     arrowprops=dict(arrowstyle="-|>", color=ROLES[role], lw=0.8,
-                                    alpha=0.35 if role == "feature" else 0.8,
                                     shrinkA=12, shrinkB=12, mutation_scale=8))
     for name, (x, y) in pos.items():
         grey = name not in used
@@ -147,7 +147,7 @@ def _draw(program: Program, path: Path) -> Path:
                        ("feature", "classifier feature")):
         ax.plot([], [], color=ROLES[role], label=f"reads as {name}")
     ax.plot([], [], color="grey", linestyle="--", label="unused (no effect on predictions)")
-    ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
+    ax.legend(loc="upper right", fontsize=7, framealpha=1)
     ax.set_xlim(min(x for x, _ in pos.values()) - 0.7, max(x for x, _ in pos.values()) + 0.7)
     ax.set_ylim(-depth + 0.5, 0.7)
     ax.set_axis_off()
