@@ -1,10 +1,43 @@
 """tpcore: learn, run and understand small transformers that compute programs.
 
-Importing tpcore loads NumPy and the standard library only; numba, scipy, cupy, matplotlib and
-tqdm are imported by the functions that need them.
+The Python API (``docs/api.md``)::
+
+    import tpcore
+
+    run = tpcore.learn("sort", layers=2, epochs=60)   # train and decompile, as `tpcore learn`
+    prog = run.program
+    prog.run("d a c b")                                # ['a', 'b', 'c', 'd']
+    print(prog.head("attn_1_0"))                       # one head's predicate as a table
+
+Importing tpcore loads NumPy and the standard library only; the API's names (:mod:`tpcore.api`)
+are imported when first used, and numba, scipy, cupy, matplotlib and tqdm by the functions that
+need them.
 """
 
+import typing
+
 from tpcore.backend import get_xp, set_backend, xp_of
+from tpcore.errors import TpcoreError
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "get_xp", "set_backend", "xp_of"]
+
+_API = ("Run", "Text", "TransformerProgram", "learn", "load", "sort_list", "subleq", "trees")
+"""The names :mod:`tpcore.api` defines, imported on first use."""
+
+__all__ = ["__version__", "TpcoreError", "get_xp", "set_backend", "xp_of", *_API]
+
+
+def __getattr__(name: str) -> typing.Any:
+    """An API name, importing :mod:`tpcore.api` (and what it needs) the first time."""
+    if name not in _API:
+        raise AttributeError(f"module 'tpcore' has no attribute {name!r}")
+    from tpcore import api  # the one import of a higher layer, kept out of `import tpcore`
+
+    value = getattr(api, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names (:data:`__all__`)."""
+    return sorted(__all__)

@@ -1,0 +1,129 @@
+"""The public API (tpcore.api, exported by tpcore): names, laziness, learn, load, programs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tpcore
+from tpcore import api
+from tpcore.cli import main
+from tpcore.models.hooks import ablate_head, patch_head
+from tpcore.models.program import ProgramModel
+from tpcore.models.transformer import Transformer
+
+REPO = Path(__file__).resolve().parents[1]
+SORT_RUN = REPO / "results" / "learn_sort"
+TINY = dict(layers=1, cat_heads=2, num_heads=1, cat_mlps=1, num_mlps=1, epochs=2,
+            n_samples=300)
+
+
+def test_api_names_load_on_first_use_only():
+    probe = ("import sys, tpcore\nprint('tpcore.api' in sys.modules)\ntpcore.learn\n"
+             "print('tpcore.api' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_all_lists_the_public_names_and_each_resolves():
+    assert set(api.__all__) <= set(tpcore.__all__) and dir(tpcore) == sorted(tpcore.__all__)
+    for name in tpcore.__all__:
+        assert getattr(tpcore, name) is not None
+    assert tpcore.learn is api.learn and tpcore.trees is api.trees
+    with pytest.raises(AttributeError, match="no attribute 'lern'"):
+        tpcore.lern  # noqa: B018
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    return tpcore.learn("sort", tmp_path_factory.mktemp("api") / "sort", **TINY)
+
+
+def test_learn_trains_and_decompiles_as_the_cli_does(tiny_run, tmp_path, capsys):
+    run = tiny_run
+    assert run.reused is False and run.task == "sort" and run.config.n_layers == 1
+    assert run.config.n_cat_heads == 2 and run.config.n_samples == 300
+    assert isinstance(run.model, ProgramModel) and 0 <= run.accuracy("val") <= 1
+    again = tpcore.learn("sort", run.path, **TINY)
+    assert again.reused is True and again.metrics == run.metrics
+    assert main(["learn", "sort", "--layers", "1", "--cat-heads", "2", "--num-heads", "1",
+                 "--cat-mlps", "1", "--num-mlps", "1", "--epochs", "2", "--n-samples", "300",
+                 "--out", str(run.path), "--quiet"]) == 0
+    assert "reused the finished run" in capsys.readouterr().out   # the same settings
+
+
+def test_learn_names_an_unknown_option(tmp_path):
+    with pytest.raises(tpcore.TpcoreError, match="unknown learn option 'layer'; expected one "
+                                                  "of .*'layers'"):
+        tpcore.learn("sort", tmp_path, layer=2)
+    with pytest.raises(tpcore.TpcoreError, match="unknown task 'sorting'"):
+        tpcore.learn("sorting", tmp_path)
+
+
+def test_program_run_frames_unframes_and_matches_the_cli(tiny_run, capsys):
+    prog = tiny_run.program
+    out = prog.run(["d", "a", "c", "b"])
+    assert prog.run("d a c b") == out and len(out) == 4
+    assert main(["program", "run", str(tiny_run.path), "d", "a", "c", "b"]) == 0
+    assert capsys.readouterr().out.split() == out
+    assert prog.run("d a c b", engine="numba") == out
+    with pytest.raises(tpcore.TpcoreError, match="token 'x' \\(position 1\\) is not in the "
+                                                  "vocabulary of program 'sort'"):
+        prog.run("d x")
+
+
+def test_the_committed_sort_program_sorts_and_scores_as_its_run(tmp_path):
+    run = tpcore.load(SORT_RUN)
+    assert isinstance(run, tpcore.Run) and run.program.run("d a c b") == ["a", "b", "c", "d"]
+    score = run.program.evaluate("sort")
+    assert score["token_accuracy"] == pytest.approx(run.accuracy("test"), abs=1e-12)
+    py, csv = run.program.export(tmp_path / "prog")
+    out = subprocess.run([sys.executable, str(py), "d", "a", "c", "b"], capture_output=True,
+                         text=True, check=True, cwd=tmp_path)
+    assert out.stdout.split() == ["a", "b", "c", "d"] and csv.is_file()
+
+
+def test_reading_a_program(tiny_run):
+    prog = tiny_run.program
+    text = prog.head("attn_0_0")
+    assert isinstance(text, api.Text) and repr(text) == str(text)
+    assert text.startswith("attn_0_0 (categorical head)")
+    assert prog.heads[:2] == ["attn_0_0", "attn_0_1"] and "num_attn_0_0" in prog.heads
+    assert prog.source().startswith('"""') and "def predicate_0_0" in prog.source()
+    assert "attn_0_0_outputs" in prog.graph()
+    rows = prog.explain("d a c b", 1)
+    assert {r["feature"] for r in rows} == set(prog.ir.classifier.features)
+
+
+def test_load_gives_what_the_path_holds(tiny_run, tmp_path):
+    tiny_run.program.save(tmp_path / "p.json")
+    assert isinstance(tpcore.load(tmp_path / "p.json"), tpcore.TransformerProgram)
+    assert tpcore.load(tmp_path / "p.json").run("d a") == tiny_run.program.run("d a")
+    assert isinstance(tpcore.load(tiny_run.path / "model.npz"), ProgramModel)
+    sorter = tpcore.load(REPO / "results" / "sorting" / "causal.npz")
+    assert isinstance(sorter, Transformer) and tpcore.sort_list(sorter, [3, 1, 2]) == [1, 2, 3]
+    with pytest.raises(FileNotFoundError):
+        tpcore.load(tmp_path / "missing")
+    with pytest.raises(tpcore.TpcoreError):
+        tpcore.Run(tmp_path)
+
+
+def test_run_encode_decode_and_a_patched_head():
+    run = tpcore.load(SORT_RUN)
+    clean, corrupted = run.encode("d a c b"), run.encode("e a c b")
+    assert clean.shape == (1, 6) and clean[0, 0] == run.program.vocabulary.index("<s>")
+    assert run.decode(run.model.forward(clean)) == run.program.run("d a c b")
+    assert run.decode(patch_head(run.model, corrupted, corrupted, "attn_1_0")) == \
+        run.program.run("e a c b")
+    ablated = run.decode(ablate_head(run.model, clean, "attn_0_1"))
+    assert ablated != ["a", "b", "c", "d"]
+    with pytest.raises(tpcore.TpcoreError, match="token 'z'"):
+        run.encode("z")
+
+
+def test_trees_and_subleq_are_reachable_from_tpcore():
+    assert np.isclose(tpcore.trees.bp("0 1 ? 3").root.sum(), 1.0)
+    assert tpcore.subleq.run("multiply").agree

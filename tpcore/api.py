@@ -1,0 +1,246 @@
+"""tpcore's Python API: train, load, read and run Transformer Programs, and the other
+capabilities, in a few calls (``docs/api.md`` is its guide). ``import tpcore`` exposes these
+names (:data:`__all__`), importing this module on first use::
+
+    import tpcore
+
+    run = tpcore.learn("sort", layers=2, epochs=60)   # a Run: runs/sort, as `tpcore learn sort`
+    prog = run.program                                 # a TransformerProgram
+    prog.run("d a c b")                                # ['a', 'b', 'c', 'd']
+    print(prog.head("attn_1_0"))                       # one head's predicate as a table
+
+Every function here wraps the library's own (:mod:`tpcore.pipelines.learn`,
+:mod:`tpcore.programs`, :mod:`tpcore.models`, ...); nothing is computed twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpcore import subleq, trees
+from tpcore.backend import to_host
+from tpcore.errors import TpcoreError
+from tpcore.experiments.sorting import sort_list
+from tpcore.models import load as load_model
+from tpcore.nn.module import Module
+from tpcore.pipelines import learn as pipeline
+from tpcore.pipelines.decompile import load_program
+from tpcore.pipelines.score import evaluate_on_task
+from tpcore.programs import analysis, codegen, ir
+from tpcore.programs.interpret import ENGINES, encode, run_tokens
+from tpcore.rundir import check_out_dir
+from tpcore.tasks.data import TaskData
+from tpcore.tasks.registry import task_name
+
+__all__ = ["Run", "Text", "TransformerProgram", "learn", "load", "sort_list", "subleq", "trees"]
+
+OPTIONS = {"layers": "n_layers", "cat_heads": "n_cat_heads", "num_heads": "n_num_heads",
+           "cat_mlps": "n_cat_mlps", "num_mlps": "n_num_mlps"}
+""":func:`learn`'s option names that differ from :class:`~tpcore.pipelines.learn.LearnConfig`'s
+fields (the CLI's names: ``--layers``, ``--cat-heads``, ...)."""
+
+
+class Text(str):
+    """Text that a notebook or the REPL shows as it reads (its ``repr`` is itself)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class TransformerProgram:
+    """A discrete Transformer Program: run it, read it, export it. ``ir`` is its program IR
+    (:class:`tpcore.programs.ir.Program`), which the lower-level functions take."""
+
+    def __init__(self, program: ir.Program):
+        self.ir = program
+
+    @classmethod
+    def read(cls, path: str | Path) -> TransformerProgram:
+        """The program stored at ``path``: a run directory, an IR ``.json``, a program file
+        (``.py``, tpcore's or the authors' published format, read without running it) or a
+        saved program model (``.npz``, extracted)."""
+        return cls(load_program(path))
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """The input tokens, framing tokens included."""
+        return tuple(str(t) for t in self.ir.tokens.values)
+
+    @property
+    def heads(self) -> list[str]:
+        """The names of the attention heads, in program order (``attn_L_H``, ``num_attn_L_H``)."""
+        return [m.name for m in self.ir.modules if isinstance(m, ir.Head)]
+
+    def run(self, tokens: str | Sequence[str], engine: str = "numpy") -> list[str]:
+        """The output for one input, given as its tokens (a list, or one string split on
+        spaces) without the ``<s>``/``</s>`` framing, which is added and taken off here;
+        ``engine``: ``"numpy"`` or ``"numba"`` (:func:`tpcore.programs.interpret.run_tokens`).
+        A token outside the vocabulary raises a :class:`TpcoreError` naming it."""
+        if engine not in ENGINES:
+            raise TpcoreError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+        return run_tokens(self.ir, tokens.split() if isinstance(tokens, str) else tokens, engine)
+
+    def source(self, full: bool = False) -> Text:
+        """The readable Python program (standard library only); ``full``: before compression
+        (one branch per query value)."""
+        return Text(codegen.source(self.ir, compress=not full))
+
+    def export(self, folder: str | Path, full: bool = False) -> tuple[Path, Path]:
+        """Write ``NAME.py`` and its weights CSV into ``folder`` (created if needed); the program
+        runs on its own: ``python NAME.py d a c b``. Returns both paths."""
+        return codegen.write(self.ir, check_out_dir(folder), compress=not full)
+
+    def head(self, name: str) -> Text:
+        """Head ``name``'s predicate as a table: a row per query value, a column per key value,
+        ``x`` where the query selects the key (:func:`tpcore.programs.analysis.head_table`)."""
+        return Text(analysis.head_table(self.ir, name))
+
+    def graph(self) -> Text:
+        """The dependency graph: which variables each head and MLP reads."""
+        return Text(analysis.dependency_text(self.ir))
+
+    def explain(self, tokens: str | Sequence[str], position: int) -> list[dict[str, Any]]:
+        """The classifier's score per feature at ``position`` of the framed input (0 is
+        ``<s>``), largest first for the predicted class (the paper's Figure 7)."""
+        words = tokens.split() if isinstance(tokens, str) else list(tokens)
+        return analysis.contributions(self.ir, self.ir.frame(words), position)
+
+    def evaluate(self, task: str, split: str = "test", n_samples: int = 20000,
+                 seed: int = 0, engine: str = "numpy") -> dict[str, Any]:
+        """Token and sequence accuracy on a generated split of ``task``
+        (:func:`tpcore.pipelines.score.evaluate_on_task`)."""
+        return evaluate_on_task(self.ir, task, split, n_samples, seed, engine)
+
+    def save(self, path: str | Path) -> None:
+        """Write the program IR as JSON (read back by :func:`load`)."""
+        ir.save(self.ir, path)
+
+    def __repr__(self) -> str:
+        return (f"TransformerProgram({self.name!r}: {len(self.ir.modules)} modules, "
+                f"vocabulary {len(self.vocabulary)}, max length {self.ir.max_len})")
+
+
+class Run:
+    """A finished ``tpcore learn`` run directory: its ``metrics``, ``config``, trained
+    ``model``, decompiled ``program`` and regenerated ``data``."""
+
+    def __init__(self, path: str | Path, reused: bool | None = None):
+        self.path = Path(path)
+        if not is_run(self.path):
+            raise TpcoreError(f"{self.path}: not a finished learn run (no metrics.json and "
+                              "model.npz)")
+        self.metrics: dict[str, Any] = json.loads((self.path / "metrics.json").read_text())
+        self.reused = reused
+
+    @property
+    def config(self) -> pipeline.LearnConfig:
+        """The settings it was trained with."""
+        return pipeline.LearnConfig(**self.metrics["config"])
+
+    @property
+    def task(self) -> str:
+        return self.metrics["task"]
+
+    def accuracy(self, split: str = "test") -> float:
+        """Token accuracy of the discrete model on ``split`` (``train``, ``val``, ``test``)."""
+        if split not in ("train", "val", "test"):
+            raise TpcoreError(f"unknown split {split!r}; expected train, val or test")
+        return float(self.metrics[split]["acc"])
+
+    @cached_property
+    def program(self) -> TransformerProgram:
+        """The decompiled program (``program.json``, or extracted from the model)."""
+        return TransformerProgram.read(self.path)
+
+    @cached_property
+    def model(self) -> Module:
+        """The trained model (:class:`tpcore.models.program.ProgramModel`)."""
+        return load_model(self.path / "model.npz")
+
+    @cached_property
+    def data(self) -> TaskData:
+        """The task's generated splits, as the run saw them (regenerated from its seeds)."""
+        return pipeline.make_data(self.config)
+
+    def encode(self, tokens: str | Sequence[str]) -> np.ndarray:
+        """One input (its tokens, or one string split on spaces, without ``<s>``/``</s>``) as the
+        model's token ids ``(1, N)``, framed: what ``run.model.forward`` and the hook functions
+        of :mod:`tpcore.models.hooks` take."""
+        words = tokens.split() if isinstance(tokens, str) else list(tokens)
+        prog = self.program.ir
+        for i, word in enumerate(words):
+            if word not in prog.tokens.lookup:
+                raise TpcoreError(f"token {word!r} (position {i}) is not in the vocabulary "
+                                  f"{list(prog.tokens.values)}")
+        return encode(prog, [prog.frame(words)])[0]
+
+    def decode(self, logits: Any) -> list[str]:
+        """The predicted labels of one input's content positions from the model's ``logits
+        (1, N, C)`` (argmax; the ``<s>``/``</s>`` positions left out)."""
+        prog = self.program.ir
+        pred = to_host(logits)[0].argmax(axis=-1)
+        first = int(prog.bos is not None)
+        last = len(pred) - int(prog.eos is not None)
+        return [str(prog.classifier.classes[int(c)]) for c in pred[first:last]]
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Run({str(self.path)!r}: {c.task}, {c.n_layers} layers, {c.n_cat_heads}+"
+                f"{c.n_num_heads} heads, {c.n_cat_mlps}+{c.n_num_mlps} MLPs, seed {c.seed}; "
+                f"test token accuracy {100 * self.accuracy():.2f} %)")
+
+
+def is_run(path: Path) -> bool:
+    """Whether ``path`` is a finished learn run (``metrics.json`` and ``model.npz``)."""
+    return (path / "metrics.json").is_file() and (path / "model.npz").is_file()
+
+
+def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
+          quiet: bool = True, threads: int | None = None, **options: Any) -> Run:
+    """Train a Transformer Program on ``task`` and decompile it, as ``tpcore learn TASK`` does:
+    the run directory ``out`` (default ``runs/TASK``) is reused when it holds a finished run of
+    these settings, refused when it holds one of others (unless ``overwrite``).
+
+    ``options``: the CLI's ``layers``, ``cat_heads``, ``num_heads``, ``cat_mlps``, ``num_mlps``
+    and every other :class:`~tpcore.pipelines.learn.LearnConfig` field (``epochs``, ``lr``,
+    ``seed``, ``n_samples``, ...); ``quiet=False`` shows a progress bar on a terminal;
+    ``threads``: BLAS threads (default ``TPCORE_THREADS``, else 1)."""
+    fields = {f.name for f in dataclasses.fields(pipeline.LearnConfig)} - {"task"}
+    settings = {}
+    for key, value in options.items():
+        name = OPTIONS.get(key, key)
+        if name not in fields:
+            raise TpcoreError(f"unknown learn option {key!r}; expected one of "
+                              f"{sorted(set(OPTIONS) | fields - set(OPTIONS.values()))}")
+        settings[name] = value
+    cfg = pipeline.LearnConfig(task=task_name(task), **settings)
+    cfg.check()
+    out = Path(out or Path("runs") / cfg.task)
+    metrics = pipeline.learn(cfg, out, quiet=quiet, overwrite=overwrite, threads=threads)
+    return Run(out, reused=metrics["reused"])
+
+
+def load(path: str | Path) -> Run | TransformerProgram | Module:
+    """What ``path`` holds: a learn run directory gives a :class:`Run`; a program (IR ``.json``,
+    program ``.py``, a folder with one) a :class:`TransformerProgram`; a saved model (``.npz``
+    beside its ``.json``: a sorting transformer, a program model) the model, on the active
+    backend."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_dir() and is_run(path):
+        return Run(path)
+    if path.suffix == ".npz":
+        return load_model(path)
+    return TransformerProgram.read(path)
