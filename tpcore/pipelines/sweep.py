@@ -8,6 +8,17 @@ runs of the same configuration. A run directory holding another configuration (s
 
 The paper's grid: layers {2, 3} x heads {4, 8} x MLPs {2, 4} x 5 seeds, heads and MLPs split
 evenly between categorical and numerical. Selection: best validation token accuracy.
+
+*Successive halving* (``sweep(..., halving=ETA, rungs=R)``, :func:`halve`) spends less: rung 0
+trains every configuration for the first ``1/ETA^(R-1)`` of its epochs (rounded to a multiple of
+``eval_every``, where an evaluation falls), ranks them by the validation token accuracy of the
+discrete model selected so far (ties: lower validation loss, then configuration order), and
+continues the best ``1/ETA`` (rounded up) to the next rung, ``ETA`` times as long, and so on; the
+last rung trains the survivors to the end and writes ordinary run directories. Schedules are
+those of the whole run, and a continued run resumes from its paused state
+(:func:`tpcore.pipelines.learn.learn` ``pause_after``), so a survivor ends exactly as it would have
+without the pauses. The runs a rung cuts keep their paused state, and ``sweep.json`` records how
+far each got and its score per rung; a rerun retrains nothing that a rung already did.
 """
 
 from __future__ import annotations
@@ -15,7 +26,9 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import math
 import os
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -23,8 +36,8 @@ from typing import Any
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.pipelines import learn
-from tpcore.pipelines.learn import LearnConfig, run_dir
-from tpcore.rundir import check_out_dir
+from tpcore.pipelines.learn import LearnConfig, paused_dir, run_dir
+from tpcore.rundir import RunDir, check_out_dir
 
 PAPER_GRID = {"layers": (2, 3), "heads": (4, 8), "mlps": (2, 4), "seeds": (0, 1, 2, 3, 4)}
 
@@ -50,11 +63,31 @@ def run_name(cfg: LearnConfig) -> str:
             f"M{cfg.n_cat_mlps}+{cfg.n_num_mlps}_s{cfg.seed}")
 
 
+def run_names(configs: list[LearnConfig]) -> list[str]:
+    """:func:`run_name` of each configuration; two of one name raise a :class:`TpcoreError`."""
+    names = [run_name(c) for c in configs]
+    if len(set(names)) != len(names):
+        raise TpcoreError("sweep has duplicate configurations")
+    return names
+
+
 def run_one(cfg_dict: dict[str, Any], out: str, overwrite: bool = False) -> dict[str, Any]:
     """Worker entry point: train one configuration into ``out`` (a finished run of it is
     reused) and return a one-line summary."""
     learn.learn(LearnConfig(**cfg_dict), Path(out), quiet=True, overwrite=overwrite)
     return summarise(Path(out))
+
+
+def run_rung(cfg_dict: dict[str, Any], out: str, overwrite: bool, epochs: int
+             ) -> dict[str, Any]:
+    """Worker entry point of a halving rung: train one configuration for its first ``epochs``
+    (resuming its paused state; a run that got that far, or finished, is read back) and return
+    ``run``, ``epochs`` reached, ``steps_per_epoch``, ``history`` and ``train_seconds``."""
+    m = learn.learn(LearnConfig(**cfg_dict), Path(out), quiet=True, overwrite=overwrite,
+                    pause_after=epochs)
+    return {"run": Path(out).name, "epochs": m["steps"] // m["steps_per_epoch"],
+            "steps_per_epoch": m["steps_per_epoch"], "history": m["history"],
+            "train_seconds": m["train_seconds"]}
 
 
 def summarise(path: Path) -> dict[str, Any]:
@@ -64,7 +97,8 @@ def summarise(path: Path) -> dict[str, Any]:
     return {"run": path.name, "task": m["task"], "layers": c["n_layers"],
             "heads": c["n_cat_heads"] + c["n_num_heads"],
             "mlps": c["n_cat_mlps"] + c["n_num_mlps"], "seed": c["seed"],
-            "epochs": c["epochs"], "val_acc": m["val"]["acc"], "test_acc": m["test"]["acc"],
+            "epochs": c["epochs"], "val_acc": m["val"]["acc"], "val_loss": m["val"]["loss"],
+            "test_acc": m["test"]["acc"],
             "test_seq_acc": m["test"]["seq_acc"], "train_seconds": m["train_seconds"],
             "program_lines": m.get("program", {}).get("lines"),
             "fidelity": m.get("program", {}).get("fidelity")}
@@ -78,9 +112,7 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str
     runs of the same configuration are read back, not repeated; every run directory is checked
     before the first run starts (one of another configuration is refused unless ``overwrite``).
     Returns one summary per run, in ``configs`` order."""
-    names = [run_name(c) for c in configs]
-    if len(set(names)) != len(names):
-        raise TpcoreError("sweep has duplicate configurations")
+    names = run_names(configs)
     out = check_out_dir(out)
     results: dict[str, dict[str, Any]] = {}
 
@@ -95,20 +127,30 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str
             done(summarise(out / name))
         else:
             todo.append((cfg.settings(), str(out / name), overwrite))
-    if scheduler is not None and todo:
-        _execute_dask(todo, scheduler, done)
-    elif jobs > 1 and len(todo) > 1:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            for fut in concurrent.futures.as_completed([pool.submit(run_one, *a) for a in todo]):
-                done(fut.result())
-    else:
-        for a in todo:
-            done(run_one(*a))
+    run_all(run_one, todo, jobs, scheduler, done)
     return [results[n] for n in names]
 
 
-def _execute_dask(todo: list[tuple], scheduler: Any, done: Callable) -> None:
+def run_all(worker: Callable[..., dict[str, Any]], todo: list[tuple], jobs: int = 1,
+            scheduler: Any = None, done: Callable[[dict[str, Any]], None] = lambda row: None
+            ) -> None:
+    """Call ``worker(*args)`` for every ``args`` of ``todo`` (a function of this module, so
+    that other processes can import it): on the Dask ``scheduler`` when one is given, else in
+    ``jobs`` local processes (in this one when 1); ``done(row)`` takes each result as it
+    comes."""
+    if scheduler is not None and todo:
+        _run_dask(worker, todo, scheduler, done)
+    elif jobs > 1 and len(todo) > 1:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+            for fut in concurrent.futures.as_completed([pool.submit(worker, *a) for a in todo]):
+                done(fut.result())
+    else:
+        for a in todo:
+            done(worker(*a))
+
+
+def _run_dask(worker: Callable, todo: list[tuple], scheduler: Any, done: Callable) -> None:
     try:
         from distributed import Client, as_completed
     except ImportError as exc:
@@ -117,7 +159,7 @@ def _execute_dask(todo: list[tuple], scheduler: Any, done: Callable) -> None:
     own = not isinstance(scheduler, Client)
     client = Client(scheduler) if own else scheduler
     try:
-        futures = [client.submit(run_one, *a, pure=False) for a in todo]
+        futures = [client.submit(worker, *a, pure=False) for a in todo]
         for fut in as_completed(futures):
             done(fut.result())
     finally:
@@ -125,9 +167,115 @@ def _execute_dask(todo: list[tuple], scheduler: Any, done: Callable) -> None:
             client.close()
 
 
+def rung_epochs(epochs: int, eval_every: int, eta: int, rungs: int) -> list[int]:
+    """The epochs each rung of successive halving trains to: ``epochs / eta^(rungs-1-r)`` for
+    rung ``r``, rounded to a multiple of ``eval_every`` (at least one), so that a rung ends where
+    an evaluation falls; rungs that would not be shorter than the next are dropped; the last is
+    ``epochs``."""
+    if eta < 2 or rungs < 1 or eval_every < 1:
+        raise TpcoreError(f"successive halving needs eta >= 2, rungs >= 1 and validation "
+                          f"evaluations (eval_every >= 1); got eta={eta}, rungs={rungs}, "
+                          f"eval_every={eval_every}")
+    out: list[int] = []
+    for r in range(rungs - 1):
+        e = max(eval_every, round(epochs / eta ** (rungs - 1 - r) / eval_every) * eval_every)
+        if e < epochs and (not out or e > out[-1]):
+            out.append(e)
+    return [*out, epochs]
+
+
+def selected_at(history: list[dict[str, Any]], step: int) -> dict[str, Any] | None:
+    """The evaluation a run's selection holds after ``step`` steps: the best validation
+    accuracy among the evaluations up to there, the latest among equals (as
+    :func:`tpcore.train.fit` selects); None before the first."""
+    best = None
+    for h in history:
+        if h["step"] <= step and (best is None or h["acc"] >= best["acc"]):
+            best = h
+    return best
+
+
+def rank(rows: list[dict[str, Any]], epochs: int) -> list[dict[str, Any]]:
+    """The rung scores of ``rows`` (from :func:`run_rung`) after ``epochs``, best first: higher
+    validation token accuracy, then lower validation loss, then the order given. Each score is
+    ``run``, ``val_acc``, ``val_loss`` and ``at_epoch`` of the evaluation selected by then."""
+    scores = []
+    for row in rows:
+        h = selected_at(row["history"], epochs * row["steps_per_epoch"])
+        if h is None:
+            raise TpcoreError(f"run {row['run']} has no validation evaluation by epoch {epochs}")
+        scores.append({"run": row["run"], "val_acc": h["acc"], "val_loss": h["loss"],
+                       "at_epoch": h["step"] // row["steps_per_epoch"]})
+    order = sorted(range(len(scores)),
+                   key=lambda i: (-scores[i]["val_acc"], scores[i]["val_loss"], i))
+    return [scores[i] for i in order]
+
+
+def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, jobs: int = 1,
+          scheduler: Any = None, overwrite: bool = False,
+          on_rung: Callable[[dict[str, Any]], None] | None = None
+          ) -> tuple[list[LearnConfig], dict[str, Any]]:
+    """The rungs of successive halving before the last (see the module docstring): returns the
+    configurations that reach the last rung, in the order given, and the record of the rungs
+    (``eta``, ``epochs`` per rung, the number of ``configs``, and per rung its ``epochs``, every
+    run's score, the ``survivors`` and its ``wall_seconds``). Every run and paused directory is
+    checked before the first run starts (one of another configuration is refused unless
+    ``overwrite``); ``on_rung(rung)`` takes each rung's record as it ends."""
+    epochs = {(c.epochs, c.eval_every) for c in configs}
+    if len(epochs) != 1:
+        raise TpcoreError(f"successive halving needs one epochs and eval_every for every run; "
+                          f"got {sorted(epochs)}")
+    (total, eval_every), = epochs
+    schedule = rung_epochs(total, eval_every, eta, rungs)
+    names = run_names(configs)
+    out = check_out_dir(out)
+    for cfg, name in zip(configs, names):
+        run_dir(cfg, out / name, overwrite)
+        RunDir(paused_dir(out / name), cfg.settings(), overwrite)
+    alive = list(configs)
+    record: dict[str, Any] = {"eta": eta, "epochs": schedule, "configs": len(configs),
+                              "rungs": []}
+    for e in schedule[:-1]:
+        start, got = time.perf_counter(), []
+        run_all(run_rung, [(c.settings(), str(out / run_name(c)), overwrite, e) for c in alive],
+                jobs, scheduler, got.append)
+        rows = {row["run"]: row for row in got}
+        scores = rank([rows[run_name(c)] for c in alive], e)
+        kept = {s["run"] for s in scores[:math.ceil(len(alive) / eta)]}
+        alive = [c for c in alive if run_name(c) in kept]
+        rung = {"epochs": e, "runs": scores, "survivors": [run_name(c) for c in alive],
+                "wall_seconds": time.perf_counter() - start}
+        record["rungs"].append(rung)
+        if on_rung:
+            on_rung(rung)
+    return alive, record
+
+
+def halving_cost(record: dict[str, Any]) -> dict[str, Any]:
+    """Epochs that the rungs of :func:`halve`'s ``record`` train (each run only the epochs of a
+    rung beyond the one before), the survivors' to the end included, beside every
+    configuration trained to the end."""
+    schedule, counts = record["epochs"], [len(r["runs"]) for r in record["rungs"]]
+    counts.append(len(record["rungs"][-1]["survivors"]) if record["rungs"]
+                  else record["configs"])
+    trained = sum(n * (e - prev) for n, e, prev in zip(counts, schedule, [0, *schedule]))
+    full = record["configs"] * schedule[-1]
+    return {"epochs_trained": trained, "epochs_full_grid": full, "fraction": trained / full}
+
+
 def select(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the best validation accuracy (first on ties)."""
     return max(rows, key=lambda r: r["val_acc"])
+
+
+def rungs_table(record: dict[str, Any]) -> str:
+    """Markdown table of the rungs of a halving sweep."""
+    lines = ["| rung | epochs | runs | kept | best val acc | seconds |",
+             "|---|---|---|---|---|---|"]
+    for i, r in enumerate(record["rungs"]):
+        lines.append(f"| {i} | {r['epochs']} | {len(r['runs'])} | {len(r['survivors'])} | "
+                     f"{100 * r['runs'][0]['val_acc']:.2f} | {r['wall_seconds']:.0f} |")
+    return "\n".join(lines)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -144,11 +292,25 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any = None,
-          on_done: Callable | None = None, overwrite: bool = False) -> dict[str, Any]:
+          on_done: Callable | None = None, overwrite: bool = False, halving: int | None = None,
+          rungs: int = 3, on_rung: Callable | None = None) -> dict[str, Any]:
     """Run the sweep (:func:`execute`) and write ``sweep.json`` and ``sweep.md`` into ``out``;
-    returns the JSON."""
+    returns the JSON: ``runs`` (the finished runs), the ``selected`` one, ``wall_seconds``.
+    ``halving``: run ``rungs`` rungs of successive halving with that ``eta`` first
+    (:func:`halve`); then only the survivors finish, and ``halving`` in the JSON holds the
+    rungs and the cost (:func:`halving_cost`)."""
+    start = time.perf_counter()
+    record = None
+    if halving is not None:
+        finals, record = halve(configs, out, halving, rungs, jobs, scheduler, overwrite, on_rung)
+        configs = finals
     rows = execute(configs, out, jobs, scheduler, on_done, overwrite)
-    result = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
+    result: dict[str, Any] = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
+    text = table(rows) + "\n"
+    if record is not None:
+        result["halving"] = {**record, **halving_cost(record)}
+        text = rungs_table(record) + "\n\n" + text
+    result["wall_seconds"] = time.perf_counter() - start
     write_json(out / "sweep.json", result)
-    write_text(out / "sweep.md", table(rows) + "\n")
+    write_text(out / "sweep.md", text)
     return result

@@ -1,0 +1,154 @@
+"""Successive halving in sweeps: rung lengths, ranking, survivors, resuming, exactness."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tpcore.pipelines.learn
+from tpcore.errors import TpcoreError
+from tpcore.pipelines.learn import LearnConfig, learn, paused_dir
+from tpcore.pipelines.sweep import (
+    grid,
+    halve,
+    halving_cost,
+    rank,
+    run_name,
+    rung_epochs,
+    selected_at,
+    sweep,
+)
+
+TINY = dict(task="induction", n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
+            n_num_mlps=0, batch_size=64, eval_every=1, n_samples=300)
+MEASURED = ("train_seconds", "ms_per_step", "peak_rss_mb", "wall_seconds", "program")
+
+
+@pytest.mark.parametrize("epochs,every,eta,rungs,expected", [
+    (250, 10, 3, 3, [30, 80, 250]),     # the paper budget: 250/9 and 250/3 on evaluations
+    (250, 10, 3, 4, [10, 30, 80, 250]),
+    (9, 1, 3, 3, [1, 3, 9]),
+    (2, 1, 3, 3, [1, 2]),               # a rung no shorter than the next is dropped
+    (250, 10, 2, 1, [250]),
+])
+def test_rung_epochs(epochs, every, eta, rungs, expected):
+    assert rung_epochs(epochs, every, eta, rungs) == expected
+
+
+@pytest.mark.parametrize("eta,rungs,every", [(1, 3, 1), (3, 0, 1), (3, 3, 0)])
+def test_rung_epochs_refuses_what_cannot_halve(eta, rungs, every):
+    with pytest.raises(TpcoreError, match="successive halving needs eta >= 2"):
+        rung_epochs(10, every, eta, rungs)
+
+
+def test_selection_at_a_step_is_the_loops():
+    history = [{"step": 3, "acc": 0.5, "loss": 1.0}, {"step": 6, "acc": 0.7, "loss": 0.9},
+               {"step": 9, "acc": 0.7, "loss": 0.8}, {"step": 12, "acc": 0.9, "loss": 0.1}]
+    assert selected_at(history, 2) is None
+    assert selected_at(history, 8)["step"] == 6
+    assert selected_at(history, 11)["step"] == 9        # the latest among equals
+    assert selected_at(history, 100)["step"] == 12
+
+
+def test_rank_by_accuracy_then_loss_then_order():
+    def row(name, acc, loss):
+        return {"run": name, "steps_per_epoch": 2,
+                "history": [{"step": 2, "acc": acc, "loss": loss},
+                            {"step": 4, "acc": 1.0, "loss": 0.0}]}
+
+    rows = [row("a", 0.5, 1.0), row("b", 0.8, 2.0), row("c", 0.8, 1.5), row("d", 0.5, 1.0)]
+    assert [s["run"] for s in rank(rows, 1)] == ["c", "b", "a", "d"]
+    assert rank(rows, 1)[0] == {"run": "c", "val_acc": 0.8, "val_loss": 1.5, "at_epoch": 1}
+    with pytest.raises(TpcoreError, match="no validation evaluation by epoch 0"):
+        rank(rows, 0)
+
+
+def _fake_learn(calls):
+    """A learn that trains nothing: run seed s scores s/10 at every epoch (seed 4 also 0.3, but
+    with a lower loss than seed 3 until epoch 3, where seed 4 falls back), recording its
+    calls."""
+    def fake(cfg, out, quiet=True, overwrite=False, threads=None, pause_after=None):
+        calls.append((cfg.seed, pause_after))
+        acc = {4: 0.3}.get(cfg.seed, cfg.seed / 10)
+        history = [{"step": 2 * e, "acc": acc if (cfg.seed != 4 or e < 3) else 0.0,
+                    "loss": 1.0 - 0.1 * (cfg.seed == 4)} for e in range(1, pause_after + 1)]
+        return {"steps": 2 * pause_after, "steps_per_epoch": 2, "history": history,
+                "train_seconds": 0.0}
+    return fake
+
+
+def test_halving_continues_the_best_third_of_each_rung(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr("tpcore.pipelines.learn.learn", _fake_learn(calls))
+    configs = [LearnConfig(**TINY, epochs=9, seed=s) for s in range(7)]
+    finals, record = halve(configs, tmp_path, eta=3, rungs=3)
+    assert record["epochs"] == [1, 3, 9] and record["configs"] == 7
+    first, second = record["rungs"]
+    # rung 0 at epoch 1: 6 > 5 > 4 (0.3, lower loss than 3) = 3 > ...; ceil(7/3) = 3 kept
+    assert [s["run"][-2:] for s in first["runs"][:4]] == ["s6", "s5", "s4", "s3"]
+    assert first["survivors"] == [run_name(configs[s]) for s in (4, 5, 6)]
+    # rung 1 at epoch 3 ranks by the selection then: seed 4 still holds its epoch-2 model
+    assert second["survivors"] == [run_name(configs[6])]
+    assert [c.seed for c in finals] == [6]
+    assert sorted(calls) == sorted([(s, 1) for s in range(7)] + [(s, 3) for s in (4, 5, 6)])
+    assert halving_cost(record) == {"epochs_trained": 7 * 1 + 3 * 2 + 1 * 6,
+                                    "epochs_full_grid": 63, "fraction": 19 / 63}
+
+
+def test_halving_refuses_runs_of_other_lengths(tmp_path):
+    configs = [LearnConfig(**TINY, epochs=9, seed=0), LearnConfig(**TINY, epochs=6, seed=1)]
+    with pytest.raises(TpcoreError, match="one epochs and eval_every for every run"):
+        halve(configs, tmp_path)
+
+
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
+def test_halving_sweep_in_two_processes_finishes_the_best_as_a_full_run_would(tmp_path):
+    configs = grid(LearnConfig(**TINY, epochs=9), layers=[2], heads=[1], mlps=[1],
+                   seeds=range(6))
+    for c in configs:
+        c.n_num_heads, c.n_num_mlps, c.n_cat_mlps = 0, 0, 0
+    result = sweep(configs, tmp_path / "s", jobs=2, halving=3)
+    rungs = result["halving"]["rungs"]
+    assert [len(r["runs"]) for r in rungs] == [6, 2] and len(rungs[1]["survivors"]) == 1
+    assert [r["run"] for r in result["runs"]] == rungs[1]["survivors"]
+    assert result["halving"]["epochs_trained"] == 6 * 1 + 2 * 2 + 1 * 6
+    saved = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert saved["halving"]["rungs"][0]["survivors"] == rungs[0]["survivors"]
+    # the cut runs keep their state and how far they got; the finished one keeps none
+    cut = [s["run"] for s in rungs[0]["runs"] if s["run"] not in rungs[0]["survivors"]]
+    assert all(json.loads((paused_dir(tmp_path / "s" / r) / "paused.json").read_text())
+               ["epochs"] == 1 for r in cut)
+    best = result["selected"]["run"]
+    assert not paused_dir(tmp_path / "s" / best).exists()
+    # the survivor, paused twice on the way, is the run trained without pauses
+    cfg = next(c for c in configs if run_name(c) == best)
+    alone = learn(cfg, tmp_path / "alone")
+    done = json.loads((tmp_path / "s" / best / "metrics.json").read_text())
+    assert {k: v for k, v in done.items() if k not in MEASURED} == \
+        {k: v for k, v in alone.items() if k not in MEASURED + ("reused",)}
+    with np.load(tmp_path / "s" / best / "model.npz") as a, \
+            np.load(tmp_path / "alone" / "model.npz") as b:
+        assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
+def test_a_rerun_retrains_no_rung_already_done(tmp_path, monkeypatch):
+    configs = [LearnConfig(**TINY, epochs=9, seed=s) for s in range(4)]
+    for c in configs:  # rung 0 done before an interruption
+        learn(c, tmp_path / run_name(c), pause_after=1)
+    trained = []
+    fit_run = tpcore.pipelines.learn.fit_run
+
+    def spy(cfg, task, model, quiet, checkpoint, threads, resume, pause_after=None):
+        trained.append((cfg.seed, resume.step if resume else 0, pause_after))
+        return fit_run(cfg, task, model, quiet, checkpoint, threads, resume, pause_after)
+
+    monkeypatch.setattr("tpcore.pipelines.learn.fit_run", spy)
+    first = sweep(configs, tmp_path, halving=3)
+    survivors = first["halving"]["rungs"][0]["survivors"]
+    assert len(survivors) == 2 and len(trained) == 2 + 1
+    assert all(step == 3 and until == 3 for _, step, until in trained[:2])   # from epoch 1
+    trained.clear()
+    again = sweep(configs, tmp_path, halving=3)
+    assert trained == [] and again["selected"] == first["selected"]
+    assert again["halving"]["rungs"][0]["runs"] == first["halving"]["rungs"][0]["runs"]
