@@ -7,9 +7,13 @@ import pytest
 
 import tpcore.train
 from tpcore.backend import blas_threads
+from tpcore.cli import main
 from tpcore.errors import TpcoreError
+from tpcore.models import load
+from tpcore.models.counting import CountingProgramModel
 from tpcore.pipelines.learn import LearnConfig, learn, paused_dir
 from tpcore.pipelines.sweep import execute, grid, sweep
+from tpcore.programs import ir
 
 TINY = dict(task="induction", n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
             n_num_mlps=0, epochs=2, batch_size=64, eval_every=1, n_samples=300)
@@ -109,3 +113,20 @@ def test_learn_runs_on_its_threads_and_leaves_the_count_as_it_found_it(tmp_path,
         assert seen == [2] and blas_threads(1) == 3
     finally:
         blas_threads(1)
+
+
+def test_learn_with_prefix_counts_decompiles_the_counting_modules(tmp_path, capsys):
+    cfg = LearnConfig(**{**TINY, "task": "hist", "counting": "prefix", "n_num_heads": 1})
+    metrics = learn(cfg, tmp_path / "run")
+    assert metrics["config"]["counting"] == "prefix" and metrics["program"]["fidelity"] == 1.0
+    assert isinstance(load(tmp_path / "run" / "model.npz"), CountingProgramModel)
+    program = ir.load(tmp_path / "run" / "program.json")
+    assert any(type(m).__name__ == "PrefixCount" for m in program.modules)
+    assert "counting" not in LearnConfig(**TINY).settings()   # older runs stay reusable
+    with pytest.raises(ValueError, match="unknown counting variant 'many'"):
+        LearnConfig(counting="many").check()
+    assert main(["learn", "hist", "--counting", "prefix", "--layers", "2", "--cat-heads", "1",
+                 "--num-heads", "1", "--cat-mlps", "0", "--num-mlps", "0", "--epochs", "2",
+                 "--batch-size", "64", "--eval-every", "1", "--n-samples", "300", "--out",
+                 str(tmp_path / "run"), "--quiet"]) == 0
+    assert "reused the finished run" in capsys.readouterr().out

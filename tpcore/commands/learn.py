@@ -20,6 +20,7 @@ from tpcore.commands import nlp
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
+from tpcore.models.counting import VARIANTS
 from tpcore.models.init_from import STRENGTH
 from tpcore.pipelines.learn import LearnConfig, learn
 from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
@@ -75,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                               "or MODULE.read / MODULE.predicate (default read,predicate)")
     options.add_argument("--init-strength", type=positive_float, default=STRENGTH,
                          help=f"logit margin of an initialised choice (default {STRENGTH:g})")
+    options.add_argument("--counting", choices=VARIANTS, default="none",
+                         help="counting modules: prefix (PrefixSumCounts), experts (the sparse "
+                              "expert counting network) or both (default none)")
     add_json_option(options)
     add_model_options(options)
     for name in TASK_NAMES:
@@ -123,7 +127,7 @@ def summary(metrics: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, n_layers=args.layers, n_cat_heads=args.cat_heads,
                            n_num_heads=args.num_heads, n_cat_mlps=args.cat_mlps,
-                           n_num_mlps=args.num_mlps, seed=args.seed,
+                           n_num_mlps=args.num_mlps, seed=args.seed, counting=args.counting,
                            **(dict(init_from=args.init_from, init_parts=args.init_parts,
                                    init_strength=args.init_strength) if args.init_from else {}))
     out = Path(args.out or f"runs/{cfg.task}")

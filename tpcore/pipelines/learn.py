@@ -34,6 +34,7 @@ from tpcore.errors import TpcoreError
 from tpcore.io import write_json
 from tpcore.limits import check_memory
 from tpcore.models import load
+from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
 from tpcore.models.init_from import STRENGTH, init_from_program, parse_parts
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
@@ -75,9 +76,11 @@ class LearnConfig:
     ``samples``: Gumbel samples averaged per step; ``init_std``: standard deviation of the initial
     gate and predicate logits; ``init_from``: a program (IR JSON, program file or run directory)
     whose ``init_parts`` (comma-separated, :func:`tpcore.models.init_from.init_from_program`)
-    initialise the model with margin ``init_strength``; ``eval_every``: epochs between validation
-    evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0: the task's
-    default, see :func:`tpcore.tasks.registry.make_task`)."""
+    initialise the model with margin ``init_strength``; ``counting``: the counting modules of
+    "Modular Counts" (``none``, ``prefix``: PrefixSumCounts, ``experts``: the sparse expert
+    counting network, ``both``; :mod:`tpcore.models.counting`); ``eval_every``: epochs between
+    validation evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0:
+    the task's default, see :func:`tpcore.tasks.registry.make_task`)."""
 
     task: str = "sort"
     n_layers: int = 3
@@ -103,15 +106,18 @@ class LearnConfig:
     init_from: str = ""
     init_parts: str = ""
     init_strength: float = STRENGTH
+    counting: str = "none"
 
     def settings(self) -> dict[str, Any]:
         """The configuration as recorded in run directories and results: every field, but the
-        ``init_*`` fields only when a program initialises the model (runs recorded before they
-        existed stay reusable)."""
+        ``init_*`` fields only when a program initialises the model and ``counting`` only when
+        it is not ``none`` (runs recorded before they existed stay reusable)."""
         out = dataclasses.asdict(self)
         if not self.init_from:
             for name in ("init_from", "init_parts", "init_strength"):
                 del out[name]
+        if self.counting == "none":
+            del out["counting"]
         return out
 
     def check(self) -> None:
@@ -140,6 +146,7 @@ class LearnConfig:
             raise TpcoreError(f"need finite lr > 0 and 0 < tau_end <= tau_start; got "
                               f"lr={self.lr}, tau=({self.tau_start}, {self.tau_end}), "
                               f"init_std={self.init_std}")
+        variant_flags(self.counting)
         if self.init_from or self.init_parts:
             if not (self.init_from and self.init_parts):
                 raise TpcoreError("init_from and init_parts go together; got init_from="
@@ -189,13 +196,16 @@ def make_data(cfg: LearnConfig) -> TaskData:
 
 
 def build_model(cfg: LearnConfig, task: TaskData) -> ProgramModel:
-    """A model sized for ``task``: one-hot tokens and positions, width ``max(|V|, max_len)``;
-    the parts ``cfg.init_parts`` set from the program ``cfg.init_from`` when one is given."""
-    model = ProgramModel(ProgramConfig(
+    """A model sized for ``task``: one-hot tokens and positions, width ``max(|V|, max_len)``,
+    with the counting modules ``cfg.counting`` names; the parts ``cfg.init_parts`` set from the
+    program ``cfg.init_from`` when one is given."""
+    sizes = dict(
         vocab_size=len(task.vocab), max_len=task.max_len, n_classes=len(task.classes),
         n_layers=cfg.n_layers, n_cat_heads=cfg.n_cat_heads, n_num_heads=cfg.n_num_heads,
         n_cat_mlps=cfg.n_cat_mlps, n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp,
-        causal=task.causal, init_std=cfg.init_std, seed=cfg.seed))
+        causal=task.causal, init_std=cfg.init_std, seed=cfg.seed)
+    model = (ProgramModel(ProgramConfig(**sizes)) if cfg.counting == "none" else
+             CountingProgramModel(CountingConfig(**sizes, **variant_flags(cfg.counting))))
     if cfg.init_from:
         try:
             init_from_program(model, read_program(cfg.init_from), cfg.init_parts.split(","),
