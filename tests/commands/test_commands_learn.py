@@ -1,5 +1,7 @@
 """`tpcore learn` / `tpcore sweep` on the command line: the summary, bad input."""
 
+import json
+
 import pytest
 
 from tpcore.cli import main
@@ -20,11 +22,33 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
     (["learn", "sort", "--num-heads", "0"], "n_num_mlps=2 needs numerical heads"),
     (["learn", "sort", "--epochs", "0"], "argument --epochs: expected an integer >= 1, got '0'"),
     (["sweep", "sort", "--heads", "0"], "argument --heads: expected an integer >= 1"),
+    (["sweep", "sort", "--halving", "1"], "successive halving needs eta >= 2"),
+    (["sweep", "sort", "--halving", "3", "--rungs", "0"], "argument --rungs: expected an "
+                                                          "integer >= 1"),
+    (["sweep", "sort", "--halving", "3", "--eval-every", "0"], "eval_every >= 1"),
 ])
 def test_bad_options_fail_before_training(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
+def test_cli_sweep_halving_prints_rungs_and_json_has_them(tmp_path, capsys):
+    argv = ["sweep", "hist", "--layers", "1", "--heads", "2", "--mlps", "2", "--seeds", "0",
+            "1", "2", "--epochs", "3", "--eval-every", "1", "--n-samples", "200",
+            "--batch-size", "64", "--halving", "3", "--jobs", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| rung | epochs |" in out and "rung at 1 epochs: 3 runs" in out
+    assert "halving trained 5 of the full grid's 9 epochs (56%)" in out
+    assert main([*argv, "--json"]) == 0   # the rerun reads every rung back
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert "1 go on" in err
+    assert [len(r["survivors"]) for r in doc["halving"]["rungs"]] == [1]
+    assert doc["halving"]["epochs"] == [1, 3] and doc["wall_seconds"] >= 0
+    assert [r["run"] for r in doc["runs"]] == doc["halving"]["rungs"][0]["survivors"]
 
 
 def _solution(tmp_path, size):
