@@ -3,6 +3,8 @@ settings refused."""
 
 import json
 
+import pytest
+
 from tpcore.cli import main
 
 
@@ -38,3 +40,17 @@ def test_reproduce_table1_refuses_runs_of_other_epochs(tmp_path, capsys):
     assert main(args + ["--epochs", "3", "--overwrite"]) == 0
     saved = json.loads((tmp_path / "table1.json").read_text())
     assert saved["tasks"][0]["selected"]["epochs"] == 3
+
+
+@pytest.mark.host_only("pausing saves a NumPy generator's state")
+def test_reproduce_table1_halving_finishes_a_third_of_the_seeds(tmp_path, capsys):
+    rc = main(["reproduce", "table1", "--budget", "smoke", "--tasks", "induction", "--seeds",
+               "0", "1", "2", "--epochs", "3", "--halving", "3", "--out", str(tmp_path)])
+    assert rc == 0
+    saved = json.loads((tmp_path / "table1.json").read_text())
+    row = saved["tasks"][0]
+    assert row["runs"] == 3 and row["halving"]["runs"] == [3, 1]
+    assert row["halving"]["epochs"] == [1, 3] and row["halving"]["epochs_trained"] == 5
+    assert saved["commands"][0].endswith("--epochs 3 --seeds 0 1 2 --halving 3")
+    sweep = json.loads((tmp_path / "runs" / "induction" / "sweep.json").read_text())
+    assert row["selected"]["run"] == sweep["halving"]["rungs"][0]["survivors"][0]

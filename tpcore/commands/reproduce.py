@@ -79,6 +79,13 @@ def _table1(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results/table1")
     p.add_argument("--overwrite", action="store_true",
                    help="retrain runs in --out made with other settings")
+    p.add_argument("--halving", type=positive_int, metavar="ETA",
+                   help="successive halving of each task's sweep: keep the best 1/ETA of the "
+                        "runs at each rung (ETA >= 2; e.g. --budget paper --halving 3 trains "
+                        "27.5%% of the full grid's epochs; default: every run to the end)")
+    p.add_argument("--rungs", type=positive_int, default=3,
+                   help="rungs of --halving, the first 1/ETA^(RUNGS-1) of the epochs long "
+                        "(default 3)")
 
 
 def _program_lengths(p: argparse.ArgumentParser) -> None:
