@@ -196,9 +196,11 @@ class Run:
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"Run({str(self.path)!r}: {c.task}, {c.n_layers} layers, {c.n_cat_heads}+"
-                f"{c.n_num_heads} heads, {c.n_cat_mlps}+{c.n_num_mlps} MLPs, seed {c.seed}; "
-                f"test token accuracy {100 * self.accuracy():.2f} %)")
+        counting = "" if c.counting == "none" else f", counting {c.counting}"
+        return (f"Run({str(self.path)!r}: {c.task}, {c.n_layers} layer"
+                f"{'s' * (c.n_layers != 1)}, {c.n_cat_heads}+{c.n_num_heads} heads, "
+                f"{c.n_cat_mlps}+{c.n_num_mlps} MLPs{counting}, seed {c.seed}; test token "
+                f"accuracy {100 * self.accuracy():.2f} %)")
 
 
 def is_run(path: Path) -> bool:
