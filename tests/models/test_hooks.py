@@ -3,6 +3,8 @@ model: stable names, cached values equal to the forward's, identity hooks that c
 ablation and patching that change what they should, float64 gradchecks with hooks active."""
 
 import copy
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +22,7 @@ from tpcore.models.hooks import (
     scale,
 )
 from tpcore.models.program import ProgramConfig, ProgramModel
-from tpcore.models.transformer import Transformer, TransformerConfig
+from tpcore.models.transformer import HOOK_AXES, Transformer, TransformerConfig
 from tpcore.nn.gradcheck import assert_gradients, random_like
 
 B, N = 3, 5
@@ -410,3 +412,42 @@ def test_counting_model_gradients_with_hooks():
     _gradcheck(model, lambda: model.run_with_hooks(_tokens(18), hooks, pad=_pad(),
                                                    rng=np.random.default_rng(3), tau=1.5),
                tol=1e-5, max_entries=20)
+
+
+# ---------------------------------------------------------------------- docs
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "interpretability.md"
+
+
+def _docs_blocks():
+    return re.findall(r"^```python\n(.*?)^```", DOCS.read_text(encoding="utf-8"),
+                      flags=re.M | re.S)
+
+
+def test_docs_example_trains_reads_runs_and_patches_in_under_15_lines(capsys):
+    """The first example of docs/interpretability.md, on a one-epoch budget."""
+    block = _docs_blocks()[0]
+    assert len([line for line in block.splitlines() if line.strip()]) < 15
+    small = block.replace("epochs=100, n_samples=5000", "epochs=1, n_samples=2000")
+    assert small != block
+    scope = {}
+    exec(compile(small, str(DOCS), "exec"), scope)
+    assert "def run(tokens)" in capsys.readouterr().out
+    assert scope["patched"].shape == scope["logits"].shape
+    assert "num_attn_0_2.pattern" in scope["cache"]
+
+
+def test_docs_transformer_example_runs():
+    model = _transformer()
+    scope = {"model": model, "tokens": _tokens(0), "corrupted": _tokens(1)}
+    exec(compile(_docs_blocks()[1], str(DOCS), "exec"), scope)
+    assert np.array_equal(scope["patched"], model.forward(_tokens(0)))
+
+
+def test_docs_name_table_is_the_transformers():
+    section = DOCS.read_text(encoding="utf-8").split("### Standard transformer")[1]
+    section = section.split("###")[0]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([a-z_ ]+) \|", section, flags=re.M))
+    model_level = ("hook_embed", "hook_pos_embed", "ln_final.hook_normalized")
+    assert rows == {(name if name in model_level else f"blocks.{{l}}.{name}"): axes
+                    for name, axes in HOOK_AXES.items()}
