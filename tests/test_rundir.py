@@ -63,7 +63,7 @@ def _experiments():
                                              e["hierarchy"])
     looped, fleq, ner_demo, classify_demo = (e["looped"], e["fleq"], e["ner-demo"],
                                              e["classify-demo"])
-    table5 = e["table5"]
+    table5, published_programs = e["table5"], e["published-programs"]
     configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
     return {  # name: (call with the out dir, (module, attribute) that would start the work)
         "table1": (lambda out: table1.run(table1.budget("smoke"), out, 0, tasks=("hist",)),
@@ -89,6 +89,9 @@ def _experiments():
         "classify-demo": (lambda out: classify_demo.run(classify_demo.budget(1.0), out, 0),
                           (classify_demo, "prepare_classification")),
         "table5": (lambda out: table5.run(table5.budget("smoke"), out, 0), (table5, "learn")),
+        "published-programs": (lambda out: published_programs.run(
+            published_programs.budget("smoke"), out, 0, programs="x"),
+            (published_programs, "measure")),
     }
 
 

@@ -1,8 +1,9 @@
-"""``tpcore program show|run|eval|export`` on each kind of PATH, and their bad input."""
+"""``tpcore program show|run|eval|export|stats`` on each kind of PATH, and their bad input."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -112,11 +113,16 @@ def test_export_published_style_reads_back(paths, tmp_path, capsys):
     assert capsys.readouterr().out.split() == ["b", "d", "a", "c"]
 
 
-def _export_error(capsys, argv: list[str]) -> str:
-    assert main(["program", "export", *argv]) == 2
+def _one_line_error(capsys, argv: list[str]) -> str:
+    """``tpcore program ARGV``'s error: exit 2, one line on stderr, nothing on stdout."""
+    assert main(["program", *argv]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     return captured.err
+
+
+def _export_error(capsys, argv: list[str]) -> str:
+    return _one_line_error(capsys, ["export", *argv])
 
 
 def test_export_bad_input_is_one_line_naming_the_path(paths, tmp_path, capsys):
@@ -140,3 +146,56 @@ def test_export_of_a_closest_rule_program_in_the_published_style_is_refused(path
     err = _export_error(capsys, [str(paths["json"]), "--out", str(tmp_path / "o"),
                                  "--style", "published"])
     assert "published format only has the 'published' select_closest rule" in err
+
+
+def _runs(tmp_path):
+    """Two run directories: one with its program.json, one with only a saved model."""
+    ir.save(reverse_program(words=LETTERS), tmp_path / "a" / "program.json")
+    vocab = ["<pad>", "<s>", "a", "b"]
+    model = ProgramModel(ProgramConfig(vocab_size=4, max_len=5, n_classes=3, n_layers=2,
+                                       seed=2))
+    save(model, tmp_path / "b" / "model.npz", {"task": "hist", "vocab": vocab,
+                                               "classes": ["1", "2", "3"]})
+    return [tmp_path / "a", tmp_path / "b"]
+
+
+def test_stats_counts_what_the_heads_of_several_runs_read(tmp_path, capsys):
+    runs = _runs(tmp_path)
+    assert main(["program", "stats", *map(str, runs), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    programs = [load_program(r) for r in runs]
+    heads = sum(type(m).__name__ == "Head" for p in programs for m in p.modules)
+    assert result["programs"] == 2 and sum(r["heads"] for r in result["rows"]) == 3 * heads
+    assert {r["layer"] for r in result["rows"]} == {1, 2}
+    assert main(["program", "stats", *map(str, runs)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "# 2 programs" and out[1].startswith("categorical heads")
+
+
+def test_stats_plot_writes_the_figure(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    figure = tmp_path / "figs" / "reads.png"
+    assert main(["program", "stats", *map(str, _runs(tmp_path)), "--plot", str(figure)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"# figure: {figure}"
+    assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def _stats_error(capsys, argv: list[str]) -> str:
+    return _one_line_error(capsys, ["stats", *argv])
+
+
+def test_stats_bad_input_is_one_line_naming_the_path(tmp_path, capsys, monkeypatch):
+    runs = _runs(tmp_path)
+    empty = tmp_path / "no-model"
+    empty.mkdir()
+    assert f"{empty}: no program.json, model.npz" in _stats_error(
+        capsys, [str(runs[0]), str(empty)])
+    big = tmp_path / "big.json"
+    doc = json.loads((runs[0] / "program.json").read_text())
+    doc["inputs"]["positions"]["values"] = list(range(4096))  # mlp_0_0: 4096 x 4096 entries
+    big.write_text(json.dumps(doc))
+    err = _stats_error(capsys, [str(big)])
+    assert str(big) in err and "exceeds the limit" in err
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert "matplotlib is needed for --plot: pip install 'tpcore[plot]'" in _stats_error(
+        capsys, [str(runs[0]), "--plot", str(tmp_path / "x.png")])

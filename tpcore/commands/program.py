@@ -1,4 +1,5 @@
-"""``tpcore program show|run|eval|export PATH``: read, run, score and export Transformer Programs.
+"""``tpcore program show|run|eval|export PATH``: read, run, score and export Transformer Programs;
+``tpcore program stats PATH...``: which variables their heads read, by layer (Figure 12).
 
 PATH may be a run directory (``tpcore learn``), a saved IR (``.json``), a generated program or a
 program in the authors' published format (``.py``, imported with ``ast``, never executed), or a
@@ -11,13 +12,14 @@ import argparse
 from pathlib import Path
 
 from tpcore.analysis.program_figures import write_program_figures
+from tpcore.analysis.reads_figure import reads_figure
 from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import MIN_SAMPLES
 from tpcore.pipelines.score import evaluate_on_task
-from tpcore.programs import analysis, codegen
+from tpcore.programs import analysis, codegen, reads
 from tpcore.programs.interpret import predict
 from tpcore.rundir import check_out_dir
 
@@ -109,8 +111,35 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stats(args: argparse.Namespace) -> int:
+    if args.plot:
+        need_package("matplotlib", "--plot")
+        check_out_dir(Path(args.plot).parent)
+    programs = []
+    for path in args.paths:
+        try:
+            programs.append(load_program(path))
+        except TpcoreError as exc:
+            named = str(Path(path)) in str(exc)
+            raise (exc if named else TpcoreError(f"{path}: {exc}")) from None
+    rows = reads.read_table(programs)
+    result: dict = {"programs": len(programs), "paths": list(args.paths), "rows": rows}
+    if args.plot:
+        title = args.title or f"Variables read by attention heads ({len(programs)} programs)"
+        result["figure"] = str(reads_figure(rows, Path(args.plot), title))
+
+    def text() -> str:
+        lines = [f"# {len(programs)} program{'s' * (len(programs) != 1)}",
+                 reads.table_text(rows)]
+        return "\n".join(lines + ([f"# figure: {result['figure']}"] if args.plot else []))
+
+    emit(args, result, text)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("program", help="show, run or evaluate a Transformer Program",
+    p = sub.add_parser("program", help="show, run, evaluate, export or count Transformer "
+                                       "Programs",
                        description=__doc__)
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     show = verbs.add_parser("show", help="source, statistics and dependency graph")
@@ -153,3 +182,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "for programs whose categorical heads use the published rule)")
     add_json_option(export)
     export.set_defaults(func=_export)
+    stats = verbs.add_parser("stats", help="which variables the heads of the programs read as "
+                                           "key, query and value, by layer (paper Figure 12)")
+    stats.add_argument("paths", nargs="+", metavar="PATH",
+                       help="run directories or programs (any PATH of program show)")
+    stats.add_argument("--plot", metavar="FILE",
+                       help="also draw the figure into this PNG file (needs matplotlib: "
+                            "pip install 'tpcore[plot]')")
+    stats.add_argument("--title", help="the figure's title")
+    add_json_option(stats)
+    stats.set_defaults(func=_stats)

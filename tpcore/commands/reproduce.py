@@ -34,6 +34,7 @@ from tpcore.experiments import (
     looped,
     ner_demo,
     program_lengths,
+    published_programs,
     sorting,
     table1,
     table5,
@@ -43,7 +44,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "table1": table1, "program-lengths": program_lengths, "counting": counting,
     "sorting": sorting, "looped": looped, "fleq": fleq, "bp-table": bp_table,
     "hierarchy": hierarchy, "grammar-learning": grammar_learning, "ner-demo": ner_demo,
-    "classify-demo": classify_demo, "table5": table5,
+    "classify-demo": classify_demo, "table5": table5, "published-programs": published_programs,
 }
 """Each reproduction's module, in the order ``--help`` lists them."""
 COMMON = ("command", "backend", "verb", "func", "budget", "seed", "out", "json")
@@ -101,6 +102,15 @@ def _program_lengths(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results/program_lengths")
     p.add_argument("--overwrite", action="store_true",
                    help="retrain Table 1 runs made with other settings")
+
+
+def _published_programs(p: argparse.ArgumentParser) -> None:
+    _presets(p, published_programs, "small", "inputs per program: smoke: all up to 2,000, else "
+             "500 random; small: all up to 100,000, else 20,000 random; full: all up to "
+             "1,000,000, else 200,000 random")
+    p.add_argument("--programs", required=True, metavar="DIR",
+                   help="the authors' programs folder (with rasp/ and rasp_categorical_only/)")
+    p.add_argument("--out", default="results/published_programs")
 
 
 def _counting(p: argparse.ArgumentParser) -> None:
@@ -207,6 +217,8 @@ OPTIONS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
                       lambda p: demo_options(p, "results/classify-demo")),
     "table5": ("Transformer Programs paper, Table 5 (reverse learned from partly initialised "
                "solutions)", _table5),
+    "published-programs": ("the Transformer Programs authors' published programs re-emitted "
+                           "by tpcore: lines and agreement on every input", _published_programs),
 }
 """Per reproduction: its help line and the function adding its options."""
 

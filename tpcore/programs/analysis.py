@@ -14,6 +14,7 @@ import numpy as np
 from tpcore.errors import TpcoreError
 from tpcore.programs.interpret import encode, evaluate
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.reads import family
 
 
 def reachable(program: Program) -> dict[str, np.ndarray]:
@@ -145,7 +146,7 @@ def stats(program: Program) -> dict[str, Any]:
     reads: Counter[str] = Counter()
     for h in heads:
         for role, var in (("key", h.key), ("query", h.query), ("value", h.value)):
-            reads[f"{h.kind} {role}: {_family(var)}"] += 1
+            reads[f"{h.kind} {role}: {family(program, var)}"] += 1
     return {
         "name": program.name,
         "max_len": program.max_len,
@@ -160,13 +161,6 @@ def stats(program: Program) -> dict[str, Any]:
         "unused_variables": sorted(set(program.variables) - used_variables(program)),
         "head_reads": dict(sorted(reads.items())),
     }
-
-
-def _family(var: str) -> str:
-    """The paper's Figure 12 categories: tokens, positions, ones, attn or mlp."""
-    if var in ("tokens", "positions", "ones"):
-        return var
-    return "mlp" if "mlp" in var else "attn"
 
 
 def embedding_table(program: Any, max_words: int = 12) -> str:
