@@ -3,6 +3,7 @@ against enumeration."""
 
 import numpy as np
 
+from tpcore.backend import asarray, to_host
 from tpcore.counts import expert_features, fixed_expert, prefix_counts
 from tpcore.models.counting import SparseExpertCountingNetwork
 
@@ -29,10 +30,11 @@ def test_features_match_loops(rng):
     pad[1, 5:], pad[2, 2:] = True, True
     tokens[pad] = 0
     want_p, want_e = _loop_features(tokens, pad, 5)
-    np.testing.assert_array_equal(prefix_counts(tokens, 5, pad, "float64"), want_p)
-    h, e = expert_features(tokens, 5, pad, "float64")
-    np.testing.assert_allclose(e, want_e)
-    np.testing.assert_array_equal(h.sum(axis=1), (~pad).sum(axis=1))
+    got_p = prefix_counts(asarray(tokens), 5, asarray(pad), "float64")
+    np.testing.assert_array_equal(to_host(got_p), want_p)
+    h, e = expert_features(asarray(tokens), 5, asarray(pad), "float64")
+    np.testing.assert_allclose(to_host(e), want_e)
+    np.testing.assert_array_equal(to_host(h.sum(axis=1)), (~pad).sum(axis=1))
 
 
 def test_fixed_expert_matches_enumeration():
@@ -51,7 +53,7 @@ def test_fixed_expert_matches_enumeration():
                     continue
                 h = np.zeros(5)
                 h[1], h[content] = 1, c
-                choices.add(int(net.gate_logits(h[None]).argmax()))
+                choices.add(int(net.gate_logits(asarray(h[None])).argmax()))
             want = choices.pop() if len(choices) == 1 else None
             assert fixed_expert(*net.host_gate(), framing, content, length) == want
             found.add(want is None)

@@ -14,6 +14,7 @@ from tpcore.analysis.circuits import (
     standardise_rows,
     upper_triangularity,
 )
+from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.sorting import model_config
 from tpcore.models.transformer import Transformer, TransformerConfig
@@ -32,10 +33,11 @@ def test_qk_matrix_gives_the_attention_logits(setting, rng):
     lists = rng.integers(0, task.n_values, (1, task.length))
     enc = encode(task, lists)
     tokens = enc["tokens"][0]
-    pattern = attention_pattern(model, tokens, enc.get("pad", [None])[0])
+    pattern = to_host(attention_pattern(model, tokens, enc.get("pad", [None])[0]))
     n = len(tokens)
     for p in (task.first_target, n - 2):
-        scores = np.array([qk_matrix(model, p, j)[tokens[p], tokens[j]] for j in range(n)])
+        scores = np.array([to_host(qk_matrix(model, p, j))[tokens[p], tokens[j]]
+                           for j in range(n)])
         scores = scores / math.sqrt(model.config.d_model)
         keep = np.ones(n, bool)
         if task.causal:
@@ -49,8 +51,8 @@ def test_qk_matrix_gives_the_attention_logits(setting, rng):
 def test_bos_key_uses_position_zero(setting):
     task, model = setting
     at_zero = qk_matrix(model, 3, 0)
-    np.testing.assert_allclose(qk_matrix(model, 3, 1, task.bos)[:, task.bos],
-                               at_zero[:, task.bos])
+    np.testing.assert_allclose(to_host(qk_matrix(model, 3, 1, task.bos)[:, task.bos]),
+                               to_host(at_zero[:, task.bos]))
 
 
 def test_ov_circuit_decomposes_the_logits(rng):
@@ -64,7 +66,7 @@ def test_ov_circuit_decomposes_the_logits(rng):
     pattern = model.cache["attn"][0][:, 0]
     ov = ov_circuit(model)
     direct = model.tok_emb.data[tokens] @ model.unembed.w.data
-    np.testing.assert_allclose(logits, direct + pattern @ ov[tokens],
+    np.testing.assert_allclose(to_host(logits), to_host(direct + pattern @ ov[tokens]),
                                rtol=1e-9, atol=1e-9)
 
 
@@ -73,11 +75,11 @@ def test_bos_attention_ratio_matches_exponent(setting):
     res = bos_attention(model, [task.first_target], [0, 1, 2], task.bos, [4])
     qk = qk_matrix(model, task.first_target, 1, task.bos)
     diff = qk[4, task.bos] - qk[4, [0, 1, 2]].mean()
-    np.testing.assert_allclose(res["ratio"], [math.exp(diff / math.sqrt(56))])
+    np.testing.assert_allclose(to_host(res["ratio"]), [math.exp(diff / math.sqrt(56))])
 
 
 def test_standardise_and_triangularity():
-    m = np.array([[0.0, 5.0, 1.0], [2.0, 0.0, -500.0], [1.0, 1.0, 0.0]])
+    m = asarray(np.array([[0.0, 5.0, 1.0], [2.0, 0.0, -500.0], [1.0, 1.0, 0.0]]))
     s = standardise_rows(m)
     assert s.max(axis=1).tolist() == [0.0, 0.0, 0.0] and s.min() == -99.0
     assert upper_triangularity(m) == 0.5  # row 0 prefers key 1 > 0; row 1 prefers key 0 < 1

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, to_host
+from tpcore.backend import rng as device_rng
 from tpcore.counts import EXPERTS, expert_features, prefix_counts
 from tpcore.errors import TpcoreError
 from tpcore.models import load
@@ -18,12 +20,13 @@ from tpcore.nn.module import save
 
 
 def _batch(rng, b=4, n=7, v=5):
+    """Device tokens and padding."""
     tokens = rng.integers(1, v, (b, n))
     pad = np.zeros((b, n), bool)
     pad[1, 5:] = True
     pad[2, 2:] = True
     tokens[pad] = 0
-    return tokens, pad
+    return asarray(tokens), asarray(pad)
 
 
 def _model(variant="both", **kw):
@@ -36,8 +39,8 @@ def _model(variant="both", **kw):
 def test_expert_gate_gradients(rng):
     tokens, pad = _batch(rng)
     net = SparseExpertCountingNetwork(5, 0, np.random.default_rng(1), 1.0, "float64")
-    r = rng.normal(size=(1, *tokens.shape))
-    noise = rng.gumbel(size=(tokens.shape[0], len(EXPERTS)))
+    r = asarray(rng.normal(size=(1, *tokens.shape)))
+    noise = asarray(rng.gumbel(size=(tokens.shape[0], len(EXPERTS))))
 
     def loss(*_):
         y, cache = net.forward(tokens, pad, lambda shape: noise, 0.7)
@@ -46,7 +49,7 @@ def test_expert_gate_gradients(rng):
     net.zero_grad()
     _, cache = loss()
     net.backward(r, cache)
-    assert np.abs(net.w.grad).max() > 0
+    assert float(abs(net.w.grad).max()) > 0
     for p in (net.w, net.b):
         assert_gradients(lambda *_: loss()[0], [p.data], [p.grad], tol=1e-6)
 
@@ -55,10 +58,10 @@ def test_expert_gate_gradients(rng):
 def test_model_gradients(rng, variant):
     model = _model(variant).astype(np.float64)
     tokens, pad = _batch(rng)
-    targets, mask = rng.integers(0, 3, tokens.shape), ~pad
+    targets, mask = asarray(rng.integers(0, 3, tokens.shape)), ~pad
 
     def loss_fn(*_):
-        logits = model.forward(tokens, pad, rng=np.random.default_rng(7), tau=1.3)
+        logits = model.forward(tokens, pad, rng=device_rng(7), tau=1.3)
         return cross_entropy_forward(logits, targets, mask)
 
     model.zero_grad()
@@ -81,10 +84,11 @@ def test_stream_placement(rng):
     assert l0.p == 6 and l1.p == 8  # layer 0 cannot read the experts, layer 1 can
     tokens, pad = _batch(rng)
     model.forward(tokens, pad)
-    xn = model.cache["xn"]
-    np.testing.assert_array_equal(xn[1:6], prefix_counts(tokens, 5, pad).transpose(2, 0, 1))
-    _, e = expert_features(tokens, 5, pad)
-    choice = model.expert_network.choice(tokens, pad)
+    xn = to_host(model.cache["xn"])
+    counts = to_host(prefix_counts(tokens, 5, pad))
+    np.testing.assert_array_equal(xn[1:6], counts.transpose(2, 0, 1))
+    e = to_host(expert_features(tokens, 5, pad)[1])
+    choice = to_host(model.expert_network.choice(tokens, pad))
     np.testing.assert_allclose(xn[7], e[choice, np.arange(len(choice))])
 
 
@@ -99,7 +103,7 @@ def test_gate_learns_the_useful_expert(rng):
     gen = np.random.default_rng(3)
     for _ in range(150):
         net.zero_grad()
-        y, cache = net.forward(tokens, pad, lambda s: gen.gumbel(size=s), 1.0)
+        y, cache = net.forward(tokens, pad, lambda s: asarray(gen.gumbel(size=s)), 1.0)
         net.backward(2 * (y - e[1][None]), cache)
         opt.step()
     assert (net.choice(tokens, pad) == 1).all()
@@ -111,7 +115,8 @@ def test_save_load_round_trip(rng, tmp_path):
     save(model, tmp_path / "m.npz")
     back = load(tmp_path / "m.npz")
     assert isinstance(back, CountingProgramModel) and back.config.variant == "both"
-    np.testing.assert_array_equal(back.forward(tokens, pad), model.forward(tokens, pad))
+    np.testing.assert_array_equal(to_host(back.forward(tokens, pad)),
+                                  to_host(model.forward(tokens, pad)))
 
 
 def test_bad_settings():
@@ -128,7 +133,7 @@ def test_describe_names_the_fixed_expert():
     model = _model("both")
     net = model.expert_network
     net.w.data[:] = 0.0
-    net.b.data[:] = [0.0, 2.0, 0.0, 0.0, 0.0]
+    net.b.data[:] = asarray([0.0, 2.0, 0.0, 0.0, 0.0])
     assert set(gate_rule(net, vocab, 7).values()) == {"token_count"}
     text = describe(model, vocab)
     assert "prefix_count_2 = 'a'" in text and "1..6 content tokens: always token_count" in text

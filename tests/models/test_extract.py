@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tpcore.backend import to_host
 from tpcore.models import extract
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.programs import codegen
@@ -39,7 +40,7 @@ def _check_fidelity(model: ProgramModel, data: dict[str, np.ndarray], tmp_path, 
     classes = [str(c) for c in range(model.config.n_classes)]
     prog = extract.extract(model, VOCAB, classes, name="hist", bos="<s>", pad="<pad>")
     ids, lengths, pad = data["tokens"], data["lengths"], data["pad"]
-    want = np.asarray(classes)[model.forward(ids, pad=pad, tau=None).argmax(-1)]
+    want = np.asarray(classes)[to_host(model.forward(ids, pad=pad, tau=None).argmax(-1))]
     labels = np.asarray(prog.output_labels() + ("",))
     for engine in it.ENGINES:
         got = labels[it.run_ids(prog, ids, lengths, engine)]

@@ -4,6 +4,7 @@ program's choice, only the chosen parts change, and a program that does not fit 
 import numpy as np
 import pytest
 
+from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.table5 import solution
 from tpcore.models.init_from import init_from_program, parse_parts
@@ -25,7 +26,7 @@ def program():
 
 
 def params(m):
-    return {k: np.array(p.data) for k, p in m.named_parameters()}
+    return {k: to_host(p.data) for k, p in m.named_parameters()}
 
 
 def test_read_and_predicate_make_the_argmax_the_programs_choice():

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from tpcore.backend import rng as device_rng
+from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn.gradcheck import assert_gradients, random_like
@@ -47,7 +49,7 @@ def test_cache_exposes_streams_and_patterns():
     model = Transformer(cfg)
     model.forward(np.zeros((2, 6), int))
     assert len(model.cache["resid"]) == 4 and len(model.cache["attn"]) == 3
-    p = model.cache["attn"][0]
+    p = to_host(model.cache["attn"][0])
     assert p.shape == (2, 2, 6, 6) and np.allclose(p.sum(-1), 1) and np.allclose(np.triu(p, 1), 0)
 
 
@@ -62,8 +64,8 @@ def test_rejects_too_long_sequences_and_bad_options():
 def test_dropout_only_with_rng():
     model = Transformer(TransformerConfig(vocab_size=5, max_len=4, dropout=0.5))
     t = np.zeros((2, 4), int)
-    assert np.array_equal(model.forward(t), model.forward(t))
-    assert not np.allclose(model.forward(t, rng=np.random.default_rng(0)), model.forward(t))
+    assert np.array_equal(to_host(model.forward(t)), to_host(model.forward(t)))
+    assert not np.allclose(to_host(model.forward(t, rng=device_rng(0))), to_host(model.forward(t)))
 
 
 def test_learns_to_reverse_six_tokens():

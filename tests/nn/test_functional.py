@@ -1,8 +1,11 @@
-"""Finite-difference checks (float64) of every forward/backward pair in tpcore.nn."""
+"""Finite-difference checks (float64) of every forward/backward pair in tpcore.nn, on arrays of
+the active backend."""
 
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, get_xp, to_host
+from tpcore.backend import rng as device_rng
 from tpcore.nn import attention as A
 from tpcore.nn import functional as F
 from tpcore.nn import losses as L
@@ -19,8 +22,13 @@ def _check_unary(fwd, bwd, x, **kw):
     assert_gradients(lambda x: float((fwd(x, **kw)[0] * g).sum()), [x], [dx])
 
 
+def _device(*arrays):
+    return tuple(asarray(a) for a in arrays)
+
+
 def test_linear(rng):
-    x, w, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((5, 6)), rng.standard_normal(6)
+    x, w, b = _device(rng.standard_normal((3, 4, 5)), rng.standard_normal((5, 6)),
+                      rng.standard_normal(6))
     y, cache = F.linear_forward(x, w, b)
     g = random_like(y)
     grads = F.linear_backward(g, cache)
@@ -29,36 +37,37 @@ def test_linear(rng):
 
 
 def test_embedding_scatter_add_with_repeats(rng):
-    ids = np.array([[0, 2, 2], [1, 2, 0]])
-    table = rng.standard_normal((4, 3))
+    ids, table = _device(np.array([[0, 2, 2], [1, 2, 0]]), rng.standard_normal((4, 3)))
     y, cache = F.embedding_forward(ids, table)
     g = random_like(y)
     dtable = F.embedding_backward(g, cache)
     assert_gradients(lambda t: float((F.embedding_forward(ids, t)[0] * g).sum()), [table], [dtable])
-    assert np.allclose(dtable[3], 0)  # never looked up
+    assert np.allclose(to_host(dtable)[3], 0)  # never looked up
 
 
 @pytest.mark.parametrize("name", ["relu", "gelu"])
 def test_activations(rng, name):
     x = rng.standard_normal((4, 7))
     x[np.abs(x) < 1e-3] = 0.5  # keep away from relu's kink
-    _check_unary(getattr(F, f"{name}_forward"), getattr(F, f"{name}_backward"), x)
+    _check_unary(getattr(F, f"{name}_forward"), getattr(F, f"{name}_backward"), asarray(x))
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.3])
 def test_softmax_with_temperature(rng, tau):
-    x = rng.standard_normal((3, 5))
+    x = asarray(rng.standard_normal((3, 5)))
     _check_unary(F.softmax_forward, F.softmax_backward, x, tau=tau)
     y, _ = F.softmax_forward(x, tau=tau)
-    assert np.allclose(y.sum(-1), 1)
+    assert np.allclose(to_host(y.sum(-1)), 1)
 
 
 def test_log_softmax(rng):
-    _check_unary(F.log_softmax_forward, F.log_softmax_backward, rng.standard_normal((3, 5)))
+    _check_unary(F.log_softmax_forward, F.log_softmax_backward,
+                 asarray(rng.standard_normal((3, 5))))
 
 
 def test_layer_norm(rng):
-    x, gamma, beta = rng.standard_normal((2, 3, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    x, gamma, beta = _device(rng.standard_normal((2, 3, 6)), rng.standard_normal(6),
+                             rng.standard_normal(6))
     y, cache = F.layer_norm_forward(x, gamma, beta)
     g = random_like(y)
     grads = F.layer_norm_backward(g, cache)
@@ -68,13 +77,13 @@ def test_layer_norm(rng):
 
 @pytest.mark.parametrize("causal,padded", [(False, False), (True, False), (True, True)])
 def test_attention_with_masks(rng, causal, padded):
-    q, k, v = (rng.standard_normal((2, 3, 5, 4)) for _ in range(3))
+    q, k, v = _device(*(rng.standard_normal((2, 3, 5, 4)) for _ in range(3)))
     pad = np.zeros((2, 5), bool)
     if padded:
         pad[1, 3:] = True
-    mask = A.attention_mask(5, causal, pad if padded else None, xp=np)
+    mask = A.attention_mask(5, causal, asarray(pad) if padded else None, xp=get_xp())
     out, cache = A.attention_forward(q, k, v, mask)
-    p = cache[0]
+    p = to_host(cache[0])
     if causal:
         assert np.allclose(np.triu(p[0, 0], 1), 0)
     if padded:
@@ -87,10 +96,10 @@ def test_attention_with_masks(rng, causal, padded):
 
 def test_multi_head_attention(rng):
     d, h = 8, 2
-    x = rng.standard_normal((2, 4, d))
-    params = {f"w{c}": rng.standard_normal((d, d)) / 3 for c in "qkvo"}
-    params |= {f"b{c}": rng.standard_normal(d) for c in "qkvo"}
-    mask = A.attention_mask(4, True, xp=np)
+    x = asarray(rng.standard_normal((2, 4, d)))
+    params = {f"w{c}": asarray(rng.standard_normal((d, d)) / 3) for c in "qkvo"}
+    params |= {f"b{c}": asarray(rng.standard_normal(d)) for c in "qkvo"}
+    mask = A.attention_mask(4, True, xp=get_xp())
     y, cache = A.mha_forward(x, params, h, mask)
     g = random_like(y)
     dx, grads = A.mha_backward(g, cache)
@@ -105,26 +114,26 @@ def test_multi_head_attention(rng):
 @pytest.mark.parametrize("reduction", L.REDUCTIONS)
 @pytest.mark.parametrize("clip", [None, 0.8])
 def test_cross_entropy(rng, reduction, clip):
-    logits = rng.standard_normal((3, 4, 5))
-    targets = rng.integers(0, 5, (3, 4))
-    mask = rng.random((3, 4)) > 0.3
+    host_mask = rng.random((3, 4)) > 0.3
+    logits, targets, mask = _device(rng.standard_normal((3, 4, 5)), rng.integers(0, 5, (3, 4)),
+                                    host_mask)
     loss, cache = L.cross_entropy_forward(logits, targets, mask, reduction, clip)
     d = L.cross_entropy_backward(cache)
     assert_gradients(
         lambda z: L.cross_entropy_forward(z, targets, mask, reduction, clip)[0], [logits], [d])
-    assert np.allclose(d[~mask], 0)
+    assert np.allclose(to_host(d)[~host_mask], 0)
 
 
 def test_cross_entropy_reductions_by_hand():
-    logits = np.zeros((2, 2, 2))  # every token loss is log 2
-    targets = np.zeros((2, 2), int)
-    mask = np.array([[True, True], [True, False]])
+    logits = asarray(np.zeros((2, 2, 2)))  # every token loss is log 2
+    targets = asarray(np.zeros((2, 2), int))
+    mask = asarray(np.array([[True, True], [True, False]]))
     ln2 = np.log(2)
     assert np.isclose(L.cross_entropy_forward(logits, targets, mask, "token_mean")[0], ln2)
     assert np.isclose(L.cross_entropy_forward(logits, targets, mask, "sequence_sum")[0], 1.5 * ln2)
     # clipping above log 2 freezes every token: loss is the clip, gradient zero
     loss, cache = L.cross_entropy_forward(logits, targets, mask, clip=1.0)
-    assert np.isclose(loss, 1.0) and np.allclose(L.cross_entropy_backward(cache), 0)
+    assert np.isclose(loss, 1.0) and np.allclose(to_host(L.cross_entropy_backward(cache)), 0)
 
 
 def test_cross_entropy_unknown_reduction_names_it(rng):
@@ -134,12 +143,13 @@ def test_cross_entropy_unknown_reduction_names_it(rng):
 
 @pytest.mark.parametrize("hard", [False, True])
 def test_gumbel_softmax(rng, hard):
-    logits = rng.standard_normal((4, 6))
-    noise = R.gumbel_noise((4, 6), rng, dtype="float64")
+    logits = asarray(rng.standard_normal((4, 6)))
+    noise = R.gumbel_noise((4, 6), device_rng(0), dtype="float64")
     y, cache = R.gumbel_softmax_forward(logits, noise, 0.7, hard=hard)
     if hard:
-        assert np.array_equal(y.sum(-1), np.ones(4)) and set(np.unique(y)) <= {0.0, 1.0}
-        assert np.array_equal(y.argmax(-1), (logits + noise).argmax(-1))
+        y_host = to_host(y)
+        assert np.array_equal(y_host.sum(-1), np.ones(4)) and set(np.unique(y_host)) <= {0, 1}
+        assert np.array_equal(y_host.argmax(-1), to_host((logits + noise).argmax(-1)))
     g = random_like(y)
     d = R.gumbel_softmax_backward(g, cache)
     # the straight-through gradient is the soft one, whichever forward was used
@@ -148,13 +158,13 @@ def test_gumbel_softmax(rng, hard):
 
 
 def test_argmax_onehot_any_axis():
-    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
-    assert np.array_equal(R.argmax_onehot(x), [[0, 1, 0], [1, 0, 0]])
-    assert np.array_equal(R.argmax_onehot(x, axis=0), [[0, 1, 1], [1, 0, 0]])
+    x = asarray(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]]))
+    assert np.array_equal(to_host(R.argmax_onehot(x)), [[0, 1, 0], [1, 0, 0]])
+    assert np.array_equal(to_host(R.argmax_onehot(x, axis=0)), [[0, 1, 1], [1, 0, 0]])
 
 
 def test_gradcheck_catches_a_wrong_gradient(rng):
-    x = rng.standard_normal(5)
+    x = asarray(rng.standard_normal(5))
     with pytest.raises(AssertionError, match="input 0"):
         assert_gradients(lambda x: float((x**2).sum()), [x], [3 * x])
 
@@ -167,7 +177,8 @@ def test_embedding_backward_both_forms(rng, vocab):
     expected = np.zeros((vocab, 3))
     for i, v in enumerate(ids.ravel()):
         expected[v] += dy.reshape(-1, 3)[i]
-    assert np.allclose(F.embedding_backward(dy, (ids, (vocab, 3))), expected)
+    got = F.embedding_backward(asarray(dy), (asarray(ids), (vocab, 3)))
+    assert np.allclose(to_host(got), expected)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 8, 9, 100])
@@ -176,5 +187,6 @@ def test_softmax_short_and_long_axes(rng, k):
     large logits (stability)."""
     x = rng.standard_normal((3, 4, k)) * 50
     e = np.exp(x - x.max(-1, keepdims=True))
-    assert np.allclose(F.softmax(x), e / e.sum(-1, keepdims=True))
-    assert np.allclose(F.softmax(x, axis=1), np.exp(x) / np.exp(x).sum(1, keepdims=True))
+    assert np.allclose(to_host(F.softmax(asarray(x))), e / e.sum(-1, keepdims=True))
+    assert np.allclose(to_host(F.softmax(asarray(x), axis=1)),
+                       np.exp(x) / np.exp(x).sum(1, keepdims=True))

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.models import load
 from tpcore.models.transformer import Transformer, TransformerConfig
@@ -29,7 +30,7 @@ def test_save_load_round_trip(tmp_path):
     assert json.loads((tmp_path / "m.json").read_text())["config"]["seed"] == 3
     again = load(tmp_path / "m.npz")
     t = np.arange(8).reshape(2, 4) % 5
-    assert np.array_equal(model.forward(t), again.forward(t))
+    assert np.array_equal(to_host(model.forward(t)), to_host(again.forward(t)))
     assert not list(tmp_path.glob(".*tmp"))  # atomic writes leave no temporaries
 
 
@@ -47,13 +48,13 @@ def test_load_names_mismatched_and_missing_parameters(tmp_path):
 
 
 def _quadratic_steps(opt_cls, steps=300, **kw):
-    """Minimise ||w - 3||^2 and return the final w."""
-    p = Parameter(np.zeros(4))
+    """Minimise ||w - 3||^2 and return the final w (on the host)."""
+    p = Parameter(asarray(np.zeros(4)))
     opt = opt_cls([p], **kw)
     for _ in range(steps):
         p.grad = 2 * (p.data - 3.0)
         opt.step()
-    return p.data
+    return to_host(p.data)
 
 
 @pytest.mark.parametrize("cls,kw", [(optim.SGD, dict(lr=0.1)),
@@ -71,9 +72,9 @@ def test_optimiser_state_dict_resumes_exactly(cls, kw):
     """Six steps, or three then a fresh optimiser loaded from the state dict and three more:
     the same weights bit for bit (moments, step count and lr restored)."""
     def grad(p):
-        p.grad = 2 * (p.data - 3.0) + np.sin(p.data)
+        p.grad = 2 * (p.data - 3.0) + xp_of(p.data).sin(p.data)
 
-    whole, half = Parameter(np.zeros(4)), Parameter(np.zeros(4))
+    whole, half = Parameter(asarray(np.zeros(4))), Parameter(asarray(np.zeros(4)))
     opt = cls([whole], **kw)
     for _ in range(6):
         grad(whole)
@@ -89,31 +90,32 @@ def test_optimiser_state_dict_resumes_exactly(cls, kw):
     for _ in range(3):
         grad(half)
         second.step()
-    assert np.array_equal(whole.data, half.data)
+    assert np.array_equal(to_host(whole.data), to_host(half.data))
     state["buffers"] = {k: np.zeros(5) for k in state["buffers"]}
     with pytest.raises(TpcoreError, match=r"buffer \w+\.0 has shape \(5,\)"):
         second.load_state_dict(state)
 
 
 def test_adam_first_step_is_lr_times_sign():
-    p = Parameter(np.zeros(3))
-    p.grad = np.array([2.0, -0.5, 1e-3])
+    g = np.array([2.0, -0.5, 1e-3])
+    p = Parameter(asarray(np.zeros(3)))
+    p.grad = asarray(g)
     optim.Adam([p], lr=0.01).step()
-    assert np.allclose(p.data, -0.01 * np.sign(p.grad), rtol=1e-3)
+    assert np.allclose(to_host(p.data), -0.01 * np.sign(g), rtol=1e-3)
 
 
 def test_adamw_decay_is_decoupled():
     """With a zero gradient, AdamW shrinks w by (1 - lr wd); Adam's L2 form moves by ~lr."""
     for cls, expected in ((optim.AdamW, 1.0 * (1 - 0.1 * 0.5)), (optim.Adam, 1.0 - 0.1)):
-        p = Parameter(np.ones(1))
-        p.grad = np.zeros(1)
+        p = Parameter(asarray(np.ones(1)))
+        p.grad = asarray(np.zeros(1))
         cls([p], lr=0.1, weight_decay=0.5).step()
-        assert np.isclose(p.data[0], expected, rtol=1e-3), cls
+        assert np.isclose(float(p.data[0]), expected, rtol=1e-3), cls
 
 
 def test_clip_grad_norm():
-    ps = [Parameter(np.zeros(2)), Parameter(np.zeros(1))]
-    ps[0].grad, ps[1].grad = np.array([3.0, 0.0]), np.array([4.0])
+    ps = [Parameter(asarray(np.zeros(2))), Parameter(asarray(np.zeros(1)))]
+    ps[0].grad, ps[1].grad = asarray(np.array([3.0, 0.0])), asarray(np.array([4.0]))
     assert optim.clip_grad_norm(ps, 1.0) == 5.0
     assert np.isclose(math.sqrt(sum(float((p.grad**2).sum()) for p in ps)), 1.0)
 

@@ -3,6 +3,7 @@ against its model's."""
 
 import pytest
 
+from tpcore.backend import to_host
 from tpcore.models.extract import extract
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.pipelines.decompile import load_program
@@ -34,7 +35,7 @@ def test_task_accuracy_of_program_equals_models(task_name):
     prog = extract(model, task.vocab, task.classes, name=task.name, bos="<s>", eos=task.eos,
                    pad="<pad>")
     test = task.splits["test"]
-    pred = model.forward(test["tokens"], test["pad"]).argmax(-1)
+    pred = to_host(model.forward(test["tokens"], test["pad"]).argmax(-1))
     want = float((pred == test["targets"])[test["mask"]].mean())
     got = evaluate_on_task(prog, task_name, n_samples=300)
     assert got["token_accuracy"] == pytest.approx(want)

@@ -38,7 +38,9 @@ class MeanPooled(Module):
     def forward(self, tokens: Array, pad: Array | None = None, **kwargs: Any) -> Array:
         """``(B, C)`` logits for ``tokens: (B, N)``; ``kwargs`` go to the inner forward."""
         z = self.inner.forward(tokens, pad, **kwargs)
-        self._w = pool_weights(pad, tokens.shape, xp_of(z), z.dtype)
+        xp = xp_of(z)
+        pad = None if pad is None else xp.asarray(pad)
+        self._w = pool_weights(pad, tokens.shape, xp, z.dtype)
         return (z * self._w[..., None]).sum(axis=1)
 
     def backward(self, dlogits: Array) -> None:

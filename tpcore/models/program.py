@@ -430,6 +430,7 @@ class ProgramModel(Hooked, Module):
         (:meth:`hook_names`); the backward follows its edits.
         """
         cfg, xp = self.config, get_xp()
+        tokens, pad = xp.asarray(tokens), None if pad is None else xp.asarray(pad)
         self.check_tokens(tokens)
         b, n = tokens.shape
         d, k, dt = cfg.width, cfg.out_k, cfg.dtype

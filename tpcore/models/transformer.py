@@ -212,7 +212,8 @@ class Transformer(Hooked, Module):
             raise TpcoreError(f"sequence length {n} exceeds the model's max_len {c.max_len}")
         if c.readout == "flatten" and n != c.max_len:
             raise TpcoreError(f"flatten readout needs sequences of length {c.max_len}, got {n}")
-        xp = xp_of(tokens)
+        xp = xp_of(self.tok_emb.data)
+        tokens, pad = xp.asarray(tokens), None if pad is None else xp.asarray(pad)
         hooks = self._hooks = NO_HOOKS if hooks is None else hooks
         x, self._emb_cache = F.embedding_forward(tokens, self.tok_emb.data)
         pos = xp.broadcast_to(self._positions()[:n], x.shape)

@@ -142,7 +142,7 @@ def clip_grad_norm(params: Sequence[Parameter], max_norm: float) -> float:
     """Scale all gradients by ``min(1, max_norm / ||g||)`` with ``||g||`` the global L2 norm over
     every parameter; returns ``||g||`` before clipping."""
     grads = [p.grad for p in params if p.grad is not None]
-    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    total = math.sqrt(float(sum((g * g).sum() for g in grads)))  # one device sync, not one each
     if total > max_norm:
         scale = max_norm / (total + 1e-12)
         for p in params:
