@@ -64,6 +64,17 @@ def series(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float],
     return out
 
 
+def plain_log_labels(ax: Any) -> None:
+    """Label ``ax``'s log y axis with plain numbers (``0.3``, ``2``, ``0.0001``) instead of
+    ``3 x 10^-1``, the minor ticks too where the axis spans less than two decades."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda y, _: f"{y:g}")
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain if hi < 100 * lo else NullFormatter())
+
+
 def curves_figure(histories: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], path: Path,
                   title: str, selected: Sequence[int | None] = (),
                   split: str = "evaluation split") -> Path:
@@ -96,6 +107,7 @@ def curves_figure(histories: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], 
                 ax.plot(xs, ys, marker="o", markersize=3, label=LABELS.get(key, key))
             if c == 0 and group and all(y > 0 for _, ys in group.values() for y in ys):
                 ax.set_yscale("log")
+                plain_log_labels(ax)
             if step is not None:
                 ax.axvline(step, color="grey", linestyle="--", linewidth=1,
                            label=f"model kept (step {step})")

@@ -28,6 +28,9 @@ CLASSIFIER = "classifier"
 ROLES = {"q": "#1f77b4", "k": "#ff7f0e", "v": "#2ca02c", "": "#555555", "feature": "#c9b3e0"}
 """Edge colour by what the edge's target does with its source (classifier features light: there
 are many)."""
+BEND = {"q": 0.08, "v": -0.08}
+"""Curvature of query and value edges in the matplotlib drawing, so that a head reading one
+variable in two roles shows both edges."""
 DOT_TIMEOUT = 60
 """Seconds ``dot`` may take to lay out a graph."""
 
@@ -135,7 +138,8 @@ def _draw(program: Program, path: Path) -> Path:
     for source, target, role in edges(program):
         ax.annotate("", xy=pos[target], xytext=pos[source],
                     arrowprops=dict(arrowstyle="-|>", color=ROLES[role], lw=0.8,
-                                    shrinkA=12, shrinkB=12, mutation_scale=8))
+                                    shrinkA=12, shrinkB=12, mutation_scale=8,
+                                    connectionstyle=f"arc3,rad={BEND.get(role, 0.0)}"))
     for name, (x, y) in pos.items():
         grey = name not in used
         ax.text(x, y, node_label(program, name), ha="center", va="center", fontsize=7,
@@ -147,7 +151,7 @@ def _draw(program: Program, path: Path) -> Path:
                        ("feature", "classifier feature")):
         ax.plot([], [], color=ROLES[role], label=f"reads as {name}")
     ax.plot([], [], color="grey", linestyle="--", label="unused (no effect on predictions)")
-    ax.legend(loc="upper right", fontsize=7, framealpha=1)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     ax.set_xlim(min(x for x, _ in pos.values()) - 0.7, max(x for x, _ in pos.values()) + 0.7)
     ax.set_ylim(-depth + 0.5, 0.7)
     ax.set_axis_off()

@@ -220,7 +220,8 @@ def _run_label(run: dict[str, Any]) -> str:
 def figures(result: dict[str, Any], out: Path) -> list[Path]:
     """Draw ``hierarchy_<budget>_accuracy.png`` and ``hierarchy_<budget>_kl.png`` (see the
     module docstring) from ``result``: one panel per task and k_train, runs of other lengths
-    overlaid in the accuracy figure, the longest run in the KL figure."""
+    overlaid in the accuracy figure; in the KL figure the run whose first checkpoint comes
+    earliest (the early alignment with BP_l shows), the longer of two such."""
     if not result["runs"]:
         return []
     g = paper_grammar()
@@ -239,13 +240,13 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
         if kt:
             levels.append(Level("BP_0 (exact, optimal)", bp[1], ":", "grey"))
         accuracy.append(Panel(title, lines, levels))
-        longest = max(runs, key=lambda r: r["run"]["steps"])
-        hist = longest["history"]
-        kl.append(Panel(f"{title} ({longest['run']['steps']} steps)", [
+        early = min(runs, key=lambda r: (r["history"][0]["step"], -r["run"]["steps"]))
+        hist = early["history"]
+        kl.append(Panel(f"{title} ({early['run']['steps']} steps)", [
             Line(f"KL(BP_{k} || model)" + (" (training data's BP)" if k == kt else ""),
                  [h["step"] for h in hist], [h[str(kt)][f"bp{k}"]["kl"] for h in hist],
                  style="-" if k == kt else "--", color=f"C{k}")
-            for k in range(longest["run"]["l"] + 1)]))
+            for k in range(early["run"]["l"] + 1)]))
     name = f"hierarchy_{result['budget']}"
     l = result["config"]["l"]
     return [panels_figure(accuracy, out / f"{name}_accuracy.png",
