@@ -29,6 +29,7 @@ OVERRIDES: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("program", "run"): {},
     ("program", "eval"): {"--n-samples": ["200"]},
     ("program", "export"): {},
+    ("program", "stats"): {} if importlib.util.find_spec("matplotlib") else {"--plot": None},
     ("sweep", "sort"): {"--layers": ["1", "2"], "--epochs": ["1"], "--n-samples": ["200"],
                         "--quiet": []},
     ("learn", "ner-demo"): {"--budget": ["0.01"], "--quiet": []},
@@ -39,9 +40,10 @@ OVERRIDES: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("trees", "sample"): {},
     ("trees", "bp"): {},
 }
-"""How each tour command runs here. ``sorting circuits`` drops ``--plots`` where matplotlib (the
-``plot`` extra, not installed by CI's ``.[test]``) is missing; tests/test_cli_contract.py checks
-the one-line error it then gives."""
+"""How each tour command runs here. ``sorting circuits`` and ``program stats`` drop ``--plots``
+and ``--plot`` where matplotlib (the ``plot`` extra, not installed by CI's ``.[test]``) is
+missing; tests/test_cli_contract.py and tests/commands/test_commands_program.py check the
+one-line error they then give."""
 
 NOT_RUN = {
     ("reproduce", "NAME"): "a template: NAME stands for the reproductions listed in its comment; "
