@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, to_host
+from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError
 from tpcore.models.counting import CountingConfig, CountingProgramModel
 from tpcore.models.hooks import (
@@ -46,13 +48,21 @@ def _program(**kw):
 
 
 def _tokens(seed, v=5):
-    return np.random.default_rng(seed).integers(0, v, (B, N))
+    return asarray(np.random.default_rng(seed).integers(0, v, (B, N)))
 
 
 def _pad():
     pad = np.zeros((B, N), bool)
     pad[1, 3:] = True
-    return pad
+    return asarray(pad)
+
+
+def _eq(a, b):
+    return np.array_equal(to_host(a), to_host(b))
+
+
+def _close(a, b, **tolerances):
+    return np.allclose(to_host(a), to_host(b), **tolerances)
 
 
 def _grads(model, logits, g):
@@ -126,12 +136,12 @@ def test_program_names_are_the_program_names():
 def test_program_cache_is_complete_and_equals_the_stream(model):
     logits, cache = model.run_with_cache(_tokens(0), pad=_pad())
     assert cache.names() == model.hook_names()
-    assert np.array_equal(logits, model.forward(_tokens(0), pad=_pad()))
+    assert _eq(logits, model.forward(_tokens(0), pad=_pad()))
     x, xn = model.cache["x"], model.cache["xn"]
     d = model.config.width
     for v in model.variables:
         stream = x if v.kind == "categorical" else xn
-        assert np.array_equal(cache[v.name], stream[v.slot]), v.name
+        assert _eq(cache[v.name], stream[v.slot]), v.name
     sizes = dict(batch=B, pos=N, query_pos=N, key_pos=N, value=d)
     for name in cache:
         assert cache[name].shape == tuple(sizes[a] for a in model.hook_axes(name)), name
@@ -146,10 +156,10 @@ def test_program_patterns_compute_the_head_outputs():
             continue
         pattern, value = cache[head.name + ".pattern"], cache[head.value]
         if head.kind == "categorical":
-            assert np.array_equal(pattern.sum(-1), np.ones((B, N)))
-            assert np.allclose(cache[head.output], pattern @ value)
+            assert _eq(pattern.sum(-1), np.ones((B, N)))
+            assert _close(cache[head.output], pattern @ value)
         else:
-            assert np.allclose(cache[head.output], (pattern @ value[..., None])[..., 0])
+            assert _close(cache[head.output], (pattern @ value[..., None])[..., 0])
 
 
 def test_unknown_names_are_refused_with_suggestions():
@@ -170,18 +180,18 @@ def test_transformer_cache_values_are_the_forward_values():
     model = _transformer(dtype="float32", n_layers=2)
     tokens = _tokens(3)
     logits, cache = model.run_with_cache(tokens, pad=_pad())
-    assert np.array_equal(logits, model.forward(tokens, pad=_pad()))
+    assert _eq(logits, model.forward(tokens, pad=_pad()))
     for layer in range(2):
-        assert np.array_equal(cache["pattern", layer], model.cache["attn"][layer])
-        assert np.array_equal(cache["resid_pre", layer], model.cache["resid"][layer])
-        assert np.array_equal(cache["resid_post", layer], model.cache["resid"][layer + 1])
+        assert _eq(cache["pattern", layer], model.cache["attn"][layer])
+        assert _eq(cache["resid_pre", layer], model.cache["resid"][layer])
+        assert _eq(cache["resid_post", layer], model.cache["resid"][layer + 1])
         attn = model.blocks[layer].attn
         z = cache["z", layer].reshape(B, N, -1)
-        assert np.allclose(cache["attn_out", layer], z @ attn.wo.data + attn.bo.data, atol=1e-5)
-        assert np.allclose(cache["resid_mid", layer],
+        assert _close(cache["attn_out", layer], z @ attn.wo.data + attn.bo.data, atol=1e-5)
+        assert _close(cache["resid_mid", layer],
                            cache["resid_pre", layer] + cache["attn_out", layer])
-    assert np.array_equal(cache["hook_embed"], model.tok_emb.data[tokens])
-    assert np.array_equal(cache["resid_pre", 0], cache["embed", None] + cache["pos_embed", None])
+    assert _eq(cache["hook_embed"], model.tok_emb.data[tokens])
+    assert _eq(cache["resid_pre", 0], cache["embed", None] + cache["pos_embed", None])
 
 
 @pytest.mark.parametrize("options", VARIANTS + [dict(dropout=0.3)])
@@ -190,7 +200,7 @@ def test_transformer_identity_hooks_change_nothing(options):
     gradients."""
     model = _transformer(**options)
     tokens, pad = _tokens(4), _pad()
-    run = dict(pad=pad, rng=np.random.default_rng(5) if options.get("dropout") else None)
+    run = dict(pad=pad, rng=make_rng(5) if options.get("dropout") else None)
     logits = model.forward(tokens, **run)
     g = random_like(logits)
     plain = _grads(model, logits, g)
@@ -198,25 +208,25 @@ def test_transformer_identity_hooks_change_nothing(options):
     fns = {n: (lambda v, name: v) if i % 2 else (lambda v, name: None)
            for i, n in enumerate(names)}
     if options.get("dropout"):
-        run["rng"] = np.random.default_rng(5)
+        run["rng"] = make_rng(5)
     hooked, _ = model.run_with_cache(tokens, hooks=fns, **run)
-    assert np.array_equal(hooked, logits)
+    assert _eq(hooked, logits)
     grads = _grads(model, hooked, g)
-    assert all(np.array_equal(grads[k], plain[k]) for k in plain)
+    assert all(_eq(grads[k], plain[k]) for k in plain)
 
 
 def test_program_identity_hooks_change_nothing():
     model = _program(n_embed_vars=2, k=3)
     tokens, pad = _tokens(4), _pad()
-    logits = model.forward(tokens, pad, rng=np.random.default_rng(7), tau=1.5)
+    logits = model.forward(tokens, pad, rng=make_rng(7), tau=1.5)
     g = random_like(logits)
     plain = _grads(model, logits, g)
     fns = {n: lambda v, name: v for n in model.hook_names()}
-    hooked, _ = model.run_with_cache(tokens, hooks=fns, pad=pad, rng=np.random.default_rng(7),
+    hooked, _ = model.run_with_cache(tokens, hooks=fns, pad=pad, rng=make_rng(7),
                                      tau=1.5)
-    assert np.array_equal(hooked, logits)
+    assert _eq(hooked, logits)
     grads = _grads(model, hooked, g)
-    assert all(np.array_equal(grads[k], plain[k]) for k in plain)
+    assert all(_eq(grads[k], plain[k]) for k in plain)
 
 
 # ---------------------------------------------------------------------- ablation
@@ -231,13 +241,13 @@ def test_head_ablation_is_zeroing_its_rows_of_wo(layer, head):
     other = copy.deepcopy(model)
     other.blocks[layer].attn.wo.data[4 * head:4 * head + 4] = 0.0
     expected = other.forward(tokens)
-    assert np.allclose(ablated, expected, rtol=0, atol=1e-12)
-    assert not np.allclose(ablated, model.forward(tokens))
+    assert _close(ablated, expected, rtol=0, atol=1e-12)
+    assert not _close(ablated, model.forward(tokens))
     other_grads = _grads(other, expected, g)
     wo = f"blocks.{layer}.attn.wo"
     for name in grads:
         if name != wo:
-            assert np.allclose(grads[name], other_grads[name], rtol=0, atol=1e-12), name
+            assert _close(grads[name], other_grads[name], rtol=0, atol=1e-12), name
     assert not grads[wo][4 * head:4 * head + 4].any()
     cols = slice(4 * head, 4 * head + 4)
     assert not grads[f"blocks.{layer}.attn.wq"][:, cols].any()
@@ -250,16 +260,16 @@ def test_program_head_ablation_is_zeroing_its_classifier_rows():
     tokens, pad = _tokens(6), _pad()
     ablated, cache = model.run_with_cache(tokens, pad=pad,
                                           hooks={"attn_1_1_outputs": replace(0.0)})
-    assert np.array_equal(ablated, ablate_head(model, tokens, "attn_1_1", pad=pad))
+    assert _eq(ablated, ablate_head(model, tokens, "attn_1_1", pad=pad))
     assert not cache["attn_1_1_outputs"].any()
     slot = next(v.slot for v in model.variables if v.name == "attn_1_1_outputs")
     d = model.config.width
     other = copy.deepcopy(model)
     other.w_out.data[slot * d:(slot + 1) * d] = 0.0
-    assert np.allclose(ablated, other.forward(tokens, pad), rtol=0, atol=1e-12)
-    assert not np.allclose(ablated, model.forward(tokens, pad))
+    assert _close(ablated, other.forward(tokens, pad), rtol=0, atol=1e-12)
+    assert not _close(ablated, model.forward(tokens, pad))
     logits = model.run_with_hooks(tokens, {"attn_1_1_outputs": replace(0.0)}, pad=pad,
-                                  rng=np.random.default_rng(0), tau=1.0)
+                                  rng=make_rng(0), tau=1.0)
     grads = _grads(model, logits, random_like(logits))
     assert not grads["layers.1.cat_pred"][1].any() and grads["layers.1.cat_pred"][0].any()
 
@@ -269,8 +279,8 @@ def test_ablation_at_some_positions_leaves_earlier_ones_of_a_causal_model():
     tokens = _tokens(7)
     clean = model.forward(tokens)
     ablated = ablate_head(model, tokens, (0, 0), positions=[2, 4])
-    assert np.array_equal(ablated[:, :2], clean[:, :2])
-    assert not np.allclose(ablated[:, 2], clean[:, 2])
+    assert _eq(ablated[:, :2], clean[:, :2])
+    assert not _close(ablated[:, 2], clean[:, 2])
 
 
 # ---------------------------------------------------------------------- patching
@@ -280,11 +290,11 @@ def test_patching_every_layer_at_every_position_recovers_the_clean_logits(option
     model = _transformer(**options)
     clean, corrupted = _tokens(8, 6), _tokens(9, 6)
     want = model.forward(clean)
-    assert not np.allclose(want, model.forward(corrupted))
+    assert not _close(want, model.forward(corrupted))
     for layer in range(2):
         for kind in ("resid_pre", "resid_post"):
             got = patch(model, clean, corrupted, model.hook_name(kind, layer))
-            assert np.array_equal(got, want), (kind, layer)
+            assert _eq(got, want), (kind, layer)
 
 
 def test_program_patching_the_stream_after_each_layer_recovers_the_clean_logits():
@@ -297,8 +307,8 @@ def test_program_patching_the_stream_after_each_layer_recovers_the_clean_logits(
         stream += [v.name for v in model.variables
                    if v.source and v.source.split("_")[-2] == str(li)]
         hooks = {name: replace(cache[name]) for name in stream}
-        assert np.array_equal(model.run_with_hooks(corrupted, hooks), want), li
-    assert not np.allclose(model.forward(corrupted), want)
+        assert _eq(model.run_with_hooks(corrupted, hooks), want), li
+    assert not _close(model.forward(corrupted), want)
 
 
 def test_patch_head_takes_that_head_and_position_from_the_clean_run():
@@ -311,11 +321,11 @@ def test_patch_head_takes_that_head_and_position_from_the_clean_run():
         corrupted, hooks={"blocks.1.attn.hook_z": edit_hook(model, "blocks.1.attn.hook_z", 3, 0,
                                                             values=c_clean["z", 1])})
     z = c_patched["z", 1]
-    assert np.array_equal(z[:, 3, 0], c_clean["z", 1][:, 3, 0])
-    assert np.array_equal(np.delete(z, 3, axis=1), np.delete(c_bad["z", 1], 3, axis=1))
-    assert np.array_equal(z[:, 3, 1], c_bad["z", 1][:, 3, 1])
+    assert _eq(z[:, 3, 0], c_clean["z", 1][:, 3, 0])
+    assert _eq(np.delete(to_host(z), 3, axis=1), np.delete(to_host(c_bad["z", 1]), 3, axis=1))
+    assert _eq(z[:, 3, 1], c_bad["z", 1][:, 3, 1])
     bad = model.forward(corrupted)
-    assert np.array_equal(logits[:, :3], bad[:, :3]) and not np.allclose(logits[:, 3], bad[:, 3])
+    assert _eq(logits[:, :3], bad[:, :3]) and not _close(logits[:, 3], bad[:, 3])
 
 
 def test_program_patch_head_takes_its_output_variable_from_the_clean_run():
@@ -325,9 +335,9 @@ def test_program_patch_head_takes_its_output_variable_from_the_clean_run():
     logits = patch_head(model, clean, corrupted, "attn_0_1")
     hooks = {"attn_0_1_outputs": replace(c_clean["attn_0_1_outputs"])}
     patched, cache = model.run_with_cache(corrupted, hooks=hooks)
-    assert np.array_equal(logits, patched)
-    assert np.array_equal(cache["attn_0_1_outputs"], c_clean["attn_0_1_outputs"])
-    assert not np.array_equal(c_clean["attn_0_1_outputs"],
+    assert _eq(logits, patched)
+    assert _eq(cache["attn_0_1_outputs"], c_clean["attn_0_1_outputs"])
+    assert not _eq(c_clean["attn_0_1_outputs"],
                               model.run_with_cache(corrupted)[1]["attn_0_1_outputs"])
 
 
@@ -340,7 +350,7 @@ def test_patch_sweep_finds_where_the_information_flows():
     names = ["blocks.0.hook_resid_pre", "blocks.1.hook_resid_post"]
     for t in range(N):
         grid = patch_sweep(model, clean, corrupted, names,
-                           lambda logits, t=t: np.abs(logits[:, t] - bad[:, t]).max())
+                           lambda logits, t=t: float(abs(logits[:, t] - bad[:, t]).max()))
         assert grid.shape == (2, N)
         assert (grid[:, t + 1:] == 0).all() and (grid[0, :t + 1] > 0).all()
         assert (grid[1, :t] == 0).all() and grid[1, t] > 0    # after the last layer
@@ -388,7 +398,7 @@ def test_program_gradients_with_hooks(kw):
     model = _program(**kw)
     tokens, pad = _tokens(16), _pad()
     train = dict(pad=pad, tau=1.5)
-    _, other = model.run_with_cache(_tokens(17), rng=np.random.default_rng(8), **train)
+    _, other = model.run_with_cache(_tokens(17), rng=make_rng(8), **train)
     hooks = {
         "attn_0_0_outputs": edit_hook(model, "attn_0_0_outputs", positions=[1, 2]),
         "attn_1_0.pattern": replace(other["attn_1_0.pattern"]),
@@ -398,7 +408,7 @@ def test_program_gradients_with_hooks(kw):
         "mlp_0_0_outputs": lambda v, name: Edit(2.0, 0.0),
         "positions": scale(0.5),
     }
-    _gradcheck(model, lambda: model.run_with_hooks(tokens, hooks, rng=np.random.default_rng(7),
+    _gradcheck(model, lambda: model.run_with_hooks(tokens, hooks, rng=make_rng(7),
                                                    **train), tol=1e-5, max_entries=20)
 
 
@@ -410,7 +420,7 @@ def test_counting_model_gradients_with_hooks():
     hooks = {"expert_count": scale(3.0, (slice(None), slice(0, 2))),
              "prefix_count_1": replace(0.0), "attn_1_0_outputs": scale(0.5)}
     _gradcheck(model, lambda: model.run_with_hooks(_tokens(18), hooks, pad=_pad(),
-                                                   rng=np.random.default_rng(3), tau=1.5),
+                                                   rng=make_rng(3), tau=1.5),
                tol=1e-5, max_entries=20)
 
 
@@ -441,7 +451,7 @@ def test_docs_transformer_example_runs():
     model = _transformer()
     scope = {"model": model, "tokens": _tokens(0), "corrupted": _tokens(1)}
     exec(compile(_docs_blocks()[1], str(DOCS), "exec"), scope)
-    assert np.array_equal(scope["patched"], model.forward(_tokens(0)))
+    assert _eq(scope["patched"], model.forward(_tokens(0)))
 
 
 def test_docs_name_table_is_the_transformers():
