@@ -11,6 +11,7 @@ numbers (accuracies, scores) beside them. Nested values and the bookkeeping fiel
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,13 +67,19 @@ def series(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float],
 
 def plain_log_labels(ax: Any) -> None:
     """Label ``ax``'s log y axis with plain numbers (``0.3``, ``2``, ``0.0001``) instead of
-    ``3 x 10^-1``, the minor ticks too where the axis spans less than two decades."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    ``3 x 10^-1``; minor ticks labelled where they do not crowd: all of them when the axis spans
+    less than a decade, those at 2 and 5 times a power of ten when it spans less than two."""
+    from matplotlib.ticker import FuncFormatter
 
-    plain = FuncFormatter(lambda y, _: f"{y:g}")
     lo, hi = ax.get_ylim()
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain if hi < 100 * lo else NullFormatter())
+    shown = (range(2, 10) if hi < 10 * lo else (2, 5) if hi < 100 * lo else ())
+
+    def minor(y: float, _: int) -> str:
+        mantissa = round(y / 10 ** math.floor(math.log10(y)))
+        return f"{y:g}" if mantissa in shown else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
 
 
 def curves_figure(histories: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], path: Path,
