@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tpcore.experiments import program_lengths, table1
 from tpcore.programs import codegen, ir
 from tpcore.programs.examples import reverse_program
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run_dir(root):
@@ -40,3 +43,12 @@ def test_explicit_run_directories(tmp_path):
     result = program_lengths.run(program_lengths.budget("small"), tmp_path / "out", 0,
                                  run_dirs=[d], check_fidelity=False)
     assert result["tasks"][0]["run"] == "L2_s0" and "--run-dirs" in result["command"]
+
+
+def test_a_committed_run_without_its_program_json_is_measured_from_its_model(tmp_path):
+    """The committed Table 1 runs keep model.npz, not program.json (rebuilt on load)."""
+    committed = REPO / "results" / "table1" / "runs" / "hist" / "L1_H2+2_M1+1_s0"
+    assert not (committed / "program.json").exists()
+    row = program_lengths.measure(committed)
+    assert row["task"] == "hist" and row["pruned"] < row["full"]
+    assert row["fidelity"]["numpy"] == row["fidelity"]["numba"] == 1.0

@@ -6,10 +6,10 @@ program.
 
 :func:`run` reuses (or trains, resumably) the Table 1 sweep at ``budget`` through
 :func:`tpcore.experiments.table1.run` (or takes explicit run directories), reads each selected
-run's ``program.json``, counts the lines of its generated program without and with compression
-(:func:`tpcore.programs.codegen.line_counts`), measures fidelity
-(:func:`tpcore.pipelines.learn.fidelity`), and writes ``program_lengths.json`` and
-``program_lengths.md``.
+run's program (its ``program.json``, or extracted from its model), counts the lines of its
+generated program without and with compression (:func:`tpcore.programs.codegen.line_counts`),
+measures fidelity (:func:`tpcore.pipelines.learn.fidelity`), and writes
+``program_lengths.json`` and ``program_lengths.md``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Any
 from tpcore.experiments import table1
 from tpcore.experiments.budget import Budget
 from tpcore.io import write_json, write_text
+from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import fidelity
-from tpcore.programs import codegen, ir
+from tpcore.programs import codegen
 from tpcore.rundir import check_out_dir
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2")
@@ -56,7 +57,7 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     task = metrics["task"]
     full, pruned = PAPER[task]
     return {"task": task, "run": run_dir.name, "test_acc": 100 * metrics["test"]["acc"],
-            **codegen.line_counts(ir.load(run_dir / "program.json")),
+            **codegen.line_counts(load_program(run_dir)),
             "paper_full": full, "paper_pruned": pruned,
             "fidelity": fidelity(run_dir) if check_fidelity else None}
 

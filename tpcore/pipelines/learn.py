@@ -40,9 +40,8 @@ from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
 from tpcore.nn.module import save
 from tpcore.nn.optim import Adam
-from tpcore.pipelines.decompile import decompile
+from tpcore.pipelines.decompile import decompile, load_program
 from tpcore.pipelines.fidelity import agreement
-from tpcore.programs import ir
 from tpcore.programs.files import read_program
 from tpcore.rundir import RunDir
 from tpcore.tasks.data import TaskData
@@ -369,12 +368,12 @@ def paused_summary(cfg: LearnConfig, state: TrainState, per_epoch: int) -> dict[
 
 def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
     """:func:`tpcore.pipelines.fidelity.agreement` of a finished run's discrete model and its
-    ``program.json`` on its test split, on every engine (the generated program on the first
-    ``n_program`` sequences, all when None), with the numbers of target ``positions`` and
-    ``sequences``."""
+    program (``program.json``, or extracted from the model where that is not kept) on its test
+    split, on every engine (the generated program on the first ``n_program`` sequences, all
+    when None), with the numbers of target ``positions`` and ``sequences``."""
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     test = make_data(LearnConfig(**metrics["config"])).splits["test"]
     return {"positions": int(test["mask"].sum()), "sequences": int(len(test["tokens"])),
-            **agreement(load(run_dir / "model.npz"), ir.load(run_dir / "program.json"), test,
+            **agreement(load(run_dir / "model.npz"), load_program(run_dir), test,
                         n_generated=n_program)}
