@@ -40,8 +40,9 @@ def test_figures_from_committed_results(name, tmp_path):
 def test_counting_figure_marks_cells_not_run(tmp_path):
     pytest.importorskip("matplotlib")
     cell = {"task": "hist", "regime": "base", "variant": "prefix", "test": {"acc": 0.5}}
-    assert counting.figures({"cells": [cell]}, tmp_path) == [tmp_path / "counting.png"]
-    assert counting.figures({"cells": []}, tmp_path / "none") == []
+    result = {"budget": "smoke", "epochs": 2, "cells": [cell]}
+    assert counting.figures(result, tmp_path) == [tmp_path / "counting.png"]
+    assert counting.figures({**result, "cells": []}, tmp_path / "none") == []
 
 
 def test_draw_or_note_without_matplotlib(monkeypatch, capsys):

@@ -504,9 +504,11 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
                       for v in VARIANTS] for t, g in keys])
     paper = np.array([PAPER[key] for key in keys], dtype=float)
     rows = [f"{t}, {g} (V={REGIMES[g][0]}, N={REGIMES[g][1]})" for t, g in keys]
-    return [table_heatmaps([("tpcore", ours), ("paper (Table 1)", paper)], rows, list(VARIANTS),
-                           out / "counting.png", "Modular counting: test token accuracy per "
-                           "counting module", "test token accuracy (%)", 0, 100,
+    arch = f", --arch {' '.join(map(str, result['arch']))}" if result.get("arch") else ""
+    ours_title = f"tpcore (budget {result['budget']}, {result['epochs']} epochs{arch})"
+    return [table_heatmaps([(ours_title, ours), ("paper (Table 1, 250 epochs)", paper)], rows,
+                           list(VARIANTS), out / "counting.png", "Modular counting: test token "
+                           "accuracy per counting module", "test token accuracy (%)", 0, 100,
                            col_title="counting module")]
 
 
