@@ -95,6 +95,15 @@ def test_halving_continues_the_best_third_of_each_rung(tmp_path, monkeypatch):
                                     "epochs_full_grid": 63, "fraction": 19 / 63}
 
 
+def test_halving_stops_ranking_when_one_run_is_left(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr("tpcore.pipelines.learn.learn", _fake_learn(calls))
+    finals, record = halve([LearnConfig(**TINY, epochs=9, seed=s) for s in range(3)], tmp_path)
+    assert [c.seed for c in finals] == [2] and len(record["rungs"]) == 1
+    assert sorted(calls) == [(0, 1), (1, 1), (2, 1)]
+    assert halving_cost(record)["epochs_trained"] == 3 * 1 + 1 * 8
+
+
 def test_halving_refuses_runs_of_other_lengths(tmp_path):
     configs = [LearnConfig(**TINY, epochs=9, seed=0), LearnConfig(**TINY, epochs=6, seed=1)]
     with pytest.raises(TpcoreError, match="one epochs and eval_every for every run"):

@@ -14,11 +14,12 @@ trains every configuration for the first ``1/ETA^(R-1)`` of its epochs (rounded 
 ``eval_every``, where an evaluation falls), ranks them by the validation token accuracy of the
 discrete model selected so far (ties: lower validation loss, then configuration order), and
 continues the best ``1/ETA`` (rounded up) to the next rung, ``ETA`` times as long, and so on; the
-last rung trains the survivors to the end and writes ordinary run directories. Schedules are
-those of the whole run, and a continued run resumes from its paused state
-(:func:`tpcore.pipelines.learn.learn` ``pause_after``), so a survivor ends exactly as it would have
-without the pauses. The runs a rung cuts keep their paused state, and ``sweep.json`` records how
-far each got and its score per rung; a rerun retrains nothing that a rung already did.
+last rung (or the first that leaves a single run) trains the survivors to the end and writes
+ordinary run directories. Schedules are those of the whole run, and a continued run resumes
+from its paused state (:func:`tpcore.pipelines.learn.learn` ``pause_after``), so a survivor
+ends exactly as it would have without the pauses. The runs a rung cuts keep their paused
+state, and ``sweep.json`` records how far each got and its score per rung; a rerun retrains
+nothing that a rung already did.
 """
 
 from __future__ import annotations
@@ -248,6 +249,8 @@ def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, j
         record["rungs"].append(rung)
         if on_rung:
             on_rung(rung)
+        if len(alive) == 1:  # nothing left to rank: the survivor finishes
+            break
     return alive, record
 
 
@@ -255,11 +258,12 @@ def halving_cost(record: dict[str, Any]) -> dict[str, Any]:
     """Epochs that the rungs of :func:`halve`'s ``record`` train (each run only the epochs of a
     rung beyond the one before), the survivors' to the end included, beside every
     configuration trained to the end."""
-    schedule, counts = record["epochs"], [len(r["runs"]) for r in record["rungs"]]
-    counts.append(len(record["rungs"][-1]["survivors"]) if record["rungs"]
-                  else record["configs"])
-    trained = sum(n * (e - prev) for n, e, prev in zip(counts, schedule, [0, *schedule]))
-    full = record["configs"] * schedule[-1]
+    rungs = record["rungs"]
+    ends = [r["epochs"] for r in rungs] + [record["epochs"][-1]]
+    counts = [len(r["runs"]) for r in rungs] + [len(rungs[-1]["survivors"]) if rungs
+                                                 else record["configs"]]
+    trained = sum(n * (e - prev) for n, e, prev in zip(counts, ends, [0, *ends]))
+    full = record["configs"] * ends[-1]
     return {"epochs_trained": trained, "epochs_full_grid": full, "fraction": trained / full}
 
 
