@@ -25,7 +25,7 @@ README = REPO / "README.md"
 OVERRIDES: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("info",): {},
     ("learn", "sort"): {"--epochs": ["1"], "--n-samples": ["200"], "--quiet": []},
-    ("program", "show"): {},
+    ("program", "show"): {} if importlib.util.find_spec("matplotlib") else {"--plots": None},
     ("program", "run"): {},
     ("program", "eval"): {"--n-samples": ["200"]},
     ("program", "export"): {},
@@ -40,10 +40,10 @@ OVERRIDES: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("trees", "sample"): {},
     ("trees", "bp"): {},
 }
-"""How each tour command runs here. ``sorting circuits`` and ``program stats`` drop ``--plots``
-and ``--plot`` where matplotlib (the ``plot`` extra, not installed by CI's ``.[test]``) is
-missing; tests/test_cli_contract.py and tests/commands/test_commands_program.py check the
-one-line error they then give."""
+"""How each tour command runs here. ``program show``, ``sorting circuits`` and ``program stats``
+drop ``--plots`` and ``--plot`` where matplotlib (the ``plot`` extra, not installed by CI's
+``.[test]``) is missing; tests/test_cli_contract.py, tests/commands/test_commands_program.py and
+tests/commands/test_commands_plot.py check the one-line error they then give."""
 
 NOT_RUN = {
     ("reproduce", "NAME"): "a template: NAME stands for the reproductions listed in its comment; "
