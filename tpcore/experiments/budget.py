@@ -13,7 +13,10 @@ None for "the budget's"). Beside it the module has
 - ``budget(text: str) -> Budget``: the ``--budget`` of the command line, a preset name of the
   module's ``BUDGETS`` (:func:`preset`) or, for the studies whose budget scales their sizes, a
   positive number (:func:`scaled`); a bad budget raises a :class:`TpcoreError`;
-- ``report(result: dict, out: Path) -> str``: what ``tpcore reproduce NAME`` prints.
+- ``report(result: dict, out: Path) -> str``: what ``tpcore reproduce NAME`` prints;
+- optionally ``figures(result: dict, out: Path) -> list[Path]``: its PNG figures drawn from the
+  JSON's content alone, which ``run`` writes beside its tables when matplotlib is installed
+  (:func:`tpcore.analysis.plots.draw_or_note`) and ``tpcore plot NAME RESULTS.json`` redraws.
 """
 
 from __future__ import annotations
