@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import tpcore
+from tpcore.backend import to_host
 from tpcore.models.hooks import ablate_head, patch_head
 from tpcore.tasks.sorting import encode, one_list, task_of
 
@@ -21,7 +22,7 @@ print(run.decode(model.forward(clean)), run.decode(model.forward(corrupted)))
 # %% Every activation by its program name: variables as they enter the stream, head patterns
 logits, cache = model.run_with_cache(clean)
 print(cache.names()[:6])
-print(np.round(cache["attn_2_0.pattern"][0], 2))   # (query, key): position i reads one key
+print(np.round(to_host(cache["attn_2_0.pattern"][0]), 2))   # (query, key): i reads one key
 
 # %% Ablate each head: which ones does the answer depend on?
 for head in run.program.heads:
@@ -40,6 +41,6 @@ task = task_of(sorter)
 tokens = encode(task, *one_list(task, [3, 1, 2]))["tokens"]
 logits, cache = sorter.run_with_cache(tokens)
 print(sorter.hook_names()[:6])
-pattern = cache["pattern", 0][0, 0]          # (query, key) of head 0, layer 0
+pattern = to_host(cache["pattern", 0][0, 0])          # (query, key) of head 0, layer 0
 print(np.round(pattern[task.first_target : task.first_target + 3, :4], 2))
 print(tpcore.sort_list(sorter, [3, 1, 2]))

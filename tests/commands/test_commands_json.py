@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import tpcore
+from tpcore.backend import backend_name
 from tpcore.cli import main
 from tpcore.programs import ir
 from tpcore.programs.examples import reverse_program
@@ -36,7 +37,7 @@ def run_json(argv: list[str], capsys) -> tuple[dict, str]:
 
 def test_info(capsys):
     doc, _ = run_json(["info"], capsys)
-    assert doc["tpcore"] == tpcore.__version__ and doc["backend"] == "numpy"
+    assert doc["tpcore"] == tpcore.__version__ and doc["backend"] == backend_name()
     assert "numba" in doc and "cupy_backend" in doc
 
 

@@ -5,6 +5,7 @@ prefix-count ablation)."""
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
 
@@ -72,12 +73,12 @@ def test_histogram_heads_finds_the_own_token_count():
     gates[3:5, cat.index("tokens")] = 10.0  # the numerical head's query and key read tokens
     layer.value_gates.data[0] = 0.0
     layer.value_gates.data[0, model.variable_names("numerical").index("ones")] = 10.0
-    layer.num_pred.data[0] = 10.0 * np.eye(layer.num_pred.data.shape[-1])
+    layer.num_pred.data[0] = asarray(10.0 * np.eye(layer.num_pred.data.shape[-1]))
     assert histogram_heads(model, vocab) == ["num_attn_0_0(ones)"]
     layer.num_pred.data[0, 4] = 0.0
     layer.num_pred.data[0, 4, 2] = 10.0  # 'c' now counts 'a'
     assert histogram_heads(model, vocab) == []
-    layer.num_pred.data[0] = 10.0 * np.eye(layer.num_pred.data.shape[-1])
+    layer.num_pred.data[0] = asarray(10.0 * np.eye(layer.num_pred.data.shape[-1]))
     gates[4, cat.index("tokens")] = 0.0
     gates[4, cat.index("positions")] = 10.0
     assert histogram_heads(model, vocab) == []
@@ -115,12 +116,12 @@ def test_prefix_ablation_removes_what_the_classifier_reads(rng):
     slot = next(v.slot for v in model.variables if v.name == "prefix_count_2")
     model.w_out.data[:] = 0.0
     model.w_out.data[d * m_all + slot, 1] = 10.0  # class 1 iff some 'a' is before
-    model.b_out.data[:] = [5.0, 0.0, -10.0, -10.0]
+    model.b_out.data[:] = asarray([5.0, 0.0, -10.0, -10.0])
     tokens = rng.integers(1, 5, (4, 7))
     pad = np.zeros((4, 7), bool)
     pad[1, 5:], pad[2, 2:] = True, True
     tokens[pad] = 0
-    targets = np.asarray(model.forward(tokens, pad).argmax(-1))
+    targets = to_host(model.forward(tokens, pad).argmax(-1))
     split = {"tokens": tokens, "pad": pad, "targets": targets, "mask": ~pad}
     before = evaluate_supervised(model, split)
     got = prefix_ablation(model, split, vocab)

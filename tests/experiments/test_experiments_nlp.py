@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from tpcore.backend import to_host
 from tpcore.cli import main
 from tpcore.experiments import ner, ner_demo, text_classification, text_models
 from tpcore.programs.analysis import embedding_table
@@ -77,10 +78,10 @@ def test_glove_initialises_program_embedding(tmp_path, ner_data):
     emb = text_models.glove_init(tmp_path / "g.txt", ner_data.vocab, 16, seed=0)
     model = text_models.build_program(TINY_PROGRAM, len(words), ner_data.max_len,
                                       len(ner_data.labels), emb)
-    assert np.allclose(model.embedding.data.reshape(len(words), 16), emb)
+    assert np.allclose(to_host(model.embedding.data).reshape(len(words), 16), emb)
     t = text_models.build_transformer(TINY_TRANSFORMER, len(words), ner_data.max_len,
                              len(ner_data.labels), emb)
-    assert np.allclose(t.tok_emb.data, emb)
+    assert np.allclose(to_host(t.tok_emb.data), emb)
 
 
 def test_classification_both_models():
