@@ -159,3 +159,13 @@ def test_write_program_figures(plt, tmp_path):
     assert out["input"] == ["<s>", "c", "a", "b", "</s>"]
     for f in out["files"]:
         assert f.suffix == ".dot" or is_png(f)
+
+
+def test_labels_are_drawn_literally(plt, tmp_path):
+    from tpcore.analysis.plots import literal
+
+    assert literal("a$b") == "a\\$b" and literal(3) == "3"
+    p = reverse_program(words=["$", "a$b", "c"])
+    out = write_program_figures(p, tmp_path, tokens=["$", "a$b", "c"])
+    assert out["input"] == ["<s>", "$", "a$b", "c", "</s>"]
+    assert all(f.suffix == ".dot" or is_png(f) for f in out["files"])

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tpcore.analysis.plots import pyplot, save_png
+from tpcore.analysis.plots import literal, pyplot, save_png
 from tpcore.errors import TpcoreError
 
 NOT_PLOTTED = ("step", "epoch", "train_seconds", "seconds")
@@ -111,7 +111,7 @@ def curves_figure(histories: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], 
                 what = "accuracy" if all("acc" in k for k in group) else "value"
                 ylabel, panel = f"{what} on the {split}", "evaluations"
             for key, (xs, ys) in group.items():
-                ax.plot(xs, ys, marker="o", markersize=3, label=LABELS.get(key, key))
+                ax.plot(xs, ys, marker="o", markersize=3, label=literal(LABELS.get(key, key)))
             if c == 0 and group and all(y > 0 for _, ys in group.values() for y in ys):
                 ax.set_yscale("log")
                 plain_log_labels(ax)
@@ -122,8 +122,8 @@ def curves_figure(histories: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], 
                 ax.text(0.5, 0.5, "not recorded", ha="center", va="center",
                         transform=ax.transAxes, color="grey")
             ax.set(xlabel="training step", ylabel=ylabel)
-            ax.set_title(f"{prefix}{panel}", fontsize=10)
+            ax.set_title(literal(f"{prefix}{panel}"), fontsize=10)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(literal(title), fontsize=11)
     return save_png(fig, path)

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tpcore.analysis.plots import DPI, pyplot, save_png
+from tpcore.analysis.plots import DPI, literal, pyplot, save_png
 from tpcore.errors import TpcoreError
 from tpcore.io import atomic_path
 from tpcore.programs.analysis import used_variables
@@ -142,7 +142,7 @@ def _draw(program: Program, path: Path) -> Path:
                                     connectionstyle=f"arc3,rad={BEND.get(role, 0.0)}"))
     for name, (x, y) in pos.items():
         grey = name not in used
-        ax.text(x, y, node_label(program, name), ha="center", va="center", fontsize=7,
+        ax.text(x, y, literal(node_label(program, name)), ha="center", va="center", fontsize=7,
                 color="grey" if grey else "black",
                 bbox=dict(boxstyle="round,pad=0.3", facecolor="white",
                           edgecolor="grey" if grey else "black",

@@ -41,6 +41,12 @@ def available() -> bool:
     return True
 
 
+def literal(text: Any) -> str:
+    """``text`` as matplotlib should draw it, character for character: a ``$`` (a CoNLL token,
+    say) would otherwise start mathematical notation."""
+    return str(text).replace("$", r"\$")
+
+
 def save_png(fig: Any, path: Path) -> Path:
     """Write ``fig`` to ``path`` atomically at :data:`DPI` and close it; returns ``path``."""
     with atomic_path(path) as tmp:

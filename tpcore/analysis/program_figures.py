@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tpcore.analysis.depgraph import dot_text, graph_png
-from tpcore.analysis.plots import pyplot, save_png
+from tpcore.analysis.plots import literal, pyplot, save_png
 from tpcore.io import write_text
 from tpcore.programs.examples import content_tokens
 from tpcore.programs.interpret import encode, evaluate, key_mask
@@ -92,7 +92,7 @@ def _ticks(ax: Any, rows: Sequence[Any], cols: Sequence[Any]) -> None:
     ax.tick_params(which="minor", length=0)
     for labels, set_ticks in ((cols, ax.set_xticks), (rows, ax.set_yticks)):
         if len(labels) <= MAX_TICKS:
-            set_ticks(range(len(labels)), [str(x) for x in labels], fontsize=6)
+            set_ticks(range(len(labels)), [literal(x) for x in labels], fontsize=6)
         else:
             set_ticks([])
     ax.tick_params(axis="x", labelrotation=90)
@@ -127,7 +127,7 @@ def attention_figure(program: Program, tokens: Sequence[str], path: Path) -> Pat
         ax.set_ylabel("query position", fontsize=7)
         what = "reads one key" if h.kind == "categorical" else "sums matching keys"
         ax.set_title(f"{h.name} ({what})", fontsize=8)
-    fig.suptitle(f"{program.name}: attention on {' '.join(tokens)}", fontsize=11)
+    fig.suptitle(literal(f"{program.name}: attention on {' '.join(tokens)}"), fontsize=11)
     return save_png(fig, path)
 
 
