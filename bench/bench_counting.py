@@ -6,8 +6,8 @@ MLPs, d_mlp 64) in the regime |V| = N = 16 (tokens of width 17 with BOS), for ea
 prefix (PrefixSumCounts), experts (the expert network), both. Each test benchmarks the variant's
 step and records, in ``extra_info``, the ratios of its median and minimum step times to the base
 model's, measured interleaved (15 pairs: base, variant, base, variant, ...) in the same process
-so that the shared cores' load affects both alike. Target (issue 5): ratio <= 1.20. Absolute
-timings are noisy (the 2 cores are shared with other agents); the ratios are the figures to read.
+so that the shared cores' load affects both alike. Target: ratio <= 1.20. Absolute timings
+are noisy (the 2 cores are shared with other jobs); the ratios are the figures to read.
 
 Run: ``pytest bench/bench_counting.py --benchmark-enable``
 """

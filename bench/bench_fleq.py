@@ -4,7 +4,7 @@ NumPy's batched ``A^T B`` on the same batch (the ratio is the cost of computing 
 a softmax). ``extra_info["products_per_s"]`` counts one 8 x 8 product per batch element.
 
 Run: ``OPENBLAS_NUM_THREADS=1 pytest bench/bench_fleq.py --benchmark-enable``. The machine is
-shared by several agents: compare rows of one run, absolute figures are noisy.
+shared by several jobs: compare rows of one run, absolute figures are noisy.
 """
 
 import numpy as np

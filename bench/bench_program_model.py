@@ -3,9 +3,9 @@
 The paper's RASP configuration: k = 8 (vocabulary 8, length 8), batch 512, 4 categorical + 4
 numerical heads and 2 categorical + 2 numerical MLPs per layer, d_mlp 64, 2 and 3 layers.
 The authors' PyTorch implementation takes about 70 ms (2 layers) and 125 ms (3 layers) per step
-on these machines (issue 3); targets: <= 25 ms and <= 40 ms. OpenBLAS runs single-threaded as in
-training (:func:`tpcore.backend.blas_threads`). The cores are shared with other
-agents, so absolute timings are noisy.
+on these machines; targets: <= 25 ms and <= 40 ms. OpenBLAS runs single-threaded as in
+training (:func:`tpcore.train.limit_threads`). The cores are shared with other jobs, so
+absolute timings are noisy.
 
 Run: ``pytest bench/bench_program_model.py --benchmark-enable``
 """

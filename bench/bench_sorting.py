@@ -5,7 +5,7 @@ pseudocode), the embedding gradient (scatter-add vs the one-hot matmul the trans
 for small vocabularies) and the failure search's evaluation (target 1e6 lists in <= 60 s).
 
 Run: ``OPENBLAS_NUM_THREADS=1 pytest bench/bench_sorting.py --benchmark-enable``. Each bench
-stores its rate in ``extra_info``. The 2 cores are shared with other agents, so absolute timings
+stores its rate in ``extra_info``. The 2 cores are shared with other jobs, so absolute timings
 are noisy; compare rows of one run.
 """
 

@@ -1,34 +1,152 @@
-"""The docs say what the code does: every ``tpcore`` command quoted in a bash block of README.md
-and docs/*.md parses, links between the pages reach a file and a heading, and the Table 1
-figures quoted in README.md and docs/programs_model.md are those of results/table1/table1.json.
+"""The docs say what the code does. Every command quoted in README.md and docs/*.md runs, every
+Python block of the docs runs, links between the pages reach a file and a heading, and the
+figures quoted from results/ are those of the files there.
 
-Commands are read as a shell would (``\\`` continues a line, ``#`` starts a comment, the command
-may follow ``&&`` or an environment assignment); optional parts written in ``[brackets]`` are left
-out. Commands whose placeholders do not parse are listed in :data:`SKIP` with the reason.
+Commands are the lines of the ``bash`` blocks, read as a shell would (``\\`` continues a line,
+``#`` starts a comment, ``&&`` separates commands, ``NAME=value`` before a command sets an
+environment variable and alone on a line a shell variable for ``$NAME``); optional parts written
+in ``[brackets]`` are left out. The commands of one block run in order in one fresh folder, as a
+reader would type them, so ``tpcore program show runs/sort`` reads what ``tpcore learn sort``
+wrote before it. ``tpcore`` commands run in this process (an environment variable before one is
+set for it), ``python`` ones in a child process; files a command reads that a reader brings
+(CoNLL files, GloVe vectors, an assembler program) are written first (:data:`FILES`), and
+``results/...`` paths read the committed results of this repository (an ``--out results/...``
+writes into the fresh folder instead).
+
+Where a command trains or searches, :data:`TINY` gives it a tiny budget: each option it names is
+given the new values (appended if absent, removed for None). Every ``tpcore`` command needs an
+entry (``{}``: it runs as written), or a reason in :data:`NOT_RUN` (it parses all the same:
+:func:`test_quoted_command_parses`); other programs are in :data:`OTHER_PROGRAMS`. The Python
+blocks of a page run in order in one child process with ``results`` at hand; they are written to
+run as they are, in seconds.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tpcore.cli import build_parser
+from tpcore.cli import build_parser, main
 from tpcore.errors import TpcoreError
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-TABLE1 = json.loads((REPO / "results" / "table1" / "table1.json").read_text(encoding="utf-8"))
+RESULTS = REPO / "results"
+TABLE1 = json.loads((RESULTS / "table1" / "table1.json").read_text(encoding="utf-8"))
+PLOT = importlib.util.find_spec("matplotlib") is not None
+"""matplotlib (the ``plot`` extra, which CI's ``.[test]`` does not install) is here."""
+NO_PLOTS: dict[str, list[str] | None] = {} if PLOT else {"--plots": None, "--plot": None}
+"""Without matplotlib ``--plots`` and ``--plot`` are dropped (tests/test_cli_contract.py and
+the commands' tests check the one-line error they then give)."""
+ONE_EPOCH = {"--epochs": ["1"], "--quiet": []}
+TINY_LEARN = {**ONE_EPOCH, "--n-samples": ["200"]}
+TINY_GRID = {"--layers": ["1"], "--heads": ["4"], "--embed-vars": ["2"], "--epochs": ["1"],
+             "--seed": ["0"], "--d-model": ["16"], "--t-layers": ["1"], "--t-heads": ["2"],
+             "--k": ["4"], "--quiet": []}
+"""The NLP grids of docs/nlp.md shrunk to one tiny program and one tiny transformer."""
 
-SKIP = {
+TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
+    ("info",): {},
+    ("learn", "sort"): TINY_LEARN,
+    ("learn", "hist"): TINY_LEARN,
+    ("learn", "ner-demo"): {"--budget": ["0.01"], "--quiet": []},
+    ("learn", "conll"): ONE_EPOCH,
+    ("learn", "classify"): ONE_EPOCH,
+    ("nlp", "conll"): TINY_GRID,
+    ("nlp", "classify"): TINY_GRID,
+    ("program", "show"): NO_PLOTS,
+    ("program", "run"): {},
+    ("program", "eval"): {"--n-samples": ["200"]},
+    ("program", "export"): {},
+    ("program", "stats"): NO_PLOTS,
+    ("sweep", "sort"): {"--layers": ["1", "2"], "--heads": ["2"], "--mlps": ["1"],
+                        "--seeds": ["0"], "--jobs": ["1"], **TINY_LEARN},
+    ("sweep", "dyck1"): {"--layers": ["1"], "--heads": ["2"], "--mlps": ["1"], "--seeds": ["0"],
+                         "--jobs": ["1"], **TINY_LEARN},
+    ("sorting", "search-failures"): {"--n": ["1000"]},
+    ("sorting", "circuits"): NO_PLOTS,
+    ("looped", "run"): {},
+    ("trees", "sample"): {"--n": ["5"]},
+    ("trees", "bp"): {},
+    ("reproduce", "counting"): {"--budget": ["smoke"], "--epochs": ["1"]},
+    ("reproduce", "table1"): {"--budget": ["smoke"], "--tasks": ["hist"], "--epochs": ["1"]},
+    ("reproduce", "sorting"): {"--budget": ["0.002"], "--tasks": ["bidirectional"], **NO_PLOTS},
+    ("reproduce", "bp-table"): {"--samples": ["500"]},
+    ("reproduce", "grammar-learning"): {"--budget": ["tiny"]},
+    ("reproduce", "hierarchy"): {"--budget": ["tiny"]},
+    ("reproduce", "ner-demo"): {"--budget": ["0.01"]},
+    ("reproduce", "classify-demo"): {"--budget": ["0.01"]},
+    ("reproduce", "program-lengths"): {"--run-dirs": ["results/table1/runs/hist/L1_H2+2_M1+1_s0"]},
+}
+"""How each command runs here (see the module docstring); keyed by its first two words."""
+
+NOT_RUN = {
     "tpcore reproduce NAME --budget ...": "a template: NAME stands for the reproductions its "
                                           "comment lists (tests/test_readme_tour.py runs "
                                           "--help of each)",
+    "tpcore program run path/to/sort.py ...": "a template for a file of the reader's",
+    "tpcore sweep sort --scheduler tcp://10.0.0.5:8786": "needs a Dask cluster at that address "
+                                                         "(tests/pipelines runs a sweep on a "
+                                                         "local one)",
+    "tpcore reproduce fleq --budget small --seed 0": "minutes even at its smallest budget "
+                                                     "(tests/fleq checks every block and "
+                                                     "application)",
 }
-"""Quoted commands that are not meant to parse as written, with the reason."""
+"""Quoted ``tpcore`` commands that do not run here, with the reason."""
+
+OTHER_PROGRAMS = {
+    "pip": None,
+    "pytest": None,
+    "python": "run",
+}
+"""Programs other than ``tpcore`` that the docs quote: ``run`` in a child process, or None: not
+run here (``pip`` installs the package these tests run on; ``pytest`` runs this suite or the
+benchmarks, minutes of timing)."""
+
+CONLL = """-DOCSTART- -X- O O
+
+John NNP B-NP B-PER
+lives VBZ B-VP O
+in IN B-PP O
+Paris NNP B-NP B-LOC
+. . O O
+
+Mary NNP B-NP B-PER
+met VBD B-VP O
+Bob NNP B-NP B-PER
+Smith NNP I-NP I-PER
+in IN B-PP O
+Berlin NNP B-NP B-LOC
+. . O O
+"""
+TSV = "".join(f"{label}\t{text}\n" for label, text in [
+    ("pos", "a good film"), ("neg", "not a good film"), ("pos", "great acting"),
+    ("neg", "a dull plot"), ("pos", "good and great"), ("neg", "not great at all"),
+    ("pos", "a fine film"), ("neg", "dull and slow"), ("pos", "fine acting"),
+    ("neg", "not fine")] * 3)
+GLOVE = "".join(f"{w} {' '.join(str(0.1 * (i + j)) for j in range(4))}\n"
+                for i, w in enumerate(["john", "paris", "good", "film", "a", "not"]))
+FILES = {
+    **{name: CONLL for name in ("train.txt", "dev.txt", "valid.txt", "test.txt", "eng.train",
+                                "eng.testa", "eng.testb")},
+    **{name: TSV for name in ("train.tsv", "dev.tsv", "test.tsv", "trec_train.tsv",
+                              "trec_test.tsv")},
+    "glove.6B.300d.txt": GLOVE,
+    "prog.asm": ".data\nx = 3\ny = 2\np = 0\n.code\nloop: add x, p\n      subleq 1, y, done\n"
+                "      jmp loop\ndone: halt\n",
+    "cmds.csv": "a,b,c\n4,5,7\n2,3,7\n",
+    "mem.csv": "mem\n0\n-1\n2\n5\n",
+}
+"""Files the quoted commands read that a reader brings (tiny stand-ins)."""
+
 
 README_TASKS = {"reverse": "reverse", "hist": "hist", "double hist": "double_hist",
                 "sort": "sort", "most-freq": "most_freq", "Dyck-1": "dyck1", "Dyck-2": "dyck2",
@@ -40,6 +158,17 @@ def fenced_blocks(path: Path) -> list[tuple[str, str]]:
     """``(language, body)`` of every fenced code block of ``path``."""
     text = path.read_text(encoding="utf-8")
     return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def shell_lines(body: str) -> list[str]:
+    """The commands of a shell block: continuations joined, comment-only lines left out,
+    ``&&`` splitting a line into its commands (comments kept on the last)."""
+    out = []
+    for line in body.replace("\\\n", " ").splitlines():
+        if not line.split("#", 1)[0].strip():
+            continue
+        out += [part.strip() for part in line.split("&&")]
+    return out
 
 
 def command_lines(body: str) -> list[str]:
@@ -54,34 +183,96 @@ def quoted_commands() -> list[tuple[str, str]]:
             if lang == "bash" for line in command_lines(body)]
 
 
+def words_of(line: str, variables: dict[str, str] | None = None) -> list[str]:
+    """The words of a command line: optional ``[...]`` parts and the comment left out, shell
+    variables expanded."""
+    text = re.sub(r"\[[^\]]*\]", "", line)
+    for name, value in (variables or {}).items():
+        text = text.replace(f"${name}", value)
+    return shlex.split(text, comments=True)
+
+
 def tpcore_argv(line: str) -> list[str]:
     """The arguments after ``tpcore`` on a command line, optional ``[...]`` parts left out."""
-    words = shlex.split(re.sub(r"\[[^\]]*\]", "", line), comments=True)
+    words = words_of(line)
     return words[words.index("tpcore") + 1:]
 
 
 def command_text(line: str) -> str:
-    """The command of a line without its comment, as :data:`SKIP` names it."""
+    """The command of a line without its comment, as :data:`NOT_RUN` names it."""
     return " ".join(shlex.split(line, comments=True))
 
 
+def key(argv: list[str]) -> tuple[str, ...]:
+    """The command's leading words (subcommand and verb or task)."""
+    words = []
+    for word in argv[:2]:
+        if word.startswith("-"):
+            break
+        words.append(word)
+    return tuple(words)
+
+
+def shrink(argv: list[str], options: dict[str, list[str] | None]) -> list[str]:
+    """``argv`` with each option of ``options`` given its new values (appended if absent,
+    removed for None), and ``results/...`` paths that are not an ``--out`` pointing into this
+    repository."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in options:
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                i += 1
+            continue
+        reads = word.startswith("results/") and (not out or out[-1] != "--out")
+        out.append(str(REPO / word) if reads else word)
+        i += 1
+    for option, values in options.items():
+        if values is not None:
+            out += [option, *(str(REPO / v) if v.startswith("results/") and option != "--out"
+                              else v for v in values)]
+    return out
+
+
+def shell_blocks() -> list[tuple[str, int, list[str]]]:
+    """``(page, block number, commands)`` of every bash block."""
+    return [(path.name, n, shell_lines(body)) for path in DOCS
+            for n, (lang, body) in enumerate(fenced_blocks(path)) if lang == "bash"]
+
+
 COMMANDS = quoted_commands()
+BLOCKS = shell_blocks()
+PYTHON_PAGES = [path for path in DOCS if any(lang == "python" and "import tpcore" in body
+                                               for lang, body in fenced_blocks(path))]
 
 
 @pytest.mark.parametrize("page, line", COMMANDS, ids=[f"{p}: {c[:60]}" for p, c in COMMANDS])
 def test_quoted_command_parses(page, line):
-    if command_text(line) in SKIP:
-        pytest.skip(SKIP[command_text(line)])
     try:
         build_parser().parse_args(tpcore_argv(line))
     except (TpcoreError, SystemExit) as exc:
+        if command_text(line) in NOT_RUN and "NAME" in line:
+            pytest.skip(NOT_RUN[command_text(line)])
         pytest.fail(f"{page}: `{line.strip()}` does not parse: {exc}")
 
 
-def test_enough_commands_are_checked_and_every_skip_is_quoted():
-    assert len(COMMANDS) >= 40
+def test_every_command_has_an_entry_and_every_entry_is_used():
     quoted = {command_text(line) for _, line in COMMANDS}
-    assert set(SKIP) <= quoted, "a SKIP entry no page quotes any longer"
+    assert len(COMMANDS) >= 40
+    assert set(NOT_RUN) <= quoted, "a NOT_RUN entry no page quotes any longer"
+    used = set()
+    for _, _, commands in BLOCKS:
+        for command in commands:
+            words = [w for w in words_of(command) if not re.match(r"^\w+=", w)]
+            if not words:
+                continue
+            assert words[0] in ("tpcore", *OTHER_PROGRAMS), f"add {words[0]!r} to OTHER_PROGRAMS"
+            if words[0] == "tpcore" and command_text(command) not in NOT_RUN:
+                assert key(words[1:]) in TINY, f"add {key(words[1:])} to TINY (or NOT_RUN)"
+                used.add(key(words[1:]))
+    assert used == set(TINY), f"TINY entries no page needs: {set(TINY) - used}"
 
 
 def test_every_block_quoting_tpcore_is_a_bash_block():
@@ -89,6 +280,57 @@ def test_every_block_quoting_tpcore_is_a_bash_block():
         for lang, body in fenced_blocks(path):
             if lang != "bash":
                 assert not command_lines(body), f"{path.name}: mark the block as ```bash"
+
+
+def run_command(command: str, variables: dict[str, str], folder: Path,
+                monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Run one quoted command in ``folder`` as the module docstring says, failing with its
+    output unless it succeeds."""
+    words = words_of(command, variables)
+    env = {}
+    while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    if not words:
+        variables.update(env)
+        return
+    if command_text(command) in NOT_RUN or OTHER_PROGRAMS.get(words[0], "run") is None:
+        return
+    if words[0] == "python":
+        out = subprocess.run([sys.executable, *words[1:]], cwd=folder, capture_output=True,
+                             text=True, timeout=120, env={**os.environ, **env})
+        assert out.returncode == 0, f"`{command}`: {out.stderr[-2000:]}"
+        return
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    argv = shrink(words[1:], TINY[key(words[1:])])
+    try:
+        code = main(argv)
+    finally:
+        for name in env:
+            monkeypatch.delenv(name)
+    err = capsys.readouterr().err
+    assert code == 0, f"`{command}` ran as `tpcore {' '.join(argv)}`: exit {code}, {err[-2000:]}"
+
+
+@pytest.mark.parametrize("page, n, commands", BLOCKS, ids=[f"{p}#{n}" for p, n, _ in BLOCKS])
+def test_quoted_commands_run(page, n, commands, tmp_path, monkeypatch, capsys):
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    variables: dict[str, str] = {}
+    for command in commands:
+        run_command(command, variables, tmp_path, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=[p.name for p in PYTHON_PAGES])
+def test_python_blocks_run(page, tmp_path):
+    code = "\n\n".join(body for lang, body in fenced_blocks(page) if lang == "python")
+    (tmp_path / "results").symlink_to(RESULTS, target_is_directory=True)
+    (tmp_path / "blocks.py").write_text(code, encoding="utf-8")
+    out = subprocess.run([sys.executable, "blocks.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
 
 
 def slug(heading: str) -> str:
@@ -107,6 +349,17 @@ def test_links_between_pages_reach_a_file_and_heading():
             if anchor:
                 headings = re.findall(r"^#+ (.*)$", page.read_text(encoding="utf-8"), re.M)
                 assert anchor in {slug(h) for h in headings}, f"{path.name}: no heading {target}"
+
+
+def test_docs_and_code_speak_about_the_code_not_the_tracker():
+    """No numbered issues or agents: the text says what the code does and why."""
+    tracker = re.compile(r"\b(issues? #?\d+|agents?)\b", re.I)
+    files = [*DOCS, REPO / "CHANGELOG.md",
+             *(p for d in ("tpcore", "kernels", "tests", "bench", "examples")
+               for p in (REPO / d).rglob("*.py") if p != Path(__file__))]
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not tracker.search(line), f"{path.relative_to(REPO)}:{number}: {line.strip()}"
 
 
 def table_rows(text: str, header_start: str) -> list[dict[str, str]]:
@@ -154,3 +407,83 @@ def test_programs_model_table1_matches_the_results():
         assert int(row["runs"]) == t["runs"] and int(row["program lines"]) == s["program_lines"]
         assert row["selected (L, H, M, seed)"] == f"{s['layers']}, {s['heads']}, {s['mlps']}, " \
                                                   f"{s['seed']}", row["task"]
+
+
+def results(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def readme_text() -> str:
+    """README.md with every run of white space one space (figures wrap across lines)."""
+    return " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+
+
+def test_readme_learn_sort_figures_are_the_committed_runs():
+    m = results("learn_sort/metrics.json")
+    text = readme_text()
+    assert f"**{100 * m['test']['acc']:.2f} % test token accuracy** " \
+           f"({100 * m['test']['seq_acc']:.2f} % of test sequences exactly sorted)" in text
+    assert f"peak memory {round(m['peak_rss_mb'])} MiB" in text and m["steps"] == 5500
+    assert m["program"]["fidelity"] == 1.0     # "the program agrees with the model on 100 %"
+
+
+def test_readme_counting_target_cell_is_the_committed_runs():
+    text = readme_text()
+    selected = {c["variant"]: c for c in results("counting_arch/counting.json")["cells"]}
+    for variant, label in (("prefix", "PrefixSumCounts"), ("none", "none")):
+        cell = selected[variant]
+        runs = [results(f"counting_arch/runs/double_hist-bigvocab-{variant}-s{seed}.json")
+                for seed in cell["seeds"]]
+        accs = ", ".join(f"{100 * r['test']['acc']:.2f}" for r in runs)
+        row = (f"| 3 8 4{' (4 + 4 heads, 2 + 2 MLPs)' * (variant == 'prefix')} | {label} | "
+               f"0-{cell['seeds'][-1]}: {accs} | ")
+        assert row in text, row
+        best = max(runs, key=lambda r: r["val"]["acc"])
+        assert best["seed"] == cell["seed"]   # "best on validation"
+        shown = f"{100 * best['test']['acc']:.2f}"
+        assert f"{row}{f'**{shown}**' if variant == 'prefix' else shown} " \
+               f"({100 * best['test']['seq_acc']:.2f}) |" in text
+
+
+def test_readme_sorting_table_is_the_committed_results():
+    rows = {r["task"]: r for r in results("sorting/sorting.json")["rows"]}
+    text = readme_text()
+    for task, label in (("causal", "causal, values 0-9"), ("distinct", "causal, distinct values"),
+                        ("bidirectional", "bidirectional, length 1-10 (clip 0.02)")):
+        r = rows[task]
+        row = (f"| {label} | {r['parameters']:,} | {r['steps']:,} | "
+               f"{round(r['train_cpu_seconds'])} s | {100 * r['random']['sorted']:.2f} % |")
+        assert row in text, row
+        if task != "distinct":
+            assert f"{100 * r['hard']['sorted']:.2f} % | {r['search']['n_failures']} |" in text
+    assert rows["causal"]["search"]["seed"] == 3000 and "the 269 failures" in text
+
+
+def test_readme_looped_table_is_the_committed_results():
+    sweep = [r for r in results("looped/looped.json")["lam_sweep"] if r["family"] == "random x8"]
+    text = readme_text()
+    for T in sorted({r["T"] for r in sweep}):
+        snap, plain = (next(r for r in sweep if r["T"] == T and r["snap"] == s)
+                       for s in (True, False))
+        row = (f"| random x8 | {T} | {snap['lam_min']:.2f} | {plain['lam_min']:.2f} | "
+               f"{snap['paper_bound']:.1f} |")
+        assert row in text, row
+
+
+def test_readme_bp_table_is_the_committed_results():
+    rows = results("hierarchy/bp_table.json")["rows"]
+    text = readme_text()
+    for k in range(5):
+        cells = []
+        for r in sorted((r for r in rows if r["k_data"] == k), key=lambda r: r["k_bp"]):
+            value = f"{r['root_acc']:.4f}"
+            cells.append(f"**{value}**" if r["k_bp"] == k else value)
+        row = f"| k = {k} | {' | '.join(cells)} |"
+        assert row in text, row
+
+
+def test_readme_ner_figures_are_the_committed_results():
+    r = results("ner-demo/results.json")
+    f1 = [f"{r[m]['test']['f1']:.1f}" for m in ("unigram", "transformer", "program")]
+    assert (f"entity-level F1 unigram {f1[0]}, standard transformer {f1[1]}, Transformer "
+            f"Program {f1[2]}") in readme_text()

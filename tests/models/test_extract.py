@@ -116,7 +116,7 @@ def test_unsupported_stream_modules_are_named():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal):
-    """PrefixSumCounts (issue 5) extracts into prefix-count modules; model == engines ==
+    """PrefixSumCounts extracts into prefix-count modules; model == engines ==
     generated program, and the generated program imports back."""
     from tpcore.models.counting import CountingConfig, CountingProgramModel
     from tpcore.programs import parse
