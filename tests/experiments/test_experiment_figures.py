@@ -24,7 +24,20 @@ RESULTS = {"looped": ("results/looped/looped.json", ["looped_lambda.png"]),
 
 
 def test_every_reproduction_with_figures_has_a_committed_example():
-    assert set(FIGURES) == set(RESULTS)
+    assert set(FIGURES) == set(RESULTS) | {"table1"}
+
+
+def test_table1_draws_the_selected_runs_curves(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = json.loads((REPO / "results/table1/table1.json").read_text())
+    row = result["tasks"][0]
+    run = Path("runs") / row["task"] / row["selected"]["run"]
+    (tmp_path / run).mkdir(parents=True)
+    (tmp_path / run / "metrics.json").write_bytes(
+        (REPO / "results/table1" / run / "metrics.json").read_bytes())
+    # only the runs whose metrics are there
+    assert FIGURES["table1"].figures(result, tmp_path) == [tmp_path / run / "curves.png"]
+    assert (tmp_path / run / "curves.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.parametrize("name", sorted(RESULTS))

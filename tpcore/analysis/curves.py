@@ -127,3 +127,21 @@ def curves_figure(histories: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], 
             ax.legend(fontsize=8)
     fig.suptitle(literal(title), fontsize=11)
     return save_png(fig, path)
+
+
+def document_curves(doc: Any, source: Path, path: Path) -> Path:
+    """Write the training curves of every history in the JSON document ``doc``, read from
+    ``source`` (a run directory's ``metrics.json``, whose non-loss fields are validation
+    metrics, or any other JSON file), to the PNG ``path``, each with the step its run kept."""
+    found = find_histories(doc)
+    if not found:
+        raise TpcoreError(f"{source}: no training history in it (a \"history\" list of "
+                          "{\"step\": ...} rows)")
+    run = source.parent if source.name == "metrics.json" else source
+    task = doc.get("task") if isinstance(doc, dict) else None
+    title = f"training curves of {task}: {run}" if isinstance(task, str) else \
+        f"training curves of {run}"
+    return curves_figure([(name, rows) for name, rows, _ in found], path, title,
+                         [holder.get("selected_at_step") for _, _, holder in found],
+                         split="validation split" if source.name == "metrics.json"
+                         else "evaluation split")

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tpcore.analysis.curves import curves_figure, find_histories
+from tpcore.analysis.curves import document_curves
 from tpcore.commands.options import need_package
 from tpcore.commands.output import add_json_option, emit
 from tpcore.commands.reproduce import EXPERIMENTS
@@ -43,19 +43,9 @@ def _curves(args: argparse.Namespace) -> int:
     if run.is_dir() and not source.is_file():
         raise TpcoreError(f"{run}: no metrics.json in this folder; expected a run directory of "
                           "tpcore learn or a JSON file with a training history")
-    doc = _read(source)
-    found = find_histories(doc)
-    if not found:
-        raise TpcoreError(f"{source}: no training history in it (a \"history\" list of "
-                          "{\"step\": ...} rows)")
     out = Path(args.out) if args.out else (
         run / "curves.png" if run.is_dir() else run.with_name(f"{run.stem}_curves.png"))
-    task = doc.get("task") if isinstance(doc, dict) else None
-    title = f"{task}: {run}" if isinstance(task, str) else str(run)
-    curves_figure([(name, rows) for name, rows, _ in found], out, f"training curves of {title}",
-                  [holder.get("selected_at_step") for _, _, holder in found],
-                  split="validation split" if source.name == "metrics.json"
-                  else "evaluation split")
+    document_curves(_read(source), source, out)
     emit(args, {"figures": [str(out)]}, f"wrote {out}")
     return 0
 

@@ -12,6 +12,9 @@ the discrete model beside the paper's numbers and the accuracy targets). Budgets
   250 epochs;
 - ``paper``: the full grid (layers {2,3} x heads {4,8} x MLPs {2,4} x five seeds), 250 epochs.
 
+With matplotlib installed it also draws each selected run's training curves into its run
+directory (``runs/<task>/<run>/curves.png``, :func:`figures`).
+
 A budget's seeds count from the ``seed`` given (``seed, seed + 1, ...``). The in-context task
 always uses the paper's model (2 layers, one categorical head each, no MLPs).
 
@@ -29,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tpcore.analysis.curves import document_curves
+from tpcore.analysis.plots import draw_or_note
 from tpcore.experiments.budget import Budget, preset
 from tpcore.io import write_json, write_text
 from tpcore.pipelines.learn import LearnConfig
@@ -151,7 +156,21 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
         result["seconds"] += time.perf_counter() - start
         write_json(path, result)
         write_text(out / "table1.md", table(result["tasks"]) + "\n")
+    draw_or_note(lambda: figures(result, out))
     return result
+
+
+def figures(result: dict[str, Any], out: Path) -> list[Path]:
+    """``runs/<task>/<run>/curves.png`` under ``out``: the training curves of each task's
+    selected run (:func:`tpcore.analysis.curves.document_curves`), for the runs whose
+    ``metrics.json`` is there."""
+    files = []
+    for row in result["tasks"]:
+        run = out / "runs" / row["task"] / row["selected"]["run"]
+        if (run / "metrics.json").is_file():
+            doc = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+            files.append(document_curves(doc, run / "metrics.json", run / "curves.png"))
+    return files
 
 
 def report(result: dict[str, Any], out: Path) -> str:
