@@ -11,7 +11,6 @@ from tpcore.experiments.budget import scaled
 from tpcore.experiments.sorting import (
     circuit_report,
     evaluate_lists,
-    load_model,
     run,
     search_failures,
     sort_list,
@@ -41,7 +40,7 @@ def test_reproduce_writes_results_and_checkpoint(trained):
     assert row["search"]["n"] == 4000
     assert json.loads((out / "sorting.json").read_text())["rows"][0]["task"] == "bidirectional"
     assert "| bidirectional |" in (out / "sorting.md").read_text()
-    model = load_model(out / "bidirectional.npz")
+    model = load(out / "bidirectional.npz")
     assert task_of(model).name == "bidirectional"
 
 
@@ -67,7 +66,7 @@ def test_training_lowers_the_loss():
 
 def test_search_failures_agrees_with_evaluation(trained):
     out, _ = trained
-    model = load_model(out / "bidirectional.npz")
+    model = load(out / "bidirectional.npz")
     res = search_failures(model, 500, "hard", seed=5, batch_size=128)
     rng = np.random.default_rng(5)  # the search draws batch by batch: 3 x 128, then 116
     parts = [generate(TASKS["bidirectional"], "hard", k, rng) for k in (128, 128, 128, 116)]
@@ -82,7 +81,7 @@ def test_search_failures_agrees_with_evaluation(trained):
 def test_circuit_report_text_and_plots(trained, tmp_path):
     pytest.importorskip("matplotlib")
     out, _ = trained
-    text, numbers = circuit_report(load_model(out / "bidirectional.npz"), plots=tmp_path)
+    text, numbers = circuit_report(load(out / "bidirectional.npz"), plots=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         f"bidirectional_{k}.png" for k in ("attention", "bos", "ov", "qk")]
     assert "## OV circuit" in text and len(numbers["bos_ratio"]) == 10

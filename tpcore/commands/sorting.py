@@ -8,18 +8,12 @@ import argparse
 from tpcore.commands.options import need_package, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
-from tpcore.experiments.sorting import (
-    circuit_report,
-    evaluate_lists,
-    load_model,
-    one_list,
-    search_failures,
-    task_of,
-)
+from tpcore.experiments.sorting import circuit_report, search_failures, sort_list
+from tpcore.models import load
 
 
 def _search(args: argparse.Namespace) -> int:
-    res = search_failures(load_model(args.model), args.n, args.generator, args.seed, args.batch)
+    res = search_failures(load(args.model), args.n, args.generator, args.seed, args.batch)
     lines = [f"input {f['input']}  output {f['output']}" for f in res["failures"]]
     lines.append(f"{res['n_failures']} of {res['n']} {res['generator']} lists sorted wrongly "
                  f"({res['task']} model, seed {res['seed']}, {res['seconds']:.1f} s)")
@@ -31,7 +25,7 @@ def _circuits(args: argparse.Namespace) -> int:
     if args.plots:
         need_package("matplotlib", "--plots")
     given = None if args.list is None else _parse_list(args.list)
-    text, numbers = circuit_report(load_model(args.model), args.seed, args.plots, given)
+    text, numbers = circuit_report(load(args.model), args.seed, args.plots, given)
     emit(args, {**numbers, "markdown": text}, text)
     return 0
 
@@ -45,13 +39,9 @@ def _parse_list(text: str) -> list[int]:
 
 
 def _sort(args: argparse.Namespace) -> int:
-    model = load_model(args.model)
-    task = task_of(model)
-    lists, lengths = one_list(task, _parse_list(args.list))
-    res = evaluate_lists(model, task, lists, lengths)
-    n = int(lengths[0])
-    result = {"input": lists[0, :n].tolist(), "output": res["pred"][0, :n].tolist(),
-              "correct": bool(res["correct"][0])}
+    values = _parse_list(args.list)
+    output = sort_list(load(args.model), values)
+    result = {"input": values, "output": output, "correct": output == sorted(values)}
     emit(args, result, f"output {result['output']}  {'correct' if result['correct'] else 'WRONG'}")
     return 0
 

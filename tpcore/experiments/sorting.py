@@ -384,13 +384,6 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
     return "\n".join(parts), numbers
 
 
-def load_model(path: str | Path) -> Any:
-    """A saved sorting model (``.npz`` + ``.json``); raises if it fits none of the tasks."""
-    model = load(path)
-    task_of(model)
-    return model
-
-
 def analyse(out_dir: str | Path = "results/sorting", plots: bool = False) -> dict:
     """Circuit reports of the checkpoints in ``out_dir``: ``<task>_circuits.md`` and
     ``circuits.json`` (PNG figures in ``out_dir/plots`` with ``plots``)."""
@@ -400,7 +393,7 @@ def analyse(out_dir: str | Path = "results/sorting", plots: bool = False) -> dic
         path = out_dir / f"{name}.npz"
         if not path.is_file():
             continue
-        text, numbers[name] = circuit_report(load_model(path), plots=out_dir / "plots" if plots
+        text, numbers[name] = circuit_report(load(path), plots=out_dir / "plots" if plots
                                              else None)
         write_text(out_dir / f"{name}_circuits.md", text)
     write_json(out_dir / "circuits.json", numbers)
