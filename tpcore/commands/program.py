@@ -20,7 +20,7 @@ from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import MIN_SAMPLES
 from tpcore.pipelines.score import evaluate_on_task
 from tpcore.programs import analysis, codegen, reads
-from tpcore.programs.interpret import predict
+from tpcore.programs.interpret import predict, run_tokens
 from tpcore.rundir import check_out_dir
 
 
@@ -69,13 +69,14 @@ def _show(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     p = load_program(args.path)
+    engine = engine_or_numpy(args.engine)
     tokens = p.frame(args.tokens)
-    pred = predict(p, [tokens], engine=engine_or_numpy(args.engine))[0]
-    content = [(t, y) for t, y in zip(tokens, pred) if t not in (p.bos, p.eos)]
-    result: dict = {"input": [t for t, _ in content], "output": [y for _, y in content]}
+    result: dict = {"input": [t for t in tokens if t not in (p.bos, p.eos)],
+                    "output": run_tokens(p, args.tokens, engine)}
     lines = [" ".join(result["output"])]
     if args.explain is not None:
         i = args.explain
+        pred = predict(p, [tokens], engine)[0]
         rows = analysis.contributions(p, tokens, i)
         cls = pred[i] if pred[i] in p.classifier.classes else p.classifier.classes[0]
         features = [{"feature": r["feature"], "value": r["value"], "score": r["scores"][cls]}
