@@ -47,6 +47,12 @@ from tpcore.nn.losses import (
 from tpcore.nn.module import Module, save
 from tpcore.nn.optim import Optimizer, Schedule, clip_grad_norm, geometric
 
+__all__ = [
+    "STATE_FILES", "THREADS_VARIABLE", "Batch", "Batches", "StepContext", "TrainConfig",
+    "TrainResult", "TrainState", "default_threads", "evaluate_supervised", "fit", "limit_threads",
+    "load_state", "progress", "save_state", "shuffled_batches", "supervised_step",
+]
+
 Batch = dict[str, Any]
 
 THREADS_VARIABLE = "TPCORE_THREADS"

@@ -48,6 +48,8 @@ from tpcore.programs.ir import (
 )
 from tpcore.tasks.data import TaskData
 
+__all__ = ["CHUNK", "extract"]
+
 CHUNK = 2**16
 """Input combinations an MLP is evaluated on at once (bounds the memory of a large table)."""
 

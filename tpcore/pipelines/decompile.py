@@ -25,6 +25,8 @@ from tpcore.programs.files import read_program
 from tpcore.programs.ir import LIMITS, Program, check_label, check_size, read_limited
 from tpcore.tasks.data import TaskData
 
+__all__ = ["decompile", "extract_saved", "load_program"]
+
 
 def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
     """Extract the program, write ``program.json`` and ``program/<task>.py`` (+ weights CSV)

@@ -60,6 +60,12 @@ from tpcore.train import (
     shuffled_batches,
 )
 
+__all__ = [
+    "EVAL_BATCH", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "LearnConfig", "build_model",
+    "fidelity", "fit_run", "learn", "make_data", "paused_dir", "paused_summary", "peak_rss_mb",
+    "program_step", "run_dir", "steps_per_epoch", "train",
+]
+
 EVAL_BATCH = 1024
 """Sequences per evaluation forward (bounds peak memory)."""
 MIN_SAMPLES = 20

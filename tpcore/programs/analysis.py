@@ -16,6 +16,11 @@ from tpcore.programs.interpret import encode, evaluate
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 from tpcore.programs.reads import family
 
+__all__ = [
+    "GRID_COLUMNS", "contributions", "dependencies", "dependency_text", "embedding_table",
+    "head_table", "max_matches", "reachable", "stats", "used_variables",
+]
+
 
 def reachable(program: Program) -> dict[str, np.ndarray]:
     """``{variable: bool mask over its values}`` of the values any framed input can produce.

@@ -20,6 +20,11 @@ from tpcore.errors import TpcoreError
 from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Program
 from tpcore.programs.modules import Batch
 
+__all__ = [
+    "ENGINES", "check_framing", "compile_program", "encode", "evaluate", "feature_logits",
+    "key_mask", "passthrough", "predict", "run_ids", "run_reference", "run_tokens",
+]
+
 ENGINES = ("numpy", "numba")
 
 

@@ -20,6 +20,8 @@ from tpcore.subleq.interpret import Trace, interpret
 from tpcore.subleq.machine import SubleqMachine, SubleqRun, build, decode_memory, execute, punchcard
 from tpcore.subleq.program import SubleqProgram, load_csv
 
+__all__ = ["DEFAULT_BITS", "LockstepRun", "load", "run"]
+
 DEFAULT_BITS = 8
 """Bits per integer of an assembler or CSV program when none are given."""
 

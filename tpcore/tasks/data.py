@@ -13,6 +13,8 @@ import numpy as np
 
 from tpcore.errors import TpcoreError
 
+__all__ = ["BOS", "EOS", "PAD", "SPLITS", "Split", "TaskData", "split", "unique_rows"]
+
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 SPLITS = ("train", "val", "test")
 Split = dict[str, np.ndarray]

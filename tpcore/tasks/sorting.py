@@ -35,6 +35,12 @@ import numpy as np
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError, unknown_name
 
+__all__ = [
+    "GENERATORS", "TASKS", "SortingTask", "all_distinct_lists", "batches", "encode", "generate",
+    "get_task", "hard_lists", "hard_sets", "one_list", "random_lists", "sorted_predictions",
+    "task_of",
+]
+
 GENERATORS = ("random", "hard")
 
 
