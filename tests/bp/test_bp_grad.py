@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray
 from tpcore.bp import (
     bp_backward,
     bp_forward,
@@ -15,11 +16,11 @@ from tpcore.nn.gradcheck import assert_gradients, random_like
 def test_bp_backward_matches_finite_differences(k):
     gen = np.random.default_rng(k)
     q, l, B = 3, 3, 3
-    theta = gen.standard_normal((q, q, q))
+    theta = asarray(gen.standard_normal((q, q, q)))
     e = gen.random((B, 2**l, q)) + 0.1
     e[0, 1] = 1.0  # a masked leaf
     e[1, 2] = np.eye(q)[1]  # an observed leaf
-    p0 = np.array([0.2, 0.5, 0.3])
+    e, p0 = asarray(e), asarray(np.array([0.2, 0.5, 0.3]))
     res, _ = bp_forward(transition_from_logits(theta), p0, e, k)
     g = [random_like(a, seed=i) for i, a in enumerate((res.log_z, res.root, res.leaves,
                                                        res.cavity))]

@@ -1,8 +1,9 @@
 """Backward through T loop iterations of the SUBLEQ machine, against finite differences; the
-weights as parameters of the training loop."""
+weights as parameters of the training loop (on the active backend)."""
 
 import numpy as np
 
+from tpcore.backend import asarray, get_xp, to_host
 from tpcore.looped.diff import (
     StackParameters,
     loop_backward,
@@ -19,12 +20,12 @@ from tpcore.train import TrainConfig, fit
 
 def test_loop_backward_matches_finite_differences():
     p = example("multiply")
-    machine = build(p.layout, lam=3.0, snap=False)
+    machine = build(p.layout, lam=3.0, snap=False, xp=get_xp())
     rng = np.random.default_rng(0)
     # move off ReLU kinks and exact ties so the function is smooth where it is probed
-    layers = [with_weights(ly, {k: v + 1e-3 * rng.standard_normal(v.shape)
+    layers = [with_weights(ly, {k: v + asarray(1e-3 * rng.standard_normal(v.shape))
                                 for k, v in weight_arrays(ly).items()}) for ly in machine.layers]
-    X0 = punchcard(p) + 1e-3 * rng.standard_normal((p.layout.d, p.layout.n))
+    X0 = punchcard(p, get_xp()) + asarray(1e-3 * rng.standard_normal((p.layout.d, p.layout.n)))
     T = 3
     XT, tape = loop_forward(X0, layers, T)
     G = random_like(XT, seed=1)
@@ -52,16 +53,16 @@ def test_stack_parameters_train_in_the_training_loop():
     the zero entries alone, and the loop evaluates after the steps ``eval_at`` picks and the
     last."""
     p = example("multiply")
-    exact = build(p.layout, lam=3.0, snap=False).layers[:2]
+    exact = build(p.layout, lam=3.0, snap=False, xp=get_xp()).layers[:2]
     rng = np.random.default_rng(0)
-    noisy = [with_weights(ly, {k: v + 1e-4 * rng.standard_normal(v.shape) * (v != 0)
+    noisy = [with_weights(ly, {k: v + asarray(1e-4 * rng.standard_normal(v.shape)) * (v != 0)
                                for k, v in weight_arrays(ly).items()}) for ly in exact]
     masks = [{k: (v != 0).astype(float) for k, v in weight_arrays(ly).items()} for ly in exact]
     model = StackParameters(noisy)
     for got, want in zip(model.current(), noisy):
         for k, v in weight_arrays(want).items():
-            np.testing.assert_array_equal(weight_arrays(got)[k], v)
-    X = np.stack([punchcard(p)] * 4)
+            np.testing.assert_array_equal(to_host(weight_arrays(got)[k]), to_host(v))
+    X = asarray(np.stack([punchcard(p)] * 4))
     Y = loop_forward(X, exact, 1)[0]
 
     def loss(grad):
@@ -78,5 +79,6 @@ def test_stack_parameters_train_in_the_training_loop():
                  evaluate=lambda m: {"val": loss(False)})
     assert [h["step"] for h in result.history] == [1, 4, 5]
     assert result.history[-1]["val"] < before / 2
-    zero = masks[0]["W1"] == 0
-    np.testing.assert_array_equal(model.layers[0].W1.data[zero], noisy[0].W1[zero])
+    zero = to_host(masks[0]["W1"] == 0)
+    np.testing.assert_array_equal(to_host(model.layers[0].W1.data)[zero],
+                                  to_host(noisy[0].W1)[zero])

@@ -5,6 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, to_host
 from tpcore.looped.layer import (
     SCOPE_GLOBAL,
     SCOPE_LOCAL,
@@ -27,11 +28,19 @@ def _layer(rng, d=5, k=3, h=7, n_heads=2, lam=1.3):
                  rng.standard_normal((d, h)), rng.standard_normal(d))
 
 
+def _device(layer):
+    """``layer`` with its arrays on the active backend."""
+    heads = tuple(AttentionHead(asarray(h.K), asarray(h.Q), asarray(h.V), h.lam)
+                  for h in layer.heads)
+    return Layer(heads, *(asarray(a) for a in (layer.W1, layer.b1, layer.W2, layer.b2)),
+                 scope=None if layer.scope is None else asarray(layer.scope))
+
+
 def test_forward_matches_column_loop():
     rng = np.random.default_rng(0)
     layer = _layer(rng)
     X = rng.standard_normal((5, 6))
-    Y, _ = layer_forward(X, layer)
+    Y = to_host(layer_forward(asarray(X), _device(layer))[0])
     for k in range(6):
         a = X[:, k].copy()
         for h in layer.heads:
@@ -46,8 +55,8 @@ def test_forward_matches_column_loop():
 @pytest.mark.parametrize("batched", [False, True])
 def test_gradients_all_inputs(batched):
     rng = np.random.default_rng(1)
-    layer = _layer(rng)
-    X = rng.standard_normal((3, 5, 6) if batched else (5, 6))
+    layer = _device(_layer(rng))
+    X = asarray(rng.standard_normal((3, 5, 6) if batched else (5, 6)))
     Y, cache = layer_forward(X, layer)
     G = random_like(Y, seed=2)
     dX, g = layer_backward(G, cache)
@@ -86,15 +95,15 @@ def _with(obj, name, value):
 
 
 def test_hardmax_splits_ties_evenly():
-    S = np.array([[2.0, 0.0], [2.0, 0.0], [1.0, 0.0]])
-    P = hardmax_columns(S)
+    S = asarray(np.array([[2.0, 0.0], [2.0, 0.0], [1.0, 0.0]]))
+    P = to_host(hardmax_columns(S))
     np.testing.assert_array_equal(P, [[0.5, 1 / 3], [0.5, 1 / 3], [0.0, 1 / 3]])
 
 
 def test_hard_backward_passes_values_only():
     rng = np.random.default_rng(3)
-    layer = _layer(rng)
-    X = np.round(rng.standard_normal((5, 6)))
+    layer = _device(_layer(rng))
+    X = asarray(np.round(rng.standard_normal((5, 6))))
     Y, cache = layer_forward(X, layer, hard=True)
     G = random_like(Y, seed=4)
     dX, g = layer_backward(G, cache)
@@ -129,7 +138,8 @@ def test_sparse_path_matches_dense(hard):
     dense = Layer((head,), W1, b1, base.W2, base.b2)
     scoped = Layer((head,), W1, b1, base.W2, base.b2, scope=np.array([0, SCOPE_GLOBAL,
                                                                        SCOPE_LOCAL, 0, 0, 0]))
-    Yd, _ = layer_forward(X, dense, hard=hard)
-    Ys = layer_forward_sparse(X, scoped, n_global=g, hard=hard)
+    X = asarray(X)
+    Yd, _ = layer_forward(X, _device(dense), hard=hard)
+    Ys = layer_forward_sparse(X, _device(scoped), n_global=g, hard=hard)
     tol = 1e-12 if hard else 1e-6
-    np.testing.assert_allclose(Ys, Yd, rtol=0, atol=tol)
+    np.testing.assert_allclose(to_host(Ys), to_host(Yd), rtol=0, atol=tol)

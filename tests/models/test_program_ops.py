@@ -1,16 +1,27 @@
-"""Float64 gradchecks and discrete semantics of the Transformer Program modules."""
+"""Float64 gradchecks and discrete semantics of the Transformer Program modules, on arrays of
+the active backend."""
 
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, get_xp, to_host
 from tpcore.models import program_ops as ops
 from tpcore.nn.gradcheck import assert_gradients, random_like
 from tpcore.nn.relax import gumbel_noise
 
 
+def _noise(rng, *shape):
+    """Gumbel noise drawn on the host, on the device."""
+    return asarray(gumbel_noise(shape, rng, "float64"))
+
+
 def _soft(rng, *shape, tau=0.7):
-    y, _ = ops.sample(rng.standard_normal(shape), gumbel_noise(shape, rng, "float64"), tau)
+    y, _ = ops.sample(asarray(rng.standard_normal(shape)), _noise(rng, *shape), tau)
     return y
+
+
+def _bias(n, mask):
+    return ops.masked_bias(ops.closest_bias(n, "float64", get_xp()), mask)
 
 
 @pytest.fixture
@@ -21,11 +32,11 @@ def heads(rng):
     pad = np.zeros((b, n), bool)
     pad[0, 3:] = True
     mask = (~pad)[:, None, :] & np.tril(np.ones((n, n), bool))[None]
-    return q, k, v, p, mask
+    return q, k, v, p, asarray(mask)
 
 
 def test_read_gradients(rng):
-    x, pi = rng.standard_normal((5, 2, 3, 4)), rng.standard_normal((3, 5))
+    x, pi = asarray(rng.standard_normal((5, 2, 3, 4))), asarray(rng.standard_normal((3, 5)))
     g = random_like(ops.read_forward(x, pi))
     dx, dpi = ops.read_backward(g, x, pi)
     assert_gradients(lambda x, pi: float((ops.read_forward(x, pi) * g).sum()), [x, pi], [dx, dpi])
@@ -33,8 +44,8 @@ def test_read_gradients(rng):
 
 def test_cat_attention_gradients(rng, heads):
     q, k, v, p, mask = heads
-    bias = ops.masked_bias(ops.closest_bias(5, "float64"), mask)
-    noise = gumbel_noise((2, 3, 5, 5), rng, "float64")
+    bias = _bias(5, mask)
+    noise = _noise(rng, 2, 3, 5, 5)
 
     def f(q, k, v, p):
         out, _ = ops.cat_attention_forward(q, k, v, p, mask, bias, noise, 1.3)
@@ -48,7 +59,7 @@ def test_cat_attention_gradients(rng, heads):
 
 def test_num_attention_gradients(rng, heads):
     q, k, _, p, mask = heads
-    v = rng.standard_normal((2, 3, 5))
+    v = asarray(rng.standard_normal((2, 3, 5)))
     out, cache = ops.num_attention_forward(q, k, v, p, mask)
     g = random_like(out)
     grads = ops.num_attention_backward(g, cache)
@@ -57,10 +68,9 @@ def test_num_attention_gradients(rng, heads):
 
 
 def test_mlp_gradients(rng):
-    x = rng.standard_normal((2, 7, 6))
-    w1, b1 = rng.standard_normal((2, 6, 5)), rng.standard_normal((2, 1, 5))
-    w2, b2 = rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 1, 4))
-    noise = gumbel_noise((2, 7, 4), rng, "float64")
+    x, w1, b1, w2, b2 = (asarray(rng.standard_normal(s))
+                         for s in ((2, 7, 6), (2, 6, 5), (2, 1, 5), (2, 5, 4), (2, 1, 4)))
+    noise = _noise(rng, 2, 7, 4)
     y, cache = ops.mlp_forward(x, w1, b1, w2, b2, noise, 0.9)
     g = random_like(y)
     grads = ops.mlp_backward(g, cache)
@@ -72,13 +82,14 @@ def test_discrete_attention_picks_closest_match_then_bos():
     # one head, one sequence of 6 positions; query value 0 matches key value 1
     n, d = 6, 2
     keys = np.array([0, 1, 0, 1, 0, 0])
-    k = np.eye(d)[keys][None, None]
+    k = asarray(np.eye(d)[keys][None, None])
     q = np.eye(d)[np.zeros(n, int)][None, None]
     q[0, 0, 5] = [0, 1]  # position 5 queries value 1, which matches key value 0 below
-    p = np.array([[[0.0, 1.0], [1.0, 0.0]]])
-    v = np.eye(n)[None, None]  # value = position one-hot, so the output names the key
-    mask = np.ones((1, n, n), bool)
-    bias = ops.masked_bias(ops.closest_bias(n, "float64"), mask)
+    q = asarray(q)
+    p = asarray(np.array([[[0.0, 1.0], [1.0, 0.0]]]))
+    v = asarray(np.eye(n)[None, None])  # value = position one-hot, so the output names the key
+    mask = asarray(np.ones((1, n, n), bool))
+    bias = _bias(n, mask)
     out, _ = ops.cat_attention_forward(q, k, v, p, mask, bias, None, None)
     picked = out[0, 0].argmax(-1)
     # keys with value 1 sit at 1 and 3: position 2 is equidistant -> the earlier (1);
@@ -87,7 +98,7 @@ def test_discrete_attention_picks_closest_match_then_bos():
     assert picked.tolist() == [1, 3, 1, 1, 3, 4]
     p_none = np.zeros((1, d, d))
     p_none[0, :, 1] = 1.0
-    k_none = np.eye(d)[np.zeros(n, int)][None, None]
+    p_none, k_none = asarray(p_none), asarray(np.eye(d)[np.zeros(n, int)][None, None])
     out, _ = ops.cat_attention_forward(q, k_none, v, p_none, mask, bias, None, None)
     assert out[0, 0].argmax(-1).tolist() == [0] * n
 
@@ -95,7 +106,8 @@ def test_discrete_attention_picks_closest_match_then_bos():
 def test_numerical_attention_counts_matches():
     n, d = 5, 3
     toks = np.array([0, 2, 2, 1, 2])
-    x = np.eye(d)[toks][None, None]
-    p = np.eye(d)[None]  # predicate: equal values
-    out, _ = ops.num_attention_forward(x, x, np.ones((1, 1, n)), p, np.ones((1, n, n), bool))
-    assert out[0, 0].tolist() == [1, 3, 3, 1, 3]
+    x = asarray(np.eye(d)[toks][None, None])
+    p = asarray(np.eye(d)[None])  # predicate: equal values
+    out, _ = ops.num_attention_forward(x, x, asarray(np.ones((1, 1, n))), p,
+                                       asarray(np.ones((1, n, n), bool)))
+    assert to_host(out[0, 0]).tolist() == [1, 3, 3, 1, 3]

@@ -1,8 +1,10 @@
-"""Lockstep: the looped transformer against the interpreter, after every loop iteration."""
+"""Lockstep: the looped transformer against the interpreter, after every loop iteration (on the
+active backend; the numba kernel path on the host)."""
 
 import numpy as np
 import pytest
 
+from tpcore.backend import asarray, get_xp, to_host
 from tpcore.errors import TpcoreError
 from tpcore.looped.encodings import encode_int, wrap
 from tpcore.looped.layer import layer_forward
@@ -27,11 +29,12 @@ def _assert_lockstep(run, trace, b=0):
 def test_examples_lockstep_hard_and_soft(name):
     p = example(name)
     trace = interpret(p)
-    hard = execute(build(p.layout), punchcard(p), trace=True, keep_X=True)
+    xp = get_xp()
+    hard = execute(build(p.layout, xp=xp), punchcard(p, xp), trace=True, keep_X=True)
     _assert_lockstep(hard, trace)
-    M = build(p.layout)
-    np.testing.assert_array_equal(M.forward(hard.X), hard.X)            # EOF is a fixed point
-    soft = execute(build(p.layout, lam=6.0), punchcard(p), trace=True, keep_X=True)
+    M = build(p.layout, xp=xp)
+    np.testing.assert_array_equal(to_host(M.forward(hard.X)), to_host(hard.X))  # EOF: fixed
+    soft = execute(build(p.layout, lam=6.0, xp=xp), punchcard(p, xp), trace=True, keep_X=True)
     _assert_lockstep(soft, trace)
     gap = max(np.abs(a - b).max() for a, b in zip(soft.Xs, hard.Xs))
     assert gap <= EPS_SOFT
@@ -41,9 +44,11 @@ def test_examples_lockstep_hard_and_soft(name):
 def test_paper_schedule_and_no_snap_lockstep(name):
     p = example(name)
     trace = interpret(p)
-    for M in (build(p.layout, schedule="paper"), build(p.layout, lam=30.0, snap=False),
-              build(p.layout, lam=30.0, schedule="paper", snap=False)):
-        _assert_lockstep(execute(M, punchcard(p), trace=True, tol=1e-6), trace)
+    xp = get_xp()
+    for M in (build(p.layout, schedule="paper", xp=xp),
+              build(p.layout, lam=30.0, snap=False, xp=xp),
+              build(p.layout, lam=30.0, schedule="paper", snap=False, xp=xp)):
+        _assert_lockstep(execute(M, punchcard(p, xp), trace=True, tol=1e-6), trace)
 
 
 def test_random_programs_lockstep_batched_and_sparse(random_program):
@@ -82,7 +87,7 @@ def test_subtract_flag_branch_exhaustive_4_bits():
     progs = [SubleqProgram(cmds, np.array([0, -1, a, b]), s=1, N=N)
              for a, b in zip(A.ravel(), Bv.ravel())]
     lo = progs[0].layout
-    X = build(lo).forward(np.stack([punchcard(p) for p in progs]))
+    X = build(lo, xp=get_xp()).forward(asarray(np.stack([punchcard(p) for p in progs])))
     mem = decode_memory(lo, X)
     expected = wrap(Bv.ravel() - A.ravel(), N)
     np.testing.assert_array_equal(mem[:, 3], expected)
@@ -93,7 +98,7 @@ def test_subtract_flag_branch_exhaustive_4_bits():
 def test_snap_restores_noisy_values_exactly():
     p = example("multiply")
     lo = p.layout
-    layer = blocks.merge([blocks.snap(lo, lo.gate, eps=0.25)])
+    layer = blocks.merge([blocks.snap(lo, lo.gate, eps=0.25)], get_xp())
     X = punchcard(p)
     noise = np.random.default_rng(0).uniform(-0.24, 0.24, X.shape)
     noisy = X.copy()
@@ -101,7 +106,8 @@ def test_snap_restores_noisy_values_exactly():
         noisy[lo.rows[name]] += noise[lo.rows[name]]
     for name in blocks.SNAP_ROWS:
         noisy[lo.rows[name], 0] += noise[lo.rows[name], 0]
-    np.testing.assert_allclose(layer_forward(noisy, layer)[0], X, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(to_host(layer_forward(asarray(noisy), layer)[0]), X, rtol=0,
+                               atol=1e-12)
 
 
 def test_size_against_paper():
