@@ -329,12 +329,14 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     run = run_dir(cfg, out, overwrite)
     if run.finished:
         return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
-    paused = RunDir(paused_dir(out), cfg.settings(), overwrite)
-    record = json.loads((paused.path / PAUSED).read_text()) if paused.finished else None
     pause = pause_after is not None and pause_after < cfg.epochs
+    where = paused_dir(run.path)  # only looked at when it exists or a pause is asked for
+    paused = RunDir(where, cfg.settings(), overwrite) if pause or where.exists() else None
+    resumable = paused is not None and paused.finished
+    record = json.loads((paused.path / PAUSED).read_text()) if resumable else None
     if pause and record is not None and record["epochs"] >= pause_after:
         return record
-    state = load_state(paused.path) if paused.finished else None
+    state = load_state(paused.path) if resumable else None
     if pause:
         with limit_threads(threads), paused.build() as tmp:
             task = make_data(cfg)
@@ -358,7 +360,8 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
         metrics["program"] = program
         metrics["wall_seconds"] = time.perf_counter() - start
         write_json(tmp / "metrics.json", metrics)
-    shutil.rmtree(paused.path, ignore_errors=True)
+    if paused is not None:
+        shutil.rmtree(paused.path, ignore_errors=True)
     return {**metrics, "reused": False}
 
 
