@@ -134,7 +134,6 @@ def test_prefix_ablation_removes_what_the_classifier_reads(rng):
 def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, monkeypatch):
     """A saved run is reused for exactly its recorded configuration (runs saved before records
     existed: read from their fields); one of another budget is refused before training."""
-    import dataclasses
     import json
 
     from tpcore.experiments import counting
@@ -147,7 +146,7 @@ def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, mo
         return {"task": task, "regime": regime, "variant": variant, "seed": seed,
                 "n_train": budget["n_train"], "epochs": cfg.epochs, "seconds": 0.0,
                 "selected_at_step": 1, "val": {"acc": 0.5}, "test": {"acc": 0.5, "seq_acc": 0.1},
-                "gate_usage": {}, "config": dataclasses.asdict(cfg)}
+                "gate_usage": {}, "config": cfg.settings()}
 
     monkeypatch.setattr(counting, "train_run", fake_run)
     kw = dict(epochs=2, variants=("none",), cells=(("hist", "base"),), lengthgen=())
