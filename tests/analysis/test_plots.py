@@ -3,6 +3,7 @@ dependency graph's DOT text names every variable and read."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -169,3 +170,24 @@ def test_labels_are_drawn_literally(plt, tmp_path):
     out = write_program_figures(p, tmp_path, tokens=["$", "a$b", "c"])
     assert out["input"] == ["<s>", "$", "a$b", "c", "</s>"]
     assert all(f.suffix == ".dot" or is_png(f) for f in out["files"])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a shell script stands in for dot")
+def test_graph_png_runs_graphviz_dot_on_the_dot_text(tmp_path, monkeypatch):
+    """With a ``dot`` on the PATH the PNG is its rendering of :func:`dot_text` (a stand-in
+    script here records its input and arguments); a failing ``dot`` is one error naming it."""
+    script = tmp_path / "dot"
+    script.write_text('#!/bin/sh\ncat > "$(dirname "$0")/input.dot"\n'
+                      'echo "$@" > "$(dirname "$0")/args"\nwhile [ "$1" != "-o" ]; do shift; done\n'
+                      'printf "PNG" > "$2"\n')
+    script.chmod(0o755)
+    monkeypatch.setattr(depgraph.shutil, "which", lambda name: str(script))
+    p = random_program(8)
+    path, how = depgraph.graph_png(p, tmp_path / "g.png")
+    assert how == "graphviz" and path.read_bytes() == b"PNG"
+    assert (tmp_path / "input.dot").read_text() == depgraph.dot_text(p)
+    assert (tmp_path / "args").read_text().split()[:2] == ["-Tpng", "-Gdpi=110"]
+    script.write_text("#!/bin/sh\necho 'syntax error' >&2\nexit 1\n")
+    with pytest.raises(TpcoreError, match="Graphviz dot could not draw.*syntax error"):
+        depgraph.graph_png(p, tmp_path / "h.png")
+    assert not (tmp_path / "h.png").exists()
