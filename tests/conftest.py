@@ -18,8 +18,19 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from tpcore.backend import backend_name  # noqa: E402
+from tpcore.backend import backend_name, set_backend  # noqa: E402
 from tpcore.programs.ir import Program  # noqa: E402
+
+SESSION_BACKEND = backend_name()
+"""The backend the suite runs on (``TPCORE_BACKEND``)."""
+
+
+@pytest.fixture(autouse=True)
+def _session_backend():
+    """Every test starts on the session's backend, whatever the one before switched to (a test
+    of ``--backend``, a command run in this process)."""
+    if backend_name() != SESSION_BACKEND:
+        set_backend(SESSION_BACKEND)
 
 
 @pytest.fixture
@@ -29,7 +40,7 @@ def rng():
 
 def pytest_collection_modifyitems(config, items):
     """Every ``host_only`` mark names its reason; under the strict backend those tests skip."""
-    strict = backend_name() == "numpy-strict"
+    strict = SESSION_BACKEND == "numpy-strict"
     for item in items:
         mark = item.get_closest_marker("host_only")
         if mark is None:

@@ -141,3 +141,13 @@ def test_a_model_trains_under_it_as_under_numpy(xp):
     assert loss == pytest.approx(want_loss)
     for p, q in zip(params, want_params):
         np.testing.assert_allclose(backend.to_host(p.data), q.data, rtol=1e-6)
+
+
+def test_the_cli_selects_it(xp, capsys):
+    import json
+
+    from tpcore.cli import main
+
+    backend.set_backend("numpy")
+    assert main(["--backend", "numpy-strict", "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["backend"] == "numpy-strict"

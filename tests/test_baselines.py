@@ -8,6 +8,8 @@ import pytest
 from tpcore.baselines import NaiveBayes, UnigramTagger
 from tpcore.errors import TpcoreError
 
+pytestmark = pytest.mark.host_only("the count-based baselines are host code")
+
 
 def test_unigram_most_frequent_tag_ties_and_unseen():
     tokens = np.array([[5, 6, 7, 5], [5, 6, 8, 0]])

@@ -248,7 +248,7 @@ def shell_blocks() -> list[tuple[str, int, list[str]]]:
 
 COMMANDS = quoted_commands()
 BLOCKS = shell_blocks()
-PYTHON_PAGES = [REPO / "README.md", REPO / "docs" / "api.md"]
+PYTHON_PAGES = [REPO / "README.md", REPO / "docs" / "api.md", REPO / "docs" / "backends.md"]
 """Pages whose Python blocks run here, as written, in order."""
 PYTHON_ELSEWHERE = {
     "interpretability.md": "tests/models/test_hooks.py runs its examples (the second one needs "

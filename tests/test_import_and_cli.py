@@ -17,10 +17,12 @@ def _loaded_after(code: str) -> list[str]:
     return out.stdout.split()
 
 
+@pytest.mark.host_only("checks what a child process imports")
 def test_import_tpcore_is_light():
     assert _loaded_after("import tpcore") == []
 
 
+@pytest.mark.host_only("checks what a child process imports")
 def test_building_the_cli_is_light():
     """Every subcommand module imports its heavy dependencies inside the command, not at load."""
     assert _loaded_after("from tpcore.cli import build_parser; build_parser()") == []
@@ -49,6 +51,7 @@ def test_errors_are_one_line_and_exit_2(monkeypatch, capsys):
     tpcore.set_backend("numpy")
 
 
+@pytest.mark.host_only("a child process printing the version")
 def test_console_script_runs():
     out = subprocess.run([sys.executable, "-m", "tpcore.cli", "--version"], capture_output=True,
                          text=True)

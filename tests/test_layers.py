@@ -15,6 +15,10 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.host_only("reads the package's source files")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from tpcore.errors import TpcoreError
 from tpcore.metrics import accuracy, conll_scores, entities
 
+pytestmark = pytest.mark.host_only("metrics of host label sequences")
+
 
 def test_entities_iob2_and_edge_cases():
     assert entities(["B-PER", "I-PER", "O", "B-LOC"]) == [("PER", 0, 1), ("LOC", 3, 3)]

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import tpcore
+
+pytestmark = pytest.mark.host_only("packaging metadata and a child process")
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import tpcore
+from tpcore.backend import BACKENDS
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
 COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
@@ -55,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Learn, run and understand small transformers that compute programs."
     )
     parser.add_argument("--version", action="version", version=f"tpcore {tpcore.__version__}")
-    parser.add_argument("--backend", choices=("numpy", "cupy"), help="array backend (default: "
-                        "$TPCORE_BACKEND or numpy)")
+    parser.add_argument("--backend", choices=BACKENDS, help="array backend (default: "
+                        "$TPCORE_BACKEND or numpy; numpy-strict: a testing tool that fails on "
+                        "host leaks as a GPU run would)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"tpcore.commands.{name}").register(sub)

@@ -211,9 +211,8 @@ def fit(
     """Train ``model`` for ``config.steps`` steps and return a :class:`TrainResult`.
 
     Each step: set ``optimizer.lr`` from the schedule, compute ``tau``, zero gradients, run
-    ``step_fn`` on the next batch (its arrays moved to the active backend), check the loss is
-    finite (else :class:`TrainingDiverged` naming the step and the last finite loss), clip
-    gradients, update. Every ``eval_every`` steps (or after the steps
+    ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
+    last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
     ``config.select``. BLAS runs on ``config.threads`` threads (:func:`limit_threads`).
 
@@ -268,8 +267,7 @@ def _fit(
                 optimizer.lr = config.lr_schedule(step)
             ctx = StepContext(step, tau_at(step) if tau_at else None, rng)
             optimizer.zero_grad()
-            batch = {k: asarray(v) for k, v in next(batches).items()}
-            loss = float(step_fn(model, batch, ctx))
+            loss = float(step_fn(model, next(batches), ctx))
             if not math.isfinite(loss):
                 raise TrainingDiverged(
                     f"loss became {loss} at step {step}; last finite loss {last_finite:.6g} "

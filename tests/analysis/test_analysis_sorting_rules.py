@@ -1,6 +1,7 @@
 """The two sorting algorithms and the agreement measurement."""
 
 import numpy as np
+import pytest
 
 from tpcore.analysis.sorting_rules import (
     concave_argmax,
@@ -8,6 +9,8 @@ from tpcore.analysis.sorting_rules import (
     rule_agreement,
 )
 from tpcore.tasks.sorting import TASKS, generate
+
+pytestmark = pytest.mark.host_only("the sorting rules run on host lists")
 
 
 def _truth(lists, lengths, v):

@@ -10,6 +10,8 @@ from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset, scaled
 from tpcore.experiments.seeds import derive_seed
 
+pytestmark = pytest.mark.host_only("budget presets and seeds: no arrays")
+
 
 def test_derive_seed_is_stable_and_named():
     assert derive_seed(0, "bp-table", "data", 0) == 1454568759  # the same on every machine

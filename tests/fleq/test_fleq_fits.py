@@ -1,8 +1,11 @@
 """Sums of sigmoids: least-squares fits and the Lemma 10/11 constructions."""
 
 import numpy as np
+import pytest
 
 from tpcore.fleq.fits import fit_sigmoids, inverse_fit, sqrt_fit
+
+pytestmark = pytest.mark.host_only("sigmoid fits are least-squares problems solved on the host")
 
 
 def test_least_squares_fit_improves_with_m():

@@ -13,6 +13,8 @@ from tpcore.looped.encodings import (
     int_range,
 )
 
+pytestmark = pytest.mark.host_only("the +-1 encoders build host arrays")
+
 
 @pytest.mark.parametrize("N", [2, 5, 9])
 def test_int_roundtrip_and_range(N):

@@ -11,6 +11,9 @@ from tpcore.subleq.examples import random_program
 from tpcore.subleq.machine import build, decode_memory, decode_pc, punchcard
 from tpcore.subleq.program import SubleqProgram
 
+pytestmark = pytest.mark.host_only(
+    "the numba sparse-path kernel and its NumPy reference on host arrays")
+
 EPS_SOFT = 1e-9
 
 

@@ -16,6 +16,8 @@ from tpcore.programs.examples import (
 )
 from tpcore.programs.ir import Classifier, Head, Program, Variable, numerical_range
 
+pytestmark = pytest.mark.host_only("program analysis reads the host-side program IR")
+
 
 def _counting(key: str, target: int | None = None) -> Program:
     """One selector-width head: query value q looks for key value q (or ``target``)."""

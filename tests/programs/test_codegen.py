@@ -13,6 +13,9 @@ from tpcore.programs import codegen
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_inputs, random_program, reverse_program
 
+pytestmark = pytest.mark.host_only(
+    "code generation; the generated programs run in child processes on host data")
+
 
 @pytest.mark.parametrize("seed, compress", [(0, True), (1, True), (2, False), (3, True)])
 def test_generated_program_matches_interpreter(tmp_path, seed, compress, load_generated,

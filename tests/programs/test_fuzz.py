@@ -22,6 +22,8 @@ from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_program, reverse_program
 from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Variable, expert_values
 
+pytestmark = pytest.mark.host_only("fuzzes the IR and program-file parsers (host data)")
+
 FUZZ = settings(max_examples=150, deadline=2000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

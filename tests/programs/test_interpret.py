@@ -10,6 +10,9 @@ from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_inputs, random_program, reverse_program
 from tpcore.programs.ir import Classifier, Head, Program
 
+pytestmark = pytest.mark.host_only(
+    "the program interpreter: NumPy reference and numba kernel on host arrays")
+
 
 @pytest.mark.parametrize("rule", ["closest", "published"])
 def test_reverse_program_reverses(rule):

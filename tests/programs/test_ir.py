@@ -12,6 +12,8 @@ from tpcore.programs import interpret as it
 from tpcore.programs import ir
 from tpcore.programs.examples import random_inputs, random_program, reverse_program
 
+pytestmark = pytest.mark.host_only("the program IR and its JSON form are host data")
+
 
 @pytest.mark.parametrize("seed", range(4))
 def test_json_round_trip_preserves_programs(tmp_path, seed):

@@ -9,6 +9,8 @@ from tpcore.programs import codegen, parse
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_inputs, random_program, reverse_program
 
+pytestmark = pytest.mark.host_only("parses program files into the host-side program IR")
+
 HIST = '''import numpy as np
 import pandas as pd
 

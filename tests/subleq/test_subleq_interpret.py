@@ -8,6 +8,8 @@ from tpcore.errors import TpcoreError
 from tpcore.subleq.examples import EXAMPLES, example
 from tpcore.subleq.interpret import interpret, interpret_batch, run_batch_reference, step
 
+pytestmark = pytest.mark.host_only("the SUBLEQ reference interpreter on host integers")
+
 
 def test_kernel_matches_reference_on_random_programs(random_program):
     rng = np.random.default_rng(0)

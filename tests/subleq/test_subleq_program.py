@@ -9,6 +9,8 @@ from tpcore.subleq.examples import minsky
 from tpcore.subleq.interpret import interpret
 from tpcore.subleq.program import SubleqProgram, load_csv, validate
 
+pytestmark = pytest.mark.host_only("SUBLEQ programs, layouts and their files are host data")
+
 
 def _prog(cmds, mem, s=1, N=6):
     return SubleqProgram(np.array(cmds), np.array(mem), s=s, N=N)

@@ -8,6 +8,8 @@ from tpcore.tasks import nlp
 from tpcore.tasks.glove import project, read_glove
 from tpcore.tasks.synthetic_text import classification_corpus, ner_corpus
 
+pytestmark = pytest.mark.host_only("task data generation and reading on the host")
+
 CONLL = """-DOCSTART- -X- -X- O
 
 EU NNP B-NP B-ORG

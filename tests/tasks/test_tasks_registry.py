@@ -8,6 +8,8 @@ import pytest
 from tpcore.errors import TpcoreError
 from tpcore.tasks.registry import TASK_NAMES, make_task
 
+pytestmark = pytest.mark.host_only("task data generation on the host")
+
 
 def _reference(name, x):
     c = Counter(x)

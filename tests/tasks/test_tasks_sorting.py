@@ -19,6 +19,8 @@ from tpcore.tasks.sorting import (
     task_of,
 )
 
+pytestmark = pytest.mark.host_only("task data generation on the host")
+
 
 @pytest.mark.parametrize("name", list(TASKS))
 def test_random_lists_shapes_and_ranges(name, rng):

@@ -2,6 +2,8 @@
 
 from collections import defaultdict
 
+import pytest
+
 from tpcore.baselines import UnigramTagger
 from tpcore.metrics import entities
 from tpcore.tasks.nlp import prepare_classification, prepare_ner, tag_sequences
@@ -11,6 +13,8 @@ from tpcore.tasks.synthetic_text import (
     classification_corpus,
     ner_corpus,
 )
+
+pytestmark = pytest.mark.host_only("task data generation on the host")
 
 
 def test_seeded_and_split_streams_differ():

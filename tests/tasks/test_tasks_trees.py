@@ -10,6 +10,8 @@ from tpcore.tasks.trees import (
     uniform_sequences,
 )
 
+pytestmark = pytest.mark.host_only("tree grammars and samples are generated on the host")
+
 
 def test_grammar_is_a_nonoverlapping_partition():
     g = random_grammar(5, 1.0, seed=3)

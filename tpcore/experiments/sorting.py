@@ -146,7 +146,7 @@ def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: in
     opt = Adam(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     val_rng = np.random.default_rng(derive_seed(seed, "sorting", task.name, "validation"))
     val = encode(task, *generate(task, "random" if task.distinct else "hard", 2000, val_rng))
-    data = batches(task, BATCH, seed)
+    data = ({k: asarray(v) for k, v in b.items()} for b in batches(task, BATCH, seed))
     cfg = TrainConfig(steps=steps, lr_schedule=piecewise(LR, {drop: LR_LOW}),
                       eval_every=max(1, steps // 10), seed=seed, quiet=quiet,
                       desc=f"sorting {task.name}")
