@@ -9,38 +9,13 @@ from tpcore.errors import TpcoreError
 from tpcore.programs import analysis
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import (
-    base_variables,
+    counting_program,
     random_inputs,
     random_program,
     reverse_program,
 )
-from tpcore.programs.ir import Classifier, Head, Program, Variable, numerical_range
 
 pytestmark = pytest.mark.host_only("program analysis reads the host-side program IR")
-
-
-def _counting(key: str, target: int | None = None) -> Program:
-    """One selector-width head: query value q looks for key value q (or ``target``)."""
-    v = base_variables(4, 8)
-    out = "num_attn_0_0_outputs"
-    v[out] = Variable(out, "numerical", numerical_range(v["ones"], 8))
-    pred = np.arange(v[key].size) if target is None else np.full(v[key].size, target)
-    head = Head("num_attn_0_0", "numerical", key, key, "ones", out, pred.astype(np.int64))
-    clf = Classifier(("x", "y"), (out,), {out: np.zeros((1, 2))}, np.zeros(2))
-    return Program("count", v, [head], clf, bos="<s>", eos="</s>", pad="<pad>")
-
-
-def test_reachable_counts():
-    by_position = analysis.reachable(_counting("positions"))["num_attn_0_0_outputs"]
-    assert np.flatnonzero(by_position).tolist() == [0, 1]
-    by_token = analysis.reachable(_counting("tokens"))["num_attn_0_0_outputs"]
-    assert np.flatnonzero(by_token).tolist() == list(range(7))  # 8 positions minus <s>, </s>
-    bos_only = analysis.reachable(_counting("tokens", target=1))["num_attn_0_0_outputs"]
-    assert np.flatnonzero(bos_only).tolist() == [0, 1]
-    pad_only = analysis.reachable(_counting("tokens", target=0))["num_attn_0_0_outputs"]
-    assert np.flatnonzero(pad_only).tolist() == [0]
-    r = analysis.reachable(reverse_program())
-    assert not r["tokens"][0] and r["tokens"][1:].all()  # <pad> never occurs
 
 
 def test_reachable_is_conservative_on_random_programs():
@@ -96,7 +71,7 @@ def test_head_table_marks_the_key_each_query_selects():
 
 
 def test_head_table_lists_large_key_sets_and_names_heads():
-    p = _counting("tokens", target=1)
+    p = counting_program("tokens", target=1)
     wide = reverse_program(vocab=40, max_len=4)
     lines = analysis.head_table(wide, "attn_0_0").split("\n\n", 1)[1].splitlines()
     assert len(lines) == wide.tokens.size and all(x.endswith("-> </s>") for x in lines)

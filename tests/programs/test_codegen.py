@@ -62,7 +62,7 @@ def test_mlp_reading_one_variable_twice_gets_one_argument():
     m = next(m for m in p.modules if hasattr(m, "table"))
     m.inputs = (m.inputs[0], m.inputs[0])
     size = p.variables[m.inputs[0]].size
-    m.table = np.arange(size * size, dtype=np.int64).reshape(size, size) % 3
+    m.table = np.arange(size * size, dtype=np.int64).reshape(size, size) % 5
     text = codegen.source(p)
     assert f"def {m.name}({m.inputs[0][:-1]}):" in text
 

@@ -14,64 +14,20 @@ import numpy as np
 from tpcore.errors import TpcoreError
 from tpcore.programs.interpret import encode, evaluate
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.reach import value_sets
 from tpcore.programs.reads import family
 
 __all__ = [
     "GRID_COLUMNS", "contributions", "dependencies", "dependency_text", "embedding_table",
-    "head_table", "max_matches", "reachable", "stats", "used_variables",
+    "head_table", "reachable", "stats", "used_variables",
 ]
 
 
 def reachable(program: Program) -> dict[str, np.ndarray]:
-    """``{variable: bool mask over its values}`` of the values any framed input can produce.
-
-    Conservative (never drops a value that can occur): tokens other than ``pad``, every position,
-    a categorical head's output takes its value variable's reachable values, an MLP's output the
-    table entries over reachable inputs. A numerical head sums its value over the keys matching
-    its queries' targets, and a target matches at most :func:`max_matches` keys, so its output
-    lies between 0 and that count times the value's extreme reachable values.
-    """
-    v = program.variables
-    out: dict[str, np.ndarray] = {}
-    for name, var in v.items():
-        out[name] = np.ones(var.size, dtype=bool)
-    if program.pad is not None:
-        out["tokens"][program.tokens.index(program.pad)] = False
-    for m in program.modules:
-        if isinstance(m, Head):
-            if m.kind == "categorical":
-                out[m.output] = out[m.value].copy()
-            else:
-                targets = {int(m.predicate[q]) for q in np.flatnonzero(out[m.query])}
-                count = max([max_matches(program, m.key, t) for t in targets
-                             if t >= 0 and out[m.key][t]], default=0)
-                vals = np.asarray(v[m.value].values, dtype=float)[out[m.value]]
-                lo, hi = min(0.0, count * vals.min()), max(0.0, count * vals.max())
-                x = np.asarray(v[m.output].values, dtype=float)
-                out[m.output] = (x >= lo) & (x <= hi)
-        elif isinstance(m, Mlp):
-            mask = np.zeros(v[m.output].size, dtype=bool)
-            mask[m.table[np.ix_(*(out[x] for x in m.inputs))]] = True
-            if m.kind == "numerical":
-                mask[m.default] = True
-            out[m.output] = mask
-    return out
-
-
-def max_matches(program: Program, key: str, value: int) -> int:
-    """How many positions of one framed input can hold value index ``value`` of ``key``: one for
-    a position or the BOS/EOS token, none for padding, the content length for other tokens, the
-    maximum length for any other variable."""
-    if key == "positions":
-        return 1
-    if key != "tokens":
-        return program.max_len
-    label = program.tokens.values[value]
-    if label == program.pad:
-        return 0
-    if label in (program.bos, program.eos):
-        return 1
-    return program.max_len - (program.bos is not None) - (program.eos is not None)
+    """``{variable: bool mask over its values}``: the values some framed input gives it at some
+    position (:func:`tpcore.programs.reach.value_sets`, over every length and position)."""
+    sets = value_sets(program)
+    return {name: sets.union(name) for name in program.variables}
 
 
 def dependencies(program: Program) -> list[tuple[str, str, tuple[str, ...]]]:

@@ -2,12 +2,17 @@
 
 Paper style (Figure 4, Appendix A.3): one ``predicate_L_H`` per head made of ``if q in {...}:
 return k == v`` branches, one ``mlp_L_M`` per MLP with ``if key in {...}: return v`` branches and
-the most common output as the default ``return``; values are typed labels (token strings, ints).
-``compress=True`` (default) merges queries that match the same key into one branch, gives an MLP
-that reads one variable twice a single argument, uses the default return, and removes branches
-no input can reach (:func:`tpcore.programs.analysis.reachable`); ``compress=False`` writes one
-branch per query value and every MLP key (Table 4's "before" count). Lines have at most 88
-characters.
+a default ``return``; values are typed labels (token strings, ints). ``compress=False`` writes
+every module, one branch per query value and every MLP key (Table 4's "before" count).
+``compress=True`` (default) follows :func:`tpcore.programs.compress.plan`, which is exact on
+every framed input: branches no input reaches are removed (value sets of
+:mod:`tpcore.programs.reach`), queries that match the same key share a branch, and in the
+tpcore style modules no prediction depends on are not written, variables with one value (or
+equal classifier rows) are literals, and an MLP reads the arguments its table depends on,
+written as key sets with the default that takes the fewest lines, as tests on one argument
+(:func:`tpcore.programs.rules.fit_sets`), or, numerical, as thresholds and straight cuts
+(:func:`tpcore.programs.rules.fit`), whichever is shortest. Lines have at most 88 characters,
+sets one element per line when they do not fit on one (black's layout).
 
 Two styles: ``"tpcore"`` needs the standard library only and runs as ``python NAME.py 3 1 4 2``;
 ``"published"`` writes the authors' format (pandas classifier boilerplate, their
@@ -31,8 +36,8 @@ import numpy as np
 from tpcore.counts import EXPERTS, only_expert
 from tpcore.errors import TpcoreError
 from tpcore.io import write_text
-from tpcore.programs import library
-from tpcore.programs.analysis import reachable
+from tpcore.programs import library, rules
+from tpcore.programs.compress import MlpPlan, Plan, mlp_plan, plan
 from tpcore.programs.interpret import predict
 from tpcore.programs.ir import (
     ExpertCount,
@@ -140,11 +145,13 @@ class _Writer:
 
     def __init__(self, program: Program, style: str, compress: bool):
         self.p, self.style, self.compress = program, style, compress
-        self.reach = reachable(program) if compress else {
+        self.plan: Plan | None = plan(program) if compress else None
+        self.reach = self.plan.reach if self.plan is not None else {
             n: np.ones(v.size, dtype=bool) for n, v in program.variables.items()}
         rules = tuple(sorted({m.rule for m in program.modules
                               if isinstance(m, Head) and m.kind == "categorical"}))
         self.extra: dict[str, str] = {}  # helpers the modules written so far need: name -> text
+        self._literals: dict[str, list[str]] = {}
         if style == "published":
             if any(isinstance(m, ExpertCount) for m in program.modules):
                 raise TpcoreError("the published format has no expert gate (expert_count)")
@@ -156,6 +163,44 @@ class _Writer:
         else:
             self.helpers = library.tpcore_helpers(rules, program.causal)
         self.select_name = {r: n for n, (_, r) in self.helpers.items() if r}
+        self.pruned = self.plan if style == "tpcore" else None
+        """The plan whose unwritten modules and constants the source follows (tpcore style)."""
+
+    def constants(self) -> list[str]:
+        """Compressed tpcore style: the variables written as one literal (constants, then the
+        features whose classifier rows are equal on every value they take)."""
+        if self.pruned is None:
+            return []
+        lines = []
+        v = self.p.variables
+        for fixed, title in ((True, "constant on every input"),
+                             (False, "one of its values: equal classifier rows on all")):
+            names = [n for n in v if n in self.pruned.constant
+                     and (int(self.reach[n].sum()) == 1) == fixed]
+            if names:
+                lines.append(_banner(4, title))
+            for n in names:
+                lines.append(f"    {n} = [{literal(v[n].values[self.pruned.constant[n]])}]"
+                             " * len(tokens)")
+        return lines + [""] if lines else []
+
+    def uses(self, helper: str) -> bool:
+        """Whether the source calls library function ``helper`` (pruned sources define only
+        those; the others define every helper of their style)."""
+        if self.pruned is None:
+            return True
+        heads = [m for m in self.p.modules if isinstance(m, Head) and m.name in
+                 self.pruned.written]
+        if helper in ("select", "aggregate_sum"):
+            return any(h.kind == "numerical" for h in heads)
+        if helper == "aggregate":
+            return any(h.kind == "categorical" for h in heads)
+        return any(h.kind == "categorical" and self.select_name[h.rule] == helper
+                   for h in heads)
+
+    def features(self) -> tuple[str, ...]:
+        """The classifier features the source sums."""
+        return self.p.classifier.features if self.pruned is None else self.pruned.features
 
     def scores(self, var: str) -> list[str]:
         """Published style: the classifier-score boilerplate line(s) for ``var``."""
@@ -237,34 +282,40 @@ class _Writer:
         return _wrap(indent, f"{m.output} = [", [f"{code} for t in range(len(tokens))"], "]")
 
     def mlp(self, m: Mlp) -> list[str]:
+        """``def mlp_L_M(...)`` and its application. Full: every key of the table a branch, the
+        IR's default last. Compressed: the arguments, table and keys of the MLP's plan
+        (:func:`tpcore.programs.compress.mlp_plan`) as key sets with the default that takes the
+        fewest lines, or, for a numerical MLP in the tpcore style, as rules
+        (:func:`tpcore.programs.rules.fit`) when those are shorter; where an input may leave its
+        listed values, every other output is a branch and the IR's default stays last."""
         v = self.p.variables
-        out = v[m.output]
-        inputs = list(m.inputs)
-        table = m.table
-        if self.compress and len(inputs) == 2 and inputs[0] == inputs[1]:
-            inputs, table = inputs[:1], np.diagonal(m.table).copy()
+        if self.plan is None:
+            mp = MlpPlan(m.inputs, m.table, np.ones(m.table.shape, dtype=bool))
+        else:
+            mp = self.plan.mlps.get(m.name) or mlp_plan(m, self.plan.sets)
+        keys = [tuple(ix) for ix in np.argwhere(mp.domain).tolist()]
+        inputs = list(mp.inputs)
         args = [_singular(x) for x in inputs]
         if len(args) == 2 and args[0] == args[1]:
             args[1] += "_2"
-        masks = [self.reach[x] for x in inputs]
-        keys = [ix for ix in np.ndindex(*table.shape)
-                if all(mk[i] for mk, i in zip(masks, ix))]
-        counts = _by_output(table, keys)
-        # compressed: the most common output is the default return; full: every output a branch
-        default = (max(counts, key=lambda o: (len(counts[o]), -o))
-                   if counts and self.compress else None)
-        groups = []
-        for o, members in counts.items():
-            if o == default:
-                continue
-            labels = [self.key_literal(inputs, ix) for ix in members]
-            groups.append((labels, f"return {literal(out.values[o])}"))
+        fixed = self.plan is None or any(x in self.plan.sets.outside for x in inputs)
+        options = []
+        if not fixed and self.style == "tpcore" and keys:
+            at = tuple(np.asarray(keys).T)
+            labels = mp.table[at]
+            if len(inputs) == 2 and len(keys) <= rules.MAX_SET_KEYS:
+                options.append(self.set_lines(*rules.fit_sets(np.asarray(keys), labels),
+                                              inputs, args, v[m.output].values))
+            if m.kind == "numerical":
+                values = np.stack([np.asarray(v[x].values)[i] for x, i in zip(inputs, at)], 1)
+                fitted = rules.fit(values, labels)
+                if fitted is not None:
+                    options.append(self.rule_lines(fitted, args, v[m.output].values))
+        if not options or _fewest_key_set_lines(mp.table, keys) < min(map(len, options)):
+            options.append(self.key_sets(m, mp, keys, args, fixed))
+        body = min(options, key=len)
         lines = [_banner(4, m.name), f"    def {m.name}({', '.join(args)}):"]
-        key = args[0] if len(args) == 1 else f"({', '.join(args)})"
-        lines.append(f"        key = {key}")
-        lines += _branches(8, "key", groups)
-        final = m.default if default is None else default
-        lines += [f"        return {literal(out.values[final])}", ""]
+        lines += [f"        {line}" for line in body] + [""]
         if len(inputs) == 1:
             call, loop = f"{m.name}(k0)", f"k0 in {inputs[0]}"
         else:
@@ -275,9 +326,99 @@ class _Writer:
             lines += [f"    {m.output} = [", f"        {call}", f"        for {loop}", "    ]"]
         return lines + self.scores(m.output) + [""]
 
+    def key_sets(self, m: Mlp, mp: MlpPlan, keys: list[tuple[int, ...]], args: list[str],
+                 fixed: bool) -> list[str]:
+        """The body ``key = ...``, ``if key in {...}: return v`` per output, then the default
+        return (lines as indented in the function, less 8): when ``fixed`` the IR's default
+        (every other output a branch; full: every output), else the output whose branch would
+        take the most lines."""
+        out = self.p.variables[m.output]
+        groups = {}
+        for o, members in _by_output(mp.table, keys).items():
+            labels = [self.key_literal(list(mp.inputs), ix) for ix in members]
+            groups[o] = [x[8:] for x in _wrap(8, "if key in {", labels, "}:")] + [
+                f"    return {literal(out.values[o])}"]
+        if fixed:
+            default = m.default
+            if self.compress:
+                groups.pop(default, None)
+        else:
+            default = max(groups, key=lambda o: (len(groups[o]), -o)) if groups else m.default
+            groups.pop(default, None)
+        body = ["key = " + (args[0] if len(args) == 1 else f"({', '.join(args)})")]
+        for n, group in enumerate(groups.values()):
+            body += [group[0] if n == 0 else "el" + group[0], *group[1:]]
+        return body + [f"return {literal(out.values[default])}"]
+
     def key_literal(self, inputs: list[str], ix: tuple[int, ...]) -> str:
-        vals = [literal(self.p.variables[x].values[i]) for x, i in zip(inputs, ix)]
+        vals = [self.literals(x)[i] for x, i in zip(inputs, ix)]
         return vals[0] if len(vals) == 1 else f"({', '.join(vals)})"
+
+    def literals(self, name: str) -> list[str]:
+        """The literals of variable ``name``'s values (computed once)."""
+        if name not in self._literals:
+            self._literals[name] = [literal(x) for x in self.p.variables[name].values]
+        return self._literals[name]
+
+    def set_lines(self, tests: list[rules.SetTest], default: int, inputs: list[str],
+                  args: list[str], labels: tuple) -> list[str]:
+        """The body of a two-argument MLP written as :func:`tpcore.programs.rules.fit_sets`'s
+        decision list (lines as indented in the function, less 8)."""
+        body: list[str] = []
+        for t in tests:
+            if t.arg is None:
+                subject = f"({', '.join(args)})"
+                items = [self.key_literal(inputs, ix) for ix in t.values]
+            else:
+                subject = args[t.arg]
+                items = [self.literals(inputs[t.arg])[i] for i in t.values]
+            body += [x[8:] for x in _wrap(8, f"if {subject} in {{", items, "}:")]
+            body.append(f"    return {literal(labels[t.out])}")
+        return body + [f"return {literal(labels[default])}"]
+
+    def rule_lines(self, r: rules.Rules, args: list[str], labels: tuple) -> list[str]:
+        """The body of a numerical MLP written as rules (indented by 8 in the function)."""
+        body: list[str] = []
+        by_output: dict[int, list[str]] = {}
+        for key, o in r.exceptions:
+            by_output.setdefault(o, []).append(
+                literal(key[0]) if len(key) == 1 else f"({', '.join(map(literal, key))})")
+        subject = args[0] if len(args) == 1 else f"({', '.join(args)})"
+        for o, keys in by_output.items():
+            body += [x[8:] for x in _wrap(8, f"if {subject} in {{", keys, "}:")]
+            body.append(f"    return {literal(labels[o])}")
+        outer = args[r.outer] if r.outer is not None else None
+        inner = args[1 - r.outer] if r.outer is not None else args[0]
+        for band in r.bands:
+            pad = ""
+            if band.upto is not None:
+                body.append(f"if {outer} <= {literal(band.upto)}:")
+                pad = "    "
+            for cut in band.cuts:
+                body += [f"{pad}if {_cut_text(cut, inner, outer)}:",
+                         f"{pad}    return {literal(labels[cut.out])}"]
+            body.append(f"{pad}return {literal(labels[band.last])}")
+        return body
+
+def _cut_text(cut: rules.Cut, inner: str, outer: str | None) -> str:
+    """``inner <= r`` or ``q * inner <= p * outer + r`` with the terms that are not zero."""
+    left = inner if cut.q == 1 else f"{cut.q} * {inner}"
+    if cut.p == 0:
+        return f"{left} <= {literal(cut.r)}"
+    right = outer if cut.p == 1 else f"-{outer}" if cut.p == -1 else f"{cut.p} * {outer}"
+    if cut.r:
+        right += f" + {literal(cut.r)}" if cut.r > 0 else f" - {literal(-cut.r)}"
+    return f"{left} <= {right}"
+
+
+def _fewest_key_set_lines(table: np.ndarray, keys: list[tuple[int, ...]]) -> int:
+    """A lower bound on the lines of :meth:`_Writer.key_sets`: two per output but one, plus
+    one per key of an output with more keys than fit on a line (44 of two characters)."""
+    if not keys:
+        return 0
+    counts = np.bincount(table[tuple(np.asarray(keys).T)])
+    counts = np.sort(counts[counts > 0])[:-1]
+    return 2 + int(np.sum(np.where(counts > 44, counts + 2, 2)))
 
 
 def _by_output(table: np.ndarray, keys: list[tuple[int, ...]]) -> dict[int, list]:
@@ -291,6 +432,12 @@ def _by_output(table: np.ndarray, keys: list[tuple[int, ...]]) -> dict[int, list
 def source(program: Program, style: str = "tpcore", compress: bool = True,
            weights_file: str | None = None) -> str:
     """The program's Python source (see the module docstring for styles and compression)."""
+    return _render(program, style, compress, weights_file)[0]
+
+
+def _render(program: Program, style: str, compress: bool,
+            weights_file: str | None) -> tuple[str, Plan | None]:
+    """The source and, when modules were pruned, the plan its classifier follows."""
     if style not in STYLES:
         raise TpcoreError(f"unknown style {style!r}; expected one of {STYLES}")
     p = program
@@ -312,7 +459,10 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
     body.append("    ones = [1 for _ in range(len(tokens))]")
     body += w.scores("ones")
     body.append("")
+    body += w.constants()
     for m in p.modules:
+        if w.pruned is not None and m.name not in w.pruned.written:
+            continue
         if isinstance(m, Head):
             body += w.head(m)
         elif isinstance(m, PrefixCount):
@@ -335,8 +485,8 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
                  "    classes = classifier_weights.columns.to_numpy()",
                  "    predictions = classes[logits.argmax(-1)]"]
     else:
-        body += _wrap(4, "features = [", [f'("{f}", {f})' for f in p.classifier.features],
-                      "]")
+        feats = [f'("{f}", {f})' for f in w.features()]
+        body += _wrap(4, "features = [", feats, "]")
         body.append("    predictions = classify(features)")
     if p.passthrough and p.bos is not None:
         body += [f"    if tokens[0] == {literal(p.bos)}:",
@@ -346,7 +496,7 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
                  f"        predictions[-1] = {literal(p.eos)}"]
     body.append("    return predictions.tolist()" if style == "published"
                 else "    return predictions")
-    helpers = [src.strip("\n") for src, _ in w.helpers.values()]
+    helpers = [src.strip("\n") for name, (src, _) in w.helpers.items() if w.uses(name)]
     helpers += [src.strip("\n") for src in w.extra.values()]
     if style == "published":
         head = ["import os", "", "import numpy as np", "import pandas as pd"]
@@ -375,7 +525,7 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
         text += "\n\n" + library.MAIN.strip("\n") + "\n"
     else:
         text += "\n\n" + "\n".join(_published_examples(p)) + "\n"
-    return text
+    return text, w.pruned
 
 
 def _published_examples(p: Program) -> list[str]:
@@ -414,7 +564,7 @@ def published_features(program: Program) -> tuple[str, ...]:
     return c.features + extra
 
 
-def weights_csv(program: Program, published: bool = False) -> str:
+def weights_csv(program: Program, published: bool = False, plan: Plan | None = None) -> str:
     """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
     value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row.
     The ``published`` format has no bias (it is added to the ``ones`` row,
@@ -422,7 +572,8 @@ def weights_csv(program: Program, published: bool = False) -> str:
     not features: its programs look up each variable's scores, and its reader takes the
     vocabulary and length from the ``tokens`` and ``positions`` rows. Masked classes have no
     column. A feature named ``bias`` or a categorical feature with the label ``_`` is refused:
-    the format could not tell their rows from the bias or a numerical row."""
+    the format could not tell their rows from the bias or a numerical row. With the ``plan`` of a
+    compressed tpcore program, only its features and the rows of values they can take."""
     c = program.classifier
     keep = c.kept()
     buf = io.StringIO()
@@ -430,7 +581,7 @@ def weights_csv(program: Program, published: bool = False) -> str:
     out.writerow(["feature", "value", *(c.classes[i] for i in keep)])
     weights = {f: w[:, keep] for f, w in c.weights.items()}
     bias = c.bias[keep]
-    feats = list(c.features)
+    feats = list(c.features if plan is None else plan.features)
     if published:
         feats = list(program.variables)
         for f in feats:
@@ -447,8 +598,9 @@ def weights_csv(program: Program, published: bool = False) -> str:
                               f"{'is named bias' if f == 'bias' else 'has the label _'}, which "
                               "the format reserves for the bias and numerical rows")
         labels: Iterable[Any] = var.values if var.kind == "categorical" else ["_"]
-        for label, row in zip(labels, weights[f]):
-            out.writerow([f, str(label), *map(repr, row.tolist())])
+        for n, (label, row) in enumerate(zip(labels, weights[f])):
+            if plan is None or var.kind == "numerical" or plan.reach[f][n]:
+                out.writerow([f, str(label), *map(repr, row.tolist())])
     return buf.getvalue()
 
 
@@ -464,8 +616,9 @@ def write(program: Program, path: str | Path, style: str = "tpcore",
             if p.resolve().parent != folder.resolve():
                 raise TpcoreError(f"{p} resolves outside the output folder {folder}")
     csv_path = path.with_name(f"{path.stem}_weights.csv")
-    write_text(csv_path, weights_csv(program, published=style == "published"))
-    write_text(path, source(program, style, compress, weights_file=csv_path.name))
+    text, pruned = _render(program, style, compress, csv_path.name)
+    write_text(csv_path, weights_csv(program, published=style == "published", plan=pruned))
+    write_text(path, text)
     return path, csv_path
 
 

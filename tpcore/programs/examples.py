@@ -58,6 +58,19 @@ def reverse_program(vocab: int = 8, max_len: int = 10, rule: str = "closest",
     return Program("reverse", v, [length, target, read], clf, bos="<s>", eos="</s>", pad="<pad>")
 
 
+def counting_program(key: str, target: int | None = None, value: str = "ones") -> Program:
+    """One numerical head over ``vocab=4, max_len=8``: a query value ``q`` looks for the key
+    value ``q`` (or ``target``) and sums ``value`` over the keys it finds (a selector width for
+    ``ones``)."""
+    v = base_variables(4, 8)
+    out = "num_attn_0_0_outputs"
+    v[out] = Variable(out, "numerical", numerical_range(v[value], 8))
+    pred = np.arange(v[key].size) if target is None else np.full(v[key].size, target)
+    head = Head("num_attn_0_0", "numerical", key, key, value, out, pred.astype(np.int64))
+    clf = Classifier(("x", "y"), (out,), {out: np.zeros((1, 2))}, np.zeros(2))
+    return Program("count", v, [head], clf, bos="<s>", eos="</s>", pad="<pad>")
+
+
 def random_program(seed: int = 0, *, layers: int = 2, cat_heads: int = 2, num_heads: int = 2,
                    cat_mlps: int = 1, num_mlps: int = 1, vocab: int = 8, max_len: int = 10,
                    rule: str | None = None, causal: bool = False) -> Program:

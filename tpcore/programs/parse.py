@@ -5,11 +5,14 @@ The file is parsed with :mod:`ast` and accepted only when it has the grammar of 
 the library helpers (each must equal a known text, which fixes the ``select_closest`` rule and
 causality), ``run(tokens)`` made of the input lines, one ``predicate_L_H`` function per head with
 ``if q in {...}: return k == v`` branches and its ``select_closest``/``select`` +
-``aggregate``/``aggregate_sum`` lines, one ``mlp_L_M`` function per MLP with ``key = ...``,
-``if key in {...}: return v`` branches and a default ``return``, applied by a comprehension, the
-classifier boilerplate (replaced by reading the weights CSV beside the file), the BOS/EOS
-pass-through, a trailing examples block, and tpcore's prefix counts (``prefix_count_X =
-[tokens[:i].count("t") for i in range(len(tokens))]``). Anything else (other imports, calls
+``aggregate``/``aggregate_sum`` lines, one ``mlp_L_M`` function per MLP made of ``if`` tests
+(``x in {...}`` on the key or an argument, ``<=`` between sums of literals and arguments times
+literals) and returns of literals, ending in a default ``return`` (:meth:`_Parser.mlp`),
+applied by a comprehension, variables of one value (``X_outputs = [<literal>] *
+len(tokens)``, read as a one-entry table over ``ones``), the classifier boilerplate (replaced
+by reading the weights CSV beside the file), the BOS/EOS pass-through, a trailing examples
+block, and tpcore's prefix counts (``prefix_count_X = [tokens[:i].count("t") for i in
+range(len(tokens))]``). Anything else (other imports, calls
 to anything else, other statements) is refused with an error naming the file and line.
 Host-only code.
 """
@@ -338,12 +341,28 @@ class _Parser:
             self.feature_list(node)
         elif PREFIX_NAME.match(name):
             self.prefix_count(node, name)
+        elif name.endswith("_outputs") and isinstance(value, ast.BinOp):
+            self.constant_output(node, name)
         elif name.endswith("_pattern") and HEAD_NAME.match(name[: -len("_pattern")]):
             self.pattern(node, name[: -len("_pattern")], value)
         elif name.endswith("_outputs"):
             self.outputs(node, name, value)
         else:
             self.fail(node, f"unexpected assignment to {name!r}")
+
+    def constant_output(self, node: ast.Assign, name: str) -> None:
+        """``NAME_outputs = [<literal>] * len(tokens)``: a variable with one value."""
+        value = node.value
+        if not (isinstance(value.op, ast.Mult) and isinstance(value.left, ast.List)
+                and len(value.left.elts) == 1 and isinstance(value.right, ast.Call)
+                and _is_name(value.right.func, "len") and not value.right.keywords
+                and len(value.right.args) == 1 and _is_name(value.right.args[0], "tokens")):
+            self.fail(node, f"{name} must be [<literal>] * len(tokens)")
+        if name in self.defined:
+            self.fail(node, f"{name} is defined twice")
+        self.modules.append((name[: -len("_outputs")], node,
+                             {"constant": self.const(value.left.elts[0])}))
+        self.defined.add(name)
 
     def read_csv(self, node: ast.Assign) -> None:
         """``pd.read_csv("PATH", ...)`` (the authors' files), or of the file ``NAME`` beside the
@@ -557,20 +576,152 @@ class _Parser:
             out.append(([key[0] for key in keys], self.const(ret.comparators[0])))
         return out
 
-    def mlp(self, fn: ast.FunctionDef) -> tuple[list[tuple[list[tuple[Label, ...]], Label]],
-                                                Label]:
+    def mlp(self, fn: ast.FunctionDef) -> list[Any]:
+        """An MLP body as a decision list: an optional ``key = ARG`` or ``key = (A, B)``, then
+        ``if TEST: ...`` statements (``elif`` allowed) and ``return <literal>``, ending in a
+        ``return``. Tests: ``SUBJECT in {literals}`` (the key, an argument, or a tuple of the
+        arguments) and ``LINEAR <= LINEAR`` over the arguments (literals, names, ``N * NAME``,
+        ``+``, ``-``). Returns the statements as ``("if", test, body, orelse)`` and
+        ``("return", label)`` with tests as ``("in", names, rows)`` and ``("le", coefficients,
+        constant)`` (``sum coefficient * argument <= constant``)."""
         args = [a.arg for a in fn.args.args]
-        key = args[0] if len(args) == 1 else f"({', '.join(args)})"
-        if not fn.body or _dump(fn.body[0]) != _canon(f"key = {key}"):
-            self.fail(fn, f"{fn.name}: must start with key = {key}")
-        branches, rest = self.chain(fn, fn.body[1:], "key", len(args))
-        if len(rest) != 1 or not isinstance(rest[0], ast.Return) or rest[0].value is None:
+        body = fn.body
+        alias: tuple[str, ...] | None = None
+        if body and isinstance(body[0], ast.Assign) and _is_name(body[0].targets[-1], "key"):
+            key = args[0] if len(args) == 1 else f"({', '.join(args)})"
+            if _dump(body[0]) != _canon(f"key = {key}"):
+                self.fail(body[0], f"{fn.name}: key must be {key}")
+            alias, body = tuple(args), body[1:]
+        if not body or not isinstance(body[-1], ast.Return):
             self.fail(fn, f"{fn.name}: must end with a default 'return <literal>'")
-        return [(keys, self.const(r)) for keys, r in branches], self.const(rest[0].value)
+        return self.decisions(fn.name, body, args, alias)
+
+    def decisions(self, name: str, stmts: list[ast.stmt], args: list[str],
+                  alias: tuple[str, ...] | None) -> list[Any]:
+        out: list[Any] = []
+        for node in stmts:
+            if isinstance(node, ast.Return) and node.value is not None:
+                out.append(("return", self.const(node.value)))
+            elif isinstance(node, ast.If):
+                orelse = self.decisions(name, node.orelse, args, alias)
+                if orelse and not (len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If)):
+                    self.fail(node, f"{name}: else branches are not allowed")
+                out.append(("if", self.test(name, node.test, args, alias),
+                            self.decisions(name, node.body, args, alias), orelse))
+            else:
+                self.fail(node, f"{name}: only if-statements and returns of literals are "
+                          "allowed")
+        return out
+
+    def test(self, name: str, node: ast.expr, args: list[str],
+             alias: tuple[str, ...] | None) -> tuple:
+        """An MLP test (see :meth:`mlp`)."""
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+            self.fail(node, f"{name}: tests must be 'x in {{...}}' or a comparison with <=")
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        if isinstance(op, ast.In) and isinstance(right, ast.Set):
+            if alias is not None and _is_name(left, "key"):
+                names = alias
+            elif isinstance(left, ast.Tuple) and all(isinstance(e, ast.Name) for e in left.elts):
+                names = tuple(e.id for e in left.elts)
+            elif isinstance(left, ast.Name):
+                names = (left.id,)
+            else:
+                names = ()
+            if not names or any(n not in args for n in names) or len(set(names)) < len(names):
+                self.fail(node, f"{name}: tests name the function's arguments")
+            self.bounded(node, len(right.elts), LIMITS.table, f"{name}: set elements")
+            return ("in", names, [self.key_const(e, len(names)) for e in right.elts])
+        if isinstance(op, ast.LtE):
+            return ("le", self.linear(name, left, args), self.linear(name, right, args))
+        self.fail(node, f"{name}: tests must be 'x in {{...}}' or a comparison with <=")
+        raise AssertionError
+
+    def linear(self, name: str, node: ast.expr, args: list[str]) -> tuple:
+        """A sum of number literals, arguments, ``-argument`` and ``literal * argument`` as a
+        tree: ``("+" | "-", a, b)``, ``("*", number, argument)``, ``("arg", name)``,
+        ``("num", number)``."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            return ("+" if isinstance(node.op, ast.Add) else "-",
+                    self.linear(name, node.left, args), self.linear(name, node.right, args))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(
+                node.operand, ast.Name):
+            return ("*", -1, self.linear(name, node.operand, args)[1])
+        if isinstance(node, ast.Name):
+            if node.id not in args:
+                self.fail(node, f"{name}: {node.id!r} is not an argument")
+            return ("arg", node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            return ("*", self.number(name, node.left), self.linear(name, node.right, args)[1]) \
+                if isinstance(node.right, ast.Name) else self.fail(
+                    node, f"{name}: products are 'number * argument'")
+        return ("num", self.number(name, node))
+
+    def number(self, name: str, node: ast.expr) -> int | float:
+        c = self.const(node)
+        if isinstance(c, str):
+            self.fail(node, f"{name}: comparisons are between numbers")
+        return c
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
+
+
+def _tests(stmts: list[Any], kind: str = "in") -> int:
+    """How many tests of ``kind`` (``"in"`` or ``"le"``) a decision list makes."""
+    return sum(0 if st[0] == "return" else
+               (st[1][0] == kind) + _tests(st[2], kind) + _tests(st[3], kind) for st in stmts)
+
+
+def _returns(stmts: list[Any]) -> list[Label]:
+    """Every returned label of a decision list, in order."""
+    out: list[Label] = []
+    for st in stmts:
+        out += [st[1]] if st[0] == "return" else _returns(st[2]) + _returns(st[3])
+    return out
+
+
+def _value(tree: tuple, columns: dict[str, np.ndarray]) -> Any:
+    """A :meth:`_Parser.linear` tree evaluated per key, in Python's order of operations."""
+    op = tree[0]
+    if op == "num":
+        return tree[1]
+    if op == "arg":
+        return columns[tree[1]]
+    if op == "*":
+        return tree[1] * columns[tree[2]]
+    a, b = _value(tree[1], columns), _value(tree[2], columns)
+    return a + b if op == "+" else a - b
+
+
+def _decide(stmts: list[Any], args: dict[str, tuple[Variable, np.ndarray]],
+            active: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Run a decision list (:meth:`_Parser.mlp`) on every table entry at once, as Python would
+    on each: ``args[name]`` is the argument's variable and its value index per entry; ``out``
+    gets the label returned at the ``active`` entries. Returns the entries that returned. A
+    set is looked up through the variables' labels (Python's ``in``: equal numbers match)."""
+    done = np.zeros_like(active)
+    for st in stmts:
+        todo = active & ~done
+        if st[0] == "return":
+            out[todo] = st[1]
+            return done | todo
+        _, test, body, orelse = st
+        if test[0] == "in":
+            variables = [args[n][0] for n in test[1]]
+            member = np.zeros([x.size for x in variables], dtype=bool)
+            for row in test[2]:
+                at = [x.lookup.get(label) for x, label in zip(variables, row)]
+                if None not in at:
+                    member[tuple(at)] = True
+            hit = member[tuple(args[n][1] for n in test[1])]
+        else:
+            columns = {n: np.asarray(x.values)[i] for n, (x, i) in args.items()}
+            hit = np.asarray(_value(test[1], columns) <= _value(test[2], columns)) & active
+        done |= _decide(body, args, todo & hit, out)
+        done |= _decide(orelse, args, todo & ~hit, out)
+    return done
 
 
 def _read_weights(text: str, where: str) -> tuple[list[str], dict[tuple[str, str], np.ndarray]]:
@@ -709,6 +860,13 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
         if "token" in info:
             define(Variable(mod, "numerical", tuple(range(max_len))))
             modules.append(PrefixCount(mod, info["token"], mod))
+        elif "constant" in info:  # one value: a one-entry table over ``ones``
+            c = info["constant"]
+            ov = Variable(out, "categorical", tuple(dict.fromkeys(
+                [c] + [_typed(x, c) for x in values.get(out, ())])))
+            define(ov)
+            modules.append(Mlp(mod, "numerical", ("ones",), out,
+                               np.full((1,), ov.index(c), dtype=np.int64), ov.index(c)))
         elif "key" in info:
             if "value" not in info:
                 p.fail(node, f"{mod}_pattern has no {mod}_outputs line")
@@ -729,14 +887,19 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
             modules.append(Head(mod, kind, q.name, k.name, val.name, out, pred,
                                 info["rule"] or "closest"))
         else:
-            branches, default = p.mlp(info["fn"])
+            decisions = p.mlp(info["fn"])
             ins = [v[x] for x in info["inputs"]]
             kind = ins[0].kind
             if any(x.kind != kind for x in ins):
                 p.fail(node, f"{mod} mixes categorical and numerical inputs")
             shape = [x.size for x in ins]
             check_size(math.prod(shape), LIMITS.table, f"{p.file}: {mod}: table entries")
-            returned = [r for _, r in branches] + [default]
+            if kind == "categorical" and _tests(decisions, "le"):
+                p.fail(node, f"{mod}: comparisons with <= need numerical inputs")
+            check_size((_tests(decisions) + _tests(decisions, "le")) * math.prod(shape),
+                       LIMITS.decisions, f"{p.file}: {mod}: tests times table entries")
+            returned = _returns(decisions)
+            default = decisions[-1][1]
             try:
                 returned = sorted(set(returned))
             except TypeError:
@@ -744,13 +907,11 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
             found = [_typed(x, default) for x in values.get(out, ())] + returned
             ov = Variable(out, "categorical", tuple(dict.fromkeys(found)))
             check_size(ov.size, LIMITS.values, f"{p.file}: values of {out}")
-            lookup: dict[tuple[Label, ...], int] = {}
-            for keys, ret in reversed(branches):
-                for key in keys:
-                    lookup[key] = ov.index(ret)
-            table = np.asarray([lookup.get(tuple(x.values[i] for x, i in zip(ins, ix)),
-                                           ov.index(default))
-                                for ix in np.ndindex(*shape)], dtype=np.int64).reshape(shape)
+            grid = np.indices(shape).reshape(len(shape), -1)
+            args = {a.arg: (x, g) for a, x, g in zip(info["fn"].args.args, ins, grid)}
+            labels = np.empty(grid.shape[1], dtype=object)
+            _decide(decisions, args, np.ones(grid.shape[1], dtype=bool), labels)
+            table = np.asarray([ov.index(x) for x in labels], dtype=np.int64).reshape(shape)
             define(ov)
             modules.append(Mlp(mod, kind, tuple(info["inputs"]), out, table, ov.index(default)))
     weights, bias = {}, np.asarray(rows.get(("bias", "_"), np.zeros(len(classes))))

@@ -61,6 +61,9 @@ class Limits:
     table: int = 2**21
     """Entries of one MLP table: the product of its inputs' value-set sizes (1,052,929; a
     failed seed of ``results/counting_arch``, prefix seed 5, has 14,753,281 and is refused)."""
+    decisions: int = 2**28
+    """Tests times table entries of an imported MLP written as a decision list, each test
+    evaluated on every entry (40 tests on 1,052,929 entries)."""
     weights: int = 2**22
     """Classifier weights: rows of all features times classes (6,675)."""
     gate: int = 2**20
