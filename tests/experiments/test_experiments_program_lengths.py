@@ -35,7 +35,13 @@ def test_counts_selected_programs(tmp_path, monkeypatch):
     assert result["at_or_below_paper"] == int(row["pruned"] <= 713)
     saved = json.loads((tmp_path / "out" / "program_lengths.json").read_text())
     assert saved["tasks"][0]["paper_pruned"] == 713
-    assert "| reverse | L2_s0 |" in (tmp_path / "out" / "program_lengths.md").read_text()
+    md = (tmp_path / "out" / "program_lengths.md").read_text()
+    assert "| reverse | L2_s0 |" in md and "Lines per module" in md
+    modules = row["module_lines"]
+    assert set(modules) == {"attn_0_0", "mlp_0_0", "attn_1_0", "other"}
+    for key in ("full", "pruned"):
+        assert sum(m[key] for m in modules.values()) == row[key]
+    assert row["decompile_seconds"] > 0
 
 
 def test_explicit_run_directories(tmp_path):

@@ -7,7 +7,8 @@ program.
 :func:`run` reuses (or trains, resumably) the Table 1 sweep at ``budget`` through
 :func:`tpcore.experiments.table1.run` (or takes explicit run directories), reads each selected
 run's program (its ``program.json``, or extracted from its model), counts the lines of its
-generated program without and with compression (:func:`tpcore.programs.codegen.line_counts`),
+generated program without and with compression, in all and per module
+(:func:`tpcore.programs.codegen.module_lines`), times its extraction and code generation,
 measures fidelity (:func:`tpcore.pipelines.learn.fidelity`), and writes
 ``program_lengths.json`` and ``program_lengths.md``.
 """
@@ -50,16 +51,43 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
-    """One row: the run's task and test accuracy, its program's line counts, the paper's, and
-    (with ``check_fidelity``) the agreement of every engine with the model."""
+    """One row: the run's task and test accuracy, its program's line counts and lines per
+    module before and after compression (:func:`tpcore.programs.codegen.module_lines`), the
+    paper's counts, the seconds to extract the program (or read it) and write its compressed
+    source, and (with ``check_fidelity``) the agreement of every engine with the model."""
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     task = metrics["task"]
     full, pruned = PAPER[task]
+    start = time.perf_counter()
+    program = load_program(run_dir)
+    codegen.source(program)
+    seconds = time.perf_counter() - start
+    lines = codegen.module_lines(program)
+    modules = {name: {"full": lines["full"][name], "pruned": lines["pruned"][name]}
+               for name in lines["full"] if name != "total"}
     return {"task": task, "run": run_dir.name, "test_acc": 100 * metrics["test"]["acc"],
-            **codegen.line_counts(load_program(run_dir)),
-            "paper_full": full, "paper_pruned": pruned,
+            "full": lines["full"]["total"], "pruned": lines["pruned"]["total"],
+            "paper_full": full, "paper_pruned": pruned, "module_lines": modules,
+            "decompile_seconds": seconds,
             "fidelity": fidelity(run_dir) if check_fidelity else None}
+
+
+def module_table(rows: list[dict[str, Any]], top: int = 4) -> str:
+    """Markdown table of where each program's lines are: its ``top`` longest modules before
+    compression with their lines after, the rest of the file, and how many modules are
+    written."""
+    lines = ["| task | longest modules, full -> pruned lines | other lines | modules written as code |",
+             "|---|---|---|---|"]
+    for r in rows:
+        mods = {k: v for k, v in r["module_lines"].items() if k != "other"}
+        longest = sorted(mods, key=lambda k: -mods[k]["full"])[:top]
+        text = ", ".join(f"{k} {mods[k]['full']} -> {mods[k]['pruned']}" for k in longest)
+        other = r["module_lines"]["other"]
+        written = sum(v["pruned"] > 1 for v in mods.values())
+        lines.append(f"| {r['task']} | {text} | {other['full']} -> {other['pruned']} | "
+                     f"{written} of {len(mods)} |")
+    return "\n".join(lines)
 
 
 BUDGETS = table1.BUDGETS
@@ -94,7 +122,8 @@ def run(budget: Budget, out: Path, seed: int, table1_dir: str | Path = "results/
     else:
         command = f"tpcore reproduce program-lengths --run-dirs {' '.join(map(str, run_dirs))}"
     rows = [measure(d, check_fidelity) for d in run_dirs]
-    write_text(out / "program_lengths.md", table(rows) + "\n")
+    write_text(out / "program_lengths.md",
+               f"{table(rows)}\n\nLines per module:\n\n{module_table(rows)}\n")
     result = {"budget": None if "--run-dirs" in command else budget.name, "epochs": epochs,
               "tasks": rows,
               "at_or_below_paper": sum(r["pruned"] <= r["paper_pruned"] for r in rows),

@@ -165,6 +165,8 @@ class _Writer:
         self.select_name = {r: n for n, (_, r) in self.helpers.items() if r}
         self.pruned = self.plan if style == "tpcore" else None
         """The plan whose unwritten modules and constants the source follows (tpcore style)."""
+        self.sections: dict[str, int] = {}
+        """Lines written per module."""
 
     def constants(self) -> list[str]:
         """Compressed tpcore style: the variables written as one literal (constants, then the
@@ -182,6 +184,8 @@ class _Writer:
             for n in names:
                 lines.append(f"    {n} = [{literal(v[n].values[self.pruned.constant[n]])}]"
                              " * len(tokens)")
+                module = self.p.producer(n)
+                self.sections[module.name if module else n] = 1
         return lines + [""] if lines else []
 
     def uses(self, helper: str) -> bool:
@@ -436,8 +440,9 @@ def source(program: Program, style: str = "tpcore", compress: bool = True,
 
 
 def _render(program: Program, style: str, compress: bool,
-            weights_file: str | None) -> tuple[str, Plan | None]:
-    """The source and, when modules were pruned, the plan its classifier follows."""
+            weights_file: str | None) -> tuple[str, Plan | None, dict[str, int]]:
+    """The source, the plan its classifier follows when modules were pruned, and the lines of
+    each module written (its function and lines, or its literal)."""
     if style not in STYLES:
         raise TpcoreError(f"unknown style {style!r}; expected one of {STYLES}")
     p = program
@@ -464,13 +469,15 @@ def _render(program: Program, style: str, compress: bool,
         if w.pruned is not None and m.name not in w.pruned.written:
             continue
         if isinstance(m, Head):
-            body += w.head(m)
+            lines = w.head(m)
         elif isinstance(m, PrefixCount):
-            body += w.prefix_count(m)
+            lines = w.prefix_count(m)
         elif isinstance(m, ExpertCount):
-            body += w.expert_count(m)
+            lines = w.expert_count(m)
         else:
-            body += w.mlp(m)
+            lines = w.mlp(m)
+        w.sections[m.name] = len(lines)
+        body += lines
     if style == "published":
         frames = [library.scores_name(f) for f in published_features(p)]
         body += ["    feature_logits = pd.concat(",
@@ -525,7 +532,7 @@ def _render(program: Program, style: str, compress: bool,
         text += "\n\n" + library.MAIN.strip("\n") + "\n"
     else:
         text += "\n\n" + "\n".join(_published_examples(p)) + "\n"
-    return text, w.pruned
+    return text, w.pruned, w.sections
 
 
 def _published_examples(p: Program) -> list[str]:
@@ -616,7 +623,7 @@ def write(program: Program, path: str | Path, style: str = "tpcore",
             if p.resolve().parent != folder.resolve():
                 raise TpcoreError(f"{p} resolves outside the output folder {folder}")
     csv_path = path.with_name(f"{path.stem}_weights.csv")
-    text, pruned = _render(program, style, compress, csv_path.name)
+    text, pruned, _ = _render(program, style, compress, csv_path.name)
     write_text(csv_path, weights_csv(program, published=style == "published", plan=pruned))
     write_text(path, text)
     return path, csv_path
@@ -624,5 +631,17 @@ def write(program: Program, path: str | Path, style: str = "tpcore",
 
 def line_counts(program: Program) -> dict[str, int]:
     """Program length in lines before and after compression (the paper's Table 4)."""
-    return {"full": len(source(program, compress=False).splitlines()),
-            "pruned": len(source(program, compress=True).splitlines())}
+    return {k: v["total"] for k, v in module_lines(program).items()}
+
+
+def module_lines(program: Program) -> dict[str, dict[str, int]]:
+    """Lines of the source before (``"full"``) and after (``"pruned"``) compression: per
+    module (0 when not written), ``"other"`` (header, library functions, inputs, classifier,
+    ``__main__``) and ``"total"``."""
+    out: dict[str, dict[str, int]] = {}
+    for key, compress in (("full", False), ("pruned", True)):
+        text, _, sections = _render(program, "tpcore", compress, None)
+        total = len(text.splitlines())
+        out[key] = {**{m.name: sections.get(m.name, 0) for m in program.modules},
+                    "other": total - sum(sections.values()), "total": total}
+    return out
