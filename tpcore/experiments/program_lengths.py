@@ -77,8 +77,8 @@ def module_table(rows: list[dict[str, Any]], top: int = 4) -> str:
     """Markdown table of where each program's lines are: its ``top`` longest modules before
     compression with their lines after, the rest of the file, and how many modules are
     written."""
-    lines = ["| task | longest modules, full -> pruned lines | other lines | modules written as code |",
-             "|---|---|---|---|"]
+    lines = ["| task | longest modules, full -> pruned lines | other lines | "
+             "modules written as code |", "|---|---|---|---|"]
     for r in rows:
         mods = {k: v for k, v in r["module_lines"].items() if k != "other"}
         longest = sorted(mods, key=lambda k: -mods[k]["full"])[:top]
