@@ -110,9 +110,9 @@ def test_generator_has_cupy_methods_and_numpy_numbers(xp):
             getattr(rng, name)
 
 
-def test_a_model_trains_under_it_as_under_numpy(xp):
+def test_a_model_trains_under_it_as_under_numpy(xp, monkeypatch):
     """Transformer forward, loss, backward and an optimiser step on device arrays: the same
-    numbers as on the NumPy backend."""
+    numbers as on the NumPy backend (its NumPy path: the fused kernels round differently)."""
     from tpcore.models.transformer import Transformer, TransformerConfig
     from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
     from tpcore.nn.optim import Adam
@@ -136,6 +136,7 @@ def test_a_model_trains_under_it_as_under_numpy(xp):
     assert all(isinstance(p.data, StrictArray) and isinstance(p.grad, StrictArray)
                for p in params)
     backend.set_backend("numpy")
+    monkeypatch.setattr(backend, "_kernels", False)
     want_logits, want_loss, want_params = step()
     np.testing.assert_allclose(backend.to_host(logits), want_logits, rtol=1e-6)
     assert loss == pytest.approx(want_loss)

@@ -12,8 +12,13 @@ conversions and NumPy functions as a GPU run would, so that a CPU test run finds
 from __future__ import annotations
 
 import ctypes
+import functools
+import importlib
+import importlib.util
 import os
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,6 +34,9 @@ DEFAULT_FLOAT = np.float32
 DEFAULT_INT = np.int64
 
 _active: ModuleType | None = None
+KERNELS_VARIABLE = "TPCORE_KERNELS"
+"""Environment variable: ``0`` runs the NumPy references instead of the fused kernels."""
+_kernels: bool | None = None
 
 
 def _load_cupy() -> ModuleType:
@@ -169,3 +177,48 @@ def blas_threads(n: int) -> int | None:
                     put(ctypes.c_int(n))
                     return before
     return None
+
+
+def use_kernels(on: bool | None = None) -> bool:
+    """Whether the fused numba kernels replace the NumPy references on host float arrays; ``on``
+    turns them on or off for this process. The default: on when numba is importable, unless
+    ``TPCORE_KERNELS=0``."""
+    global _kernels
+    if on is not None:
+        _kernels = bool(on)
+    if _kernels is None:
+        _kernels = (os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
+                    and importlib.util.find_spec("numba") is not None)
+    return _kernels
+
+
+def kernel(module: str) -> Callable[[Callable], Callable]:
+    """Decorator: run ``tpcore.kernels.MODULE.NAME`` (``NAME``: the decorated function's) in place
+    of the decorated NumPy reference when the first argument is a NumPy float32/float64 array and
+    :func:`use_kernels` says so. The kernel takes the reference's arguments (defaults filled in)
+    and returns what it returns, or ``NotImplemented`` for a case it does not take, when the
+    reference runs. CuPy and the strict backend always run the reference; ``f.__wrapped__`` is
+    the reference itself."""
+
+    def decorate(reference: Callable) -> Callable:
+        code = reference.__code__
+        names = code.co_varnames[: code.co_argcount]
+        defaults = dict(zip(names[len(names) - len(reference.__defaults__ or ()):],
+                            reference.__defaults__ or ()))
+        name, path = reference.__name__, f"tpcore.kernels.{module}"
+
+        @functools.wraps(reference)
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else None
+            if type(first) is np.ndarray and first.dtype.char in "fd" and use_kernels():
+                fast = getattr(sys.modules.get(path) or importlib.import_module(path), name)
+                full = args + tuple(kwargs[n] if n in kwargs else defaults[n]
+                                    for n in names[len(args):])
+                out = fast(*full)
+                if out is not NotImplemented:
+                    return out
+            return reference(*args, **kwargs)
+
+        return dispatch
+
+    return decorate

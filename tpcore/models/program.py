@@ -610,9 +610,12 @@ class ProgramModel(Hooked, Module):
     def _written(self, li: int, module: str) -> list[VarSpec]:
         """The variables that layer ``li``'s modules ``{module}_{li}_*`` write (``module``:
         ``attn``, ``num_attn``, ``mlp`` or ``num_mlp``), in slot order."""
-        head = f"{module}_{li}_"
-        return [v for v in self.variables
-                if v.source and v.source.startswith(head) and v.source[len(head):].isdigit()]
+        memo = self.__dict__.setdefault("_written_memo", {})
+        if (li, module) not in memo:
+            head = f"{module}_{li}_"
+            memo[li, module] = [v for v in self.variables if v.source and v.source.startswith(head)
+                                and v.source[len(head):].isdigit()]
+        return memo[li, module]
 
     def _entering(self, after: int) -> list[VarSpec]:
         """The variables that enter the stream after layer ``after``'s MLPs from outside the

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import xp_of
+from tpcore.backend import kernel, xp_of
 from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.relax import argmax_onehot, gumbel_softmax_forward
@@ -108,6 +108,7 @@ def masked_bias(bias: Array, mask: Array) -> Array:
                            xp.asarray(MASKED, dtype=bias.dtype))
 
 
+@kernel("program_model")
 def cat_attention_forward(
     q: Array, k: Array, v: Array, p: Array, mask: Array, bias: Array, noise: Array | None,
     tau: float | None, hooks: Hooks = NO_HOOKS, names: Sequence[str] = (),
@@ -146,6 +147,7 @@ def cat_attention_forward(
     return a @ v, (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale, hooks, names)
 
 
+@kernel("program_model")
 def cat_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array, Array]:
     """Gradients ``(dq, dk, dv, dp)``, reversing the steps of :func:`cat_attention_forward`:
     ``dV = A^T dout``; ``dA = dout V^T``; ``dL = GumbelSoftmax'(dA) / sqrt(d)`` (0 where masked,
@@ -190,6 +192,7 @@ def num_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Arr
     return dq, dk, dv, dp
 
 
+@kernel("program_model")
 def mlp_forward(
     x: Array, w1: Array, b1: Array, w2: Array, b2: Array, noise: Array | None, tau: float | None
 ) -> tuple[Array, tuple]:
@@ -208,6 +211,7 @@ def mlp_forward(
     return y, (x, w1, w2, h, hmask, y_cache)
 
 
+@kernel("program_model")
 def mlp_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array, Array, Array]:
     """``dz = GumbelSoftmax'(dy)``; ``dW2 = h^T dz``; ``dh = dz W2^T``; through the ReLU;
     ``dW1 = x^T dh``; ``dx = dh W1^T``; bias gradients sum over tokens. Returns

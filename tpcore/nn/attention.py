@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import xp_of
+from tpcore.backend import kernel, xp_of
 from tpcore.nn.functional import linear_backward, linear_forward, softmax
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 
@@ -77,6 +77,7 @@ def _merge(x: Array, hook: Any, name: str) -> Array:
     return hook(name, x.transpose(0, 2, 1, 3)).reshape(b, n, h * dh)
 
 
+@kernel("nn")
 def mha_forward(
     x: Array, params: dict[str, Array], n_heads: int, mask: Array | None = None,
     hooks: Hooks = NO_HOOKS,
@@ -99,6 +100,7 @@ def mha_forward(
     return y, (att_cache[0], qkv_cache, att_cache, out_cache, n_heads, hooks)
 
 
+@kernel("nn")
 def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     """Backward of :func:`mha_forward`: returns ``dx`` and the gradients keyed like ``params``
     (``dx`` sums the three paths through the query, key and value projections, in one product)."""

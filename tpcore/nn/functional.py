@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import scatter_add, xp_of
+from tpcore.backend import kernel, scatter_add, xp_of
 
 Array = Any
 
@@ -68,6 +68,7 @@ def relu_backward(dy: Array, mask: Array) -> Array:
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
+@kernel("nn")
 def gelu_forward(x: Array) -> tuple[Array, Array]:
     """Tanh GELU: ``y = x/2 (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``, ``c = sqrt(2/pi)``.
 
@@ -133,6 +134,7 @@ def softmax_forward(x: Array, tau: float = 1.0, axis: int = -1) -> tuple[Array, 
     return y, (y, tau, axis)
 
 
+@kernel("nn")
 def softmax_backward(dy: Array, cache: tuple) -> Array:
     """``dx = y * (dy - sum(dy * y)) / tau`` (Jacobian ``diag(y) - y y^T``, over tau)."""
     y, tau, axis = cache
@@ -154,6 +156,7 @@ def log_softmax_backward(dy: Array, cache: tuple) -> Array:
     return dy - xp.exp(y) * dy.sum(axis=axis, keepdims=True)
 
 
+@kernel("nn")
 def layer_norm_forward(
     x: Array, gamma: Array, beta: Array, eps: float = 1e-5
 ) -> tuple[Array, tuple]:
@@ -166,6 +169,7 @@ def layer_norm_forward(
     return gamma * xhat + beta, (xhat, inv, gamma)
 
 
+@kernel("nn")
 def layer_norm_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array]:
     """With ``g = dy * gamma``: ``dx = inv * (g - mean(g) - xhat * mean(g * xhat))``;
     ``dgamma = sum(dy * xhat)``, ``dbeta = sum(dy)`` over leading dimensions."""

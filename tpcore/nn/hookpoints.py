@@ -73,6 +73,11 @@ class Hooks:
         self._state = _State(dict(fns or {}), cache, None if names is None else set(names))
         self._prefix = ""
 
+    @property
+    def active(self) -> bool:
+        """Whether any hook function is set or activations are recorded."""
+        return self._state.active
+
     def scope(self, prefix: str) -> Hooks:
         """The same hooks, with ``prefix`` put before every name."""
         view = Hooks.__new__(Hooks)

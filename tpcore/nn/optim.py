@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import to_host, xp_of
+from tpcore.backend import kernel, to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.nn.module import Parameter
 
@@ -112,19 +112,26 @@ class Adam(Optimizer):
         self.v = [xp_of(p.data).zeros_like(p.data) for p in self.params]
 
     def _update(self, i: int, p: Parameter) -> None:
-        xp = xp_of(p.data)
         g = p.grad
         if self.weight_decay and not self.decoupled:
             g = g + self.weight_decay * p.data
-        m, v = self.m[i], self.v[i]
-        m *= self.b1
-        m += (1 - self.b1) * g
-        v *= self.b2
-        v += (1 - self.b2) * (g * g)
         step = self.lr * math.sqrt(1 - self.b2**self.t) / (1 - self.b1**self.t)
         if self.weight_decay and self.decoupled:
             p.data *= 1 - self.lr * self.weight_decay
-        p.data -= (step * m / (xp.sqrt(v) + self.eps)).astype(p.data.dtype)
+        adam_update(p.data, g, self.m[i], self.v[i], self.b1, self.b2, step, self.eps)
+
+
+@kernel("nn")
+def adam_update(w: Any, g: Any, m: Any, v: Any, b1: float, b2: float, step: float,
+                eps: float) -> None:
+    """One Adam step in place: ``m = b1 m + (1-b1) g``, ``v = b2 v + (1-b2) g^2``,
+    ``w -= step m / (sqrt(v) + eps)`` (``step``: the learning rate with the bias corrections)."""
+    xp = xp_of(w)
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * (g * g)
+    w -= (step * m / (xp.sqrt(v) + eps)).astype(w.dtype)
 
 
 class AdamW(Adam):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpcore.backend import xp_of
+from tpcore.backend import kernel, xp_of
 from tpcore.nn.functional import softmax, softmax_backward
 
 Array = Any
@@ -17,9 +17,15 @@ Array = Any
 def gumbel_noise(shape: tuple[int, ...], rng: Any, dtype: Any = "float32") -> Array:
     """``g = -log(-log(u))``, ``u ~ U(0, 1)`` clipped away from 0 and 1; ``rng`` a Generator.
 
-    Uniforms are drawn directly in ``dtype`` and the logs taken in place.
+    Uniforms are drawn directly in ``dtype`` (the generator's stream) and turned into noise in
+    place by :func:`gumbel_from_uniform`.
     """
-    u = rng.random(shape, dtype=dtype)
+    return gumbel_from_uniform(rng.random(shape, dtype=dtype))
+
+
+@kernel("nn")
+def gumbel_from_uniform(u: Array) -> Array:
+    """``u <- -log(-log(clip(u, tiny, 1 - eps)))`` in place, returning ``u``."""
     xp = xp_of(u)
     info = xp.finfo(u.dtype)
     xp.clip(u, info.tiny, 1.0 - info.eps, out=u)
@@ -38,6 +44,7 @@ def argmax_onehot(x: Array, axis: int = -1) -> Array:
     return xp.moveaxis(hot, -1, axis).astype(x.dtype)
 
 
+@kernel("nn")
 def gumbel_softmax_forward(
     logits: Array, noise: Array | None, tau: float, hard: bool = False, axis: int = -1
 ) -> tuple[Array, tuple]:

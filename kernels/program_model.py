@@ -1,0 +1,209 @@
+"""Fused kernels for the Transformer Program modules (``tpcore.models.program_ops``), with the
+names, arguments, results and caches of the NumPy references they stand in for (see
+``tpcore.kernels.nn`` for the contract). Training mode only (a temperature is given); the
+discrete mode and active hooks run the references.
+
+The matrix products stay BLAS products; what the kernels fuse are the elementwise chains
+between them, one pass per row of ``N`` scores or ``k`` logits instead of one NumPy pass per
+operation: the categorical attention's default-to-BOS, log, bias, scale, noise and softmax (and
+their backward), and an MLP's bias and ReLU, bias, noise and softmax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import prange
+from tpcore.kernels.elementary import exp, log
+from tpcore.kernels.nn import KERNEL, PARALLEL, _blocks, softmax_backward, softmax_rows
+
+LOG_EPS = 1e-20
+BOS_EPS = 1e-10
+"""As in ``tpcore.models.program_ops``."""
+
+
+def _active(hooks):
+    return hooks is not None and hooks.active
+
+
+def _full(a, n, dtype):
+    """A ``(1 or B, n, n)`` mask or bias as a contiguous ``dtype`` array (broadcast over
+    queries where it has one row)."""
+    return np.ascontiguousarray(np.broadcast_to(a, (a.shape[0], n, n)), dtype=dtype)
+
+
+def _scores(q, k, p):
+    """``S = (Q P) K^T`` and the cache of ``program_ops.scores_forward``."""
+    h, b, n, d = q.shape
+    qp = (q.reshape(h, b * n, d) @ p).reshape(h, b, n, d)
+    return qp @ k.swapaxes(-1, -2), (q, k, p, qp)
+
+
+def _scores_backward(ds, cache):
+    """``program_ops.scores_backward``: ``(dq, dk, dp)``."""
+    q, k, p, qp = cache
+    h, b, n, d = q.shape
+    dqp = (ds @ k).reshape(h, b * n, d)
+    dk = ds.swapaxes(-1, -2) @ qp
+    return (dqp @ p.swapaxes(-1, -2)).reshape(q.shape), dk, q.reshape(h, b * n, d).swapaxes(
+        -1, -2) @ dqp
+
+
+# ---------------------------------------------------------------- categorical attention
+@numba.njit(**KERNEL)
+def _cat_rows(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
+    """One head and sequence: ``sp: (N, N)`` scores, made ``S'`` in place (BOS default added at
+    key 0), ``a: (N, N)`` the relaxed attention, ``s, dmask: (N,)`` the masked row sums and
+    where the default is positive."""
+    t = sp.dtype.type
+    n = sp.shape[0]
+    for i in range(n):
+        total = t(0)
+        for j in range(n):
+            total += sp[i, j] * maskf[i, j]
+        s[i] = total
+        u = t(1) - total / (total + t(BOS_EPS))
+        dmask[i] = u > 0
+        sp[i, 0] += max(u, t(0))
+        top = t(-np.inf)
+        for j in range(n):
+            z = (log(sp[i, j] + t(LOG_EPS)) + bias[i, j]) * scale
+            z = (z + g[i, j]) * inv_tau if has_noise else z * inv_tau
+            a[i, j] = z
+            top = max(top, z)
+        norm = t(0)
+        for j in range(n):
+            e = exp(a[i, j] - top)
+            a[i, j] = e
+            norm += e
+        norm = t(1) / norm
+        for j in range(n):
+            a[i, j] *= norm
+
+
+@numba.njit(**PARALLEL)
+def _cat_forward(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
+    n_heads, b_size = sp.shape[0], sp.shape[1]
+    mstep = 1 if maskf.shape[0] > 1 else 0
+    bstep = 1 if bias.shape[0] > 1 else 0
+    for hb_ in prange(n_heads * b_size):
+        hb = np.int64(hb_)
+        h, b = hb // b_size, hb % b_size
+        _cat_rows(sp[h, b], maskf[b * mstep], bias[b * bstep], g[h, b] if has_noise else sp[h, b],
+                  has_noise, scale, inv_tau, a[h, b], s[h, b], dmask[h, b])
+
+
+def cat_attention_forward(q, k, v, p, mask, bias, noise, tau, hooks=None, names=()):
+    """``program_ops.cat_attention_forward`` in training mode: the product ``S``, then one
+    pass per head and sequence from ``S`` to the attention ``A``, then ``A V``."""
+    if tau is None or _active(hooks) or (noise is not None and noise.shape[:2] != q.shape[:2]):
+        return NotImplemented
+    t = q.dtype.type
+    sp, s_cache = _scores(q, k, p)
+    maskf = mask.astype(q.dtype)
+    h, b, n = sp.shape[:3]
+    a = np.empty_like(sp)
+    s = np.empty((h, b, n), dtype=q.dtype)
+    dmask = np.empty((h, b, n), dtype=np.bool_)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    _cat_forward(sp, _full(maskf, n, q.dtype), _full(bias, n, q.dtype),
+                 sp if noise is None else np.ascontiguousarray(noise, dtype=q.dtype),
+                 noise is not None, t(scale), t(1.0 / tau), a, s, dmask)
+    return a @ v, (a, (a, tau, -1), v, s_cache, maskf, s, dmask, sp, scale, hooks, names)
+
+
+@numba.njit(**KERNEL)
+def _cat_back_rows(da, a, sp, maskf, s, dmask, factor):
+    """``da: (N, N)`` becomes ``dS`` in place (softmax backward times ``scale / tau``, over
+    ``S' + 1e-20``, plus the BOS default's gradient on every unmasked key)."""
+    t = da.dtype.type
+    n = da.shape[0]
+    for i in range(n):
+        acc = t(0)
+        for j in range(n):
+            acc += da[i, j] * a[i, j]
+        for j in range(n):
+            da[i, j] = a[i, j] * (da[i, j] - acc) * factor / (sp[i, j] + t(LOG_EPS))
+        du = da[i, 0] if dmask[i] else t(0)
+        dsum = du * (-t(BOS_EPS) / ((s[i] + t(BOS_EPS)) * (s[i] + t(BOS_EPS))))
+        for j in range(n):
+            da[i, j] += dsum * maskf[i, j]
+
+
+@numba.njit(**PARALLEL)
+def _cat_backward(da, a, sp, maskf, s, dmask, factor):
+    n_heads, b_size = da.shape[0], da.shape[1]
+    mstep = 1 if maskf.shape[0] > 1 else 0
+    for hb_ in prange(n_heads * b_size):
+        hb = np.int64(hb_)
+        h, b = hb // b_size, hb % b_size
+        _cat_back_rows(da[h, b], a[h, b], sp[h, b], maskf[b * mstep], s[h, b], dmask[h, b],
+                       factor)
+
+
+def cat_attention_backward(dout, cache):
+    """``program_ops.cat_attention_backward``: ``dV = A^T dout``, ``dA = dout V^T``, one pass
+    per head and sequence to ``dS``, then the score backward."""
+    a, a_cache, v, s_cache, maskf, s, dmask, sp, scale, hooks, names = cache
+    if _active(hooks) or a_cache is None or a_cache[0] is not a:
+        return NotImplemented
+    dv = a.swapaxes(-1, -2) @ dout
+    da = dout @ v.swapaxes(-1, -2)
+    _cat_backward(da, a, sp, _full(maskf, da.shape[-1], da.dtype), s, dmask,
+                  dout.dtype.type(scale / a_cache[1]))
+    dq, dk, dp = _scores_backward(da, s_cache)
+    return dq, dk, dv, dp
+
+
+# ---------------------------------------------------------------- MLPs
+@numba.njit(**KERNEL)
+def _bias_relu_rows(h, b, hmask):
+    """``h <- max(h + b, 0)`` and ``hmask = h > 0`` for the rows of ``h: (T, D)``."""
+    t = h.dtype.type
+    for r in range(h.shape[0]):
+        for j in range(h.shape[1]):
+            v = h[r, j] + b[j]
+            hmask[r, j] = v > 0
+            h[r, j] = max(v, t(0))
+
+
+@numba.njit(**PARALLEL)
+def _bias_relu(h, b, hmask, blocks):
+    rows = h.shape[1]
+    for gc_ in prange(h.shape[0] * blocks):
+        gc = np.int64(gc_)
+        g, c = gc // blocks, gc % blocks
+        lo, hi = c * rows // blocks, (c + 1) * rows // blocks
+        _bias_relu_rows(h[g, lo:hi], b[g, 0], hmask[g, lo:hi])
+
+
+def mlp_forward(x, w1, b1, w2, b2, noise, tau):
+    """``program_ops.mlp_forward`` in training mode: BLAS products, bias and ReLU in one pass,
+    bias, noise and softmax in one pass."""
+    if tau is None:
+        return NotImplemented
+    h = x @ w1
+    hmask = np.empty(h.shape, dtype=np.bool_)
+    _bias_relu(h, np.ascontiguousarray(b1), hmask, _blocks(h.shape[1] // 64))
+    z = h @ w2
+    z += b2
+    y = softmax_rows(z, noise, tau)
+    return y, (x, w1, w2, h, hmask, (y, tau, -1))
+
+
+def mlp_backward(dy, cache):
+    """``program_ops.mlp_backward`` with the softmax backward in one pass and the ReLU's in
+    place."""
+    x, w1, w2, h, hmask, y_cache = cache
+    if y_cache is None:
+        return NotImplemented
+    dz = softmax_backward(dy, y_cache)
+    dw2 = h.swapaxes(-1, -2) @ dz
+    db2 = dz.sum(axis=1, keepdims=True)
+    dh = dz @ w2.swapaxes(-1, -2)
+    dh *= hmask
+    dw1 = x.swapaxes(-1, -2) @ dh
+    db1 = dh.sum(axis=1, keepdims=True)
+    return dh @ w1.swapaxes(-1, -2), dw1, db1, dw2, db2
