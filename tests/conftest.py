@@ -1,4 +1,5 @@
-"""Shared fixtures; BLAS pinned to one thread (the models here are small: threads only contend).
+"""Shared fixtures; BLAS and the kernels pinned to one thread (the models here are small: threads
+only contend).
 The program fixtures (generated programs and label conversion) are helpers as fixtures: tests
 import no modules from here.
 
@@ -11,7 +12,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TPCORE_THREADS"):
     os.environ.setdefault(_var, "1")
 
 # NumPy after the thread settings, which BLAS reads when it loads

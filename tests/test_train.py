@@ -1,11 +1,12 @@
 """The shared training loop: selection, early stopping, checkpoints, divergence, schedules."""
 
 import itertools
+import os
 
 import numpy as np
 import pytest
 
-from tpcore.backend import blas_threads, to_host
+from tpcore.backend import blas_threads, kernel_threads, to_host
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.models import load
 from tpcore.nn.module import Module, Parameter
@@ -204,26 +205,34 @@ def _blas_count():
     return before
 
 
-@pytest.mark.parametrize("env, option, expected", [("", None, 1), ("3", None, 3), ("3", 2, 2)])
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+@pytest.mark.parametrize("env, option, expected",
+                         [("", None, min(2, CORES)), ("3", None, 3), ("3", 2, 2), ("2", 1, 1)])
 def test_training_runs_on_the_thread_setting_and_restores_the_count(monkeypatch, env, option,
                                                                       expected):
     if _blas_count() is None:
         pytest.skip("NumPy has no OpenBLAS here")
+    numba = pytest.importorskip("numba")
     monkeypatch.setenv("TPCORE_THREADS", env)
-    before = blas_threads(4)
+    before = blas_threads(4), kernel_threads(1)
     seen = []
 
     def step(model, batch, ctx):
-        seen.append(_blas_count())
+        seen.append((_blas_count(), numba.get_num_threads()))
         return _step(model, batch, ctx)
 
     try:
         model = Scalar()
         fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), step,
             TrainConfig(steps=3, quiet=True, threads=option))
-        assert seen == [expected] * 3 and _blas_count() == 4
+        kernels = min(expected, numba.config.NUMBA_NUM_THREADS)
+        assert seen == [(expected, kernels)] * 3
+        assert _blas_count() == 4 and numba.get_num_threads() == 1
     finally:
-        blas_threads(before)
+        blas_threads(before[0])
+        kernel_threads(before[1])
 
 
 @pytest.mark.parametrize("env", ["0", "two", "-1"])

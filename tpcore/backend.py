@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tpcore import strict
-from tpcore.errors import BackendError
+from tpcore.errors import BackendError, TpcoreError
 
 BACKENDS = ("numpy", "numpy-strict", "cupy")
 DEFAULT_FLOAT = np.float32
@@ -179,6 +179,41 @@ def blas_threads(n: int) -> int | None:
     return None
 
 
+THREADS_VARIABLE = "TPCORE_THREADS"
+"""Environment variable: threads of training when none are asked for."""
+MAX_DEFAULT_THREADS = 2
+"""The default never takes more cores than this: the products of these small models are split
+too finely beyond two threads for the synchronisation to pay."""
+
+
+def default_threads() -> int:
+    """Threads of training when none are asked for: ``TPCORE_THREADS`` when set, else the cores
+    this process may run on, at most :data:`MAX_DEFAULT_THREADS`. On cores that other jobs keep
+    busy a second thread mostly waits: set ``TPCORE_THREADS=1`` (or ``--threads 1``) there.
+    """
+    text = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not text:
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)
+        return max(1, min(MAX_DEFAULT_THREADS, cores))
+    if not text.isdigit() or int(text) < 1:
+        raise TpcoreError(f"{THREADS_VARIABLE}={text!r}; expected an integer >= 1")
+    return int(text)
+
+
+def kernel_threads(n: int) -> int | None:
+    """Run the numba kernels' parallel loops on ``n`` threads in this thread of the process (at
+    most the size of numba's pool, the number of cores by default) and return the previous
+    count, or None when numba is not installed."""
+    if importlib.util.find_spec("numba") is None:
+        return None
+    import numba
+
+    before = int(numba.get_num_threads())
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    return before
+
+
 def use_kernels(on: bool | None = None) -> bool:
     """Whether the fused numba kernels replace the NumPy references on host float arrays; ``on``
     turns them on or off for this process. The default: on when numba is importable, unless
@@ -189,6 +224,8 @@ def use_kernels(on: bool | None = None) -> bool:
     if _kernels is None:
         _kernels = (os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
                     and importlib.util.find_spec("numba") is not None)
+        if _kernels:
+            kernel_threads(default_threads())
     return _kernels
 
 

@@ -22,6 +22,7 @@ from typing import NoReturn
 import tpcore
 from tpcore.backend import BACKENDS
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
+from tpcore.train import THREADS_VARIABLE
 
 COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
             "nlp", "plot")
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=BACKENDS, help="array backend (default: "
                         "$TPCORE_BACKEND or numpy; numpy-strict: a testing tool that fails on "
                         "host leaks as a GPU run would)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="threads of BLAS and the fused kernels when training (default: "
+                        "$TPCORE_THREADS, else up to 2 of the cores this process may use)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"tpcore.commands.{name}").register(sub)
@@ -111,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     "encountered", RuntimeWarning)
             if args.backend:
                 tpcore.set_backend(args.backend)
+            if args.threads is not None:
+                if args.threads < 1:
+                    raise TpcoreError(f"--threads {args.threads}: expected an integer >= 1")
+                os.environ[THREADS_VARIABLE] = str(args.threads)
             code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code

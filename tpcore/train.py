@@ -13,9 +13,10 @@ position, the selection so far and the history; :func:`save_state`, :func:`load_
 resumed run the same, bit for bit, as one that never paused. Schedules are those of the whole
 run: a paused run has trained the first ``pause_at`` steps of it.
 
-Training runs with NumPy's BLAS limited to :func:`default_threads` threads (``TPCORE_THREADS``,
-else 1) unless :attr:`TrainConfig.threads` says otherwise, whether it starts from the CLI or
-from Python; the previous count is restored afterwards (:func:`limit_threads`).
+Training runs on :func:`default_threads` threads (``TPCORE_THREADS``, else up to two of the
+cores this process may use) unless :attr:`TrainConfig.threads` says otherwise, whether it starts
+from the CLI or from Python: NumPy's BLAS and the fused kernels' parallel loops both; the previous
+counts are restored afterwards (:func:`limit_threads`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray, backend_name, blas_threads
+from tpcore.backend import (
+    THREADS_VARIABLE,
+    asarray,
+    backend_name,
+    blas_threads,
+    default_threads,
+    kernel_threads,
+)
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.io import write_json, write_npz
@@ -55,38 +62,22 @@ __all__ = [
 
 Batch = dict[str, Any]
 
-THREADS_VARIABLE = "TPCORE_THREADS"
-"""Environment variable: BLAS threads of training when none are asked for."""
-
-
-def default_threads() -> int:
-    """BLAS threads of training when none are asked for: ``TPCORE_THREADS`` when set, else 1.
-
-    The matrix products of these small models are tiny; on shared cores a multi-threaded BLAS
-    spends its time waiting for the other threads, so one thread is the default. Change the
-    default here.
-    """
-    text = os.environ.get(THREADS_VARIABLE, "").strip()
-    if not text:
-        return 1
-    if not text.isdigit() or int(text) < 1:
-        raise TpcoreError(f"{THREADS_VARIABLE}={text!r}; expected an integer >= 1")
-    return int(text)
-
-
 @contextmanager
 def limit_threads(n: int | None = None) -> Iterator[None]:
-    """Run the block with NumPy's BLAS limited to ``n`` threads (:func:`default_threads` when
-    None), restoring the previous count afterwards (a no-op where no OpenBLAS is loaded)."""
+    """Run the block with NumPy's BLAS and the kernels' parallel loops on ``n`` threads
+    (:func:`default_threads` when None), restoring the previous counts afterwards (each a no-op
+    where no OpenBLAS, or no numba, is there)."""
     n = default_threads() if n is None else n
     if n < 1:
         raise TpcoreError(f"threads must be >= 1, got {n}")
-    before = blas_threads(n)
+    before = blas_threads(n), kernel_threads(n)
     try:
         yield
     finally:
-        if before is not None:
-            blas_threads(before)
+        if before[0] is not None:
+            blas_threads(before[0])
+        if before[1] is not None:
+            kernel_threads(before[1])
 
 
 @dataclass
@@ -109,7 +100,7 @@ class TrainConfig:
     ``select`` names the metric (from ``evaluate``) to maximise for model selection and early
     stopping; the best parameters (the latest among equals) are restored at the end.
     ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
-    the best model there. ``threads``: BLAS threads while training (None:
+    the best model there. ``threads``: threads of BLAS and the kernels while training (None:
     :func:`default_threads`). ``pause_at``: stop after this many of the ``steps`` and return the
     paused state (:attr:`TrainResult.paused`) to resume from; nothing extra is evaluated there,
     so pause where an evaluation falls to know the selection at that point.
@@ -214,7 +205,8 @@ def fit(
     ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
-    ``config.select``. BLAS runs on ``config.threads`` threads (:func:`limit_threads`).
+    ``config.select``. BLAS and the kernels run on ``config.threads`` threads
+    (:func:`limit_threads`).
 
     ``resume``: a paused run's state to go on from (its step onwards; the batches from that step:
     a function of it is called with it, an iterator is advanced past the batches used). With

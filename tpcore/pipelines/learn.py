@@ -272,7 +272,8 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
-    :func:`build_model`'s; ``threads``: BLAS threads (:func:`tpcore.train.limit_threads`);
+    :func:`build_model`'s; ``threads``: threads of BLAS and the kernels
+    (:func:`tpcore.train.limit_threads`);
     ``resume``: a paused state of this run to finish (:func:`fit_run`)."""
     cfg.check()
     model = build_model(cfg, task) if model is None else model
@@ -318,7 +319,7 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     (:func:`run_dir`); returns the metrics, with ``reused``: True when ``out`` already held a
     finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
     settings is refused before any work, unless ``overwrite``, which replaces it whole.
-    ``threads``: BLAS threads of the whole run (None: :func:`tpcore.train.default_threads`).
+    ``threads``: threads of the whole run (None: :func:`tpcore.train.default_threads`).
 
     ``pause_after`` (epochs, below ``cfg.epochs``): train only that far and keep the paused state
     in :func:`paused_dir` instead of writing ``out``; returns its summary

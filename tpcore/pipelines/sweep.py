@@ -28,12 +28,14 @@ import concurrent.futures
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from tpcore.backend import THREADS_VARIABLE
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.pipelines import learn
@@ -138,12 +140,16 @@ def run_all(worker: Callable[..., dict[str, Any]], todo: list[tuple], jobs: int 
     """Call ``worker(*args)`` for every ``args`` of ``todo`` (a function of this module, so
     that other processes can import it): on the Dask ``scheduler`` when one is given, else in
     ``jobs`` local processes (in this one when 1); ``done(row)`` takes each result as it
-    comes."""
+    comes. Local processes are started fresh (``spawn``: a forked copy of this one would inherit
+    its OpenMP thread pool, which the kernels' GNU OpenMP runtime does not survive), each on one
+    thread unless ``TPCORE_THREADS`` says otherwise."""
     if scheduler is not None and todo:
         _run_dask(worker, todo, scheduler, done)
     elif jobs > 1 and len(todo) > 1:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        for var in ("OPENBLAS_NUM_THREADS", THREADS_VARIABLE):
+            os.environ.setdefault(var, "1")
+        spawn = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
             for fut in concurrent.futures.as_completed([pool.submit(worker, *a) for a in todo]):
                 done(fut.result())
     else:
