@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
+from tpcore.errors import TpcoreError
 from tpcore.experiments import program_lengths, table1
+from tpcore.models import extract
 from tpcore.programs import codegen, ir
 from tpcore.programs.examples import reverse_program
 
@@ -58,3 +63,16 @@ def test_a_committed_run_without_its_program_json_is_measured_from_its_model(tmp
     row = program_lengths.measure(committed)
     assert row["task"] == "hist" and row["pruned"] < row["full"]
     assert row["fidelity"]["numpy"] == row["fidelity"]["numba"] == 1.0
+
+
+def test_bad_run_directories_name_their_path(tmp_path, monkeypatch):
+    """No metrics, no model, or a table past the limits: one TpcoreError naming the path."""
+    with pytest.raises(TpcoreError, match=f"{tmp_path}: not a finished run directory"):
+        program_lengths.measure(tmp_path)
+    (tmp_path / "metrics.json").write_text(json.dumps({"task": "hist", "test": {"acc": 1.0}}))
+    with pytest.raises(TpcoreError, match=f"{tmp_path}: no program.json, model.npz"):
+        program_lengths.measure(tmp_path)
+    committed = REPO / "results" / "table1" / "runs" / "hist" / "L1_H2+2_M1+1_s0"
+    monkeypatch.setattr(extract, "LIMITS", dataclasses.replace(ir.LIMITS, table=16))
+    with pytest.raises(TpcoreError, match=r"L1_H2\+2_M1\+1_s0/model\.npz: mlp_0_0: table entries"):
+        program_lengths.measure(committed, check_fidelity=False)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tpcore.errors import TpcoreError
 from tpcore.experiments import table1
 from tpcore.experiments.budget import Budget
 from tpcore.io import write_json, write_text
@@ -56,6 +57,8 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     paper's counts, the seconds to extract the program (or read it) and write its compressed
     source, and (with ``check_fidelity``) the agreement of every engine with the model."""
     run_dir = Path(run_dir)
+    if not (run_dir / "metrics.json").is_file():
+        raise TpcoreError(f"{run_dir}: not a finished run directory (no metrics.json)")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     task = metrics["task"]
     full, pruned = PAPER[task]

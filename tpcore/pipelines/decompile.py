@@ -77,10 +77,13 @@ def extract_saved(path: Path) -> Program:
     except TpcoreError as exc:
         raise TpcoreError(f"{meta_path}: {exc}") from None
     _check_arrays(path)
-    return extract(load(path), vocab, classes, name=str(extra.get("task", "program")),
-                   bos="<s>" if "<s>" in vocab else None,
-                   eos="</s>" if "</s>" in vocab else None,
-                   pad="<pad>" if "<pad>" in vocab else None)
+    try:
+        return extract(load(path), vocab, classes, name=str(extra.get("task", "program")),
+                       bos="<s>" if "<s>" in vocab else None,
+                       eos="</s>" if "</s>" in vocab else None,
+                       pad="<pad>" if "<pad>" in vocab else None)
+    except TpcoreError as exc:  # e.g. a table past the limits: name the model
+        raise TpcoreError(f"{path}: {exc}") from None
 
 
 def _check_arrays(path: Path) -> None:
