@@ -31,6 +31,35 @@ def _blocks(rows: int) -> int:
     return max(1, min(numba.get_num_threads(), rows // 64))
 
 
+# ---------------------------------------------------------------- linear
+def _rows(a):
+    """``a: (..., D)`` as the matrix ``(rows, D)`` (a view when it can be)."""
+    return a.reshape(-1, a.shape[-1])
+
+
+def _column_sums(a):
+    """``a.sum(axis=0)`` of a matrix as a product with a ones vector (twice as fast)."""
+    return np.ones(a.shape[0], dtype=a.dtype) @ a
+
+
+def linear_forward(x, w, b=None):
+    """``tpcore.nn.functional.linear_forward`` as one matrix product over all leading dimensions
+    (NumPy runs ``(B, N, D) @ (D, E)`` as ``B`` small products, ~20 % slower here) and the bias
+    added in place."""
+    y = _rows(x) @ w
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], w.shape[1]), (x, w, b is not None)
+
+
+def linear_backward(dy, cache):
+    """``tpcore.nn.functional.linear_backward`` with one matrix product per gradient."""
+    x, w, has_b = cache
+    dy2 = _rows(dy)
+    dx = (dy2 @ w.T).reshape(*dy.shape[:-1], w.shape[0])
+    return dx, _rows(x).T @ dy2, _column_sums(dy2) if has_b else None
+
+
 # ---------------------------------------------------------------- layer norm
 @numba.njit(**KERNEL)
 def _ln_forward_rows(x, gamma, beta, eps, y, xhat, inv):
@@ -156,11 +185,32 @@ def gelu_forward(x):
 
 # ---------------------------------------------------------------- attention
 @numba.njit(**KERNEL)
+def _exp_flat(x):
+    """``x <- exp(x)`` over a contiguous array: one long loop, which vectorises (rows of a few
+    entries each do not)."""
+    flat = x.reshape(-1)
+    for k in range(flat.shape[0]):
+        flat[k] = exp(flat[k])
+
+
+@numba.njit(**KERNEL)
+def _normalize_rows(e):
+    """``e[r] <- e[r] / sum(e[r])`` for the rows of ``e: (R, K)``."""
+    t = e.dtype.type
+    for r in range(e.shape[0]):
+        total = t(0)
+        for j in range(e.shape[1]):
+            total += e[r, j]
+        inv = t(1) / total
+        for j in range(e.shape[1]):
+            e[r, j] *= inv
+
+
+@numba.njit(**KERNEL)
 def _masked_softmax_rows(s, mask, scale, masked):
     """``s <- softmax(where(mask, s * scale, masked))`` over the last axis of ``s: (H, N, N)``,
-    ``mask: (N, N)``."""
+    ``mask: (N, N)``: shift each row by its maximum, exponentiate the whole block, normalise."""
     n_heads, n, _ = s.shape
-    t = s.dtype.type
     for h in range(n_heads):
         for i in range(n):
             row = s[h, i]
@@ -169,14 +219,10 @@ def _masked_softmax_rows(s, mask, scale, masked):
                 v = row[j] * scale if mask[i, j] else masked
                 row[j] = v
                 top = max(top, v)
-            total = t(0)
             for j in range(n):
-                e = exp(row[j] - top)
-                row[j] = e
-                total += e
-            inv = t(1) / total
-            for j in range(n):
-                row[j] *= inv
+                row[j] -= top
+    _exp_flat(s)
+    _normalize_rows(s.reshape(-1, n))
 
 
 @numba.njit(**PARALLEL)
@@ -235,7 +281,7 @@ def mha_forward(x, params, n_heads, mask=None, hooks=None):
     if (hooks is not None and hooks.active) or m3 is None:
         return NotImplemented
     w = np.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
-    qkv = x @ w
+    qkv = (_rows(x) @ w).reshape(b, n, 3 * d)
     if params.get("bq") is not None:
         qkv += np.concatenate([params[f"b{c}"] for c in "qkv"])
     q, k, v = (_heads(part, n_heads) for part in np.split(qkv, 3, axis=-1))
@@ -244,7 +290,7 @@ def mha_forward(x, params, n_heads, mask=None, hooks=None):
     _masked_softmax(p, m3, x.dtype.type(scale))
     z = np.empty_like(x, shape=(b, n, d))
     np.matmul(p, v, out=_heads(z, n_heads))
-    y = z @ params["wo"]
+    y = (_rows(z) @ params["wo"]).reshape(b, n, d)
     if params.get("bo") is not None:
         y += params["bo"]
     has_b, has_bo = params.get("bq") is not None, params.get("bo") is not None
@@ -266,8 +312,8 @@ def mha_backward(dy, cache):
     dy2 = dy.reshape(-1, d)
     grads = {"wo": z.reshape(-1, d).T @ dy2}
     if has_bo:
-        grads["bo"] = dy2.sum(axis=0)
-    dz = _heads(dy @ wo.T, n_heads)
+        grads["bo"] = _column_sums(dy2)
+    dz = _heads((dy2 @ wo.T).reshape(b, n, d), n_heads)
     dqkv = np.empty_like(dy, shape=(b, n, 3 * d))
     dq, dk, dv = (_heads(part, n_heads) for part in np.split(dqkv, 3, axis=-1))
     np.matmul(p.swapaxes(-1, -2), dz, out=dv)
@@ -280,8 +326,8 @@ def mha_backward(dy, cache):
     dw = x.reshape(-1, d).T @ dqkv2
     grads |= dict(zip(("wq", "wk", "wv"), np.split(dw, 3, axis=1)))
     if has_b:
-        grads |= dict(zip(("bq", "bk", "bv"), np.split(dqkv2.sum(axis=0), 3)))
-    return dqkv @ w.T, grads
+        grads |= dict(zip(("bq", "bk", "bv"), np.split(_column_sums(dqkv2), 3)))
+    return (dqkv2 @ w.T).reshape(b, n, d), grads
 
 
 # ---------------------------------------------------------------- Adam
@@ -328,7 +374,7 @@ def gumbel_from_uniform(u):
 @numba.njit(**KERNEL)
 def _softmax_rows(x, g, has_noise, inv_tau, y):
     """``y[r] = softmax((x[r] + g[r]) inv_tau)`` for the rows of ``x: (R, K)`` (``g`` unused
-    unless ``has_noise``)."""
+    unless ``has_noise``), in three passes as :func:`_masked_softmax_rows`."""
     t = x.dtype.type
     for r in range(x.shape[0]):
         top = t(-np.inf)
@@ -336,14 +382,10 @@ def _softmax_rows(x, g, has_noise, inv_tau, y):
             v = (x[r, j] + g[r, j]) * inv_tau if has_noise else x[r, j] * inv_tau
             y[r, j] = v
             top = max(top, v)
-        total = t(0)
         for j in range(x.shape[1]):
-            e = exp(y[r, j] - top)
-            y[r, j] = e
-            total += e
-        inv = t(1) / total
-        for j in range(x.shape[1]):
-            y[r, j] *= inv
+            y[r, j] -= top
+    _exp_flat(y)
+    _normalize_rows(y)
 
 
 @numba.njit(**PARALLEL)

@@ -53,46 +53,55 @@ def _scores_backward(ds, cache):
 
 # ---------------------------------------------------------------- categorical attention
 @numba.njit(**KERNEL)
-def _cat_rows(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
-    """One head and sequence: ``sp: (N, N)`` scores, made ``S'`` in place (BOS default added at
-    key 0), ``a: (N, N)`` the relaxed attention, ``s, dmask: (N,)`` the masked row sums and
-    where the default is positive."""
+def _cat_head(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
+    """One head over the batch: ``sp: (B, N, N)`` scores, made ``S'`` in place (BOS default
+    added at key 0); ``a: (B, N, N)`` the relaxed attention; ``s, dmask: (B, N)`` the masked row
+    sums and where the default is positive. ``maskf, bias: (1 or B, N, N)``. The logs and
+    exponentials run as long flat loops (they vectorise), the row work in between."""
     t = sp.dtype.type
-    n = sp.shape[0]
-    for i in range(n):
-        total = t(0)
-        for j in range(n):
-            total += sp[i, j] * maskf[i, j]
-        s[i] = total
-        u = t(1) - total / (total + t(BOS_EPS))
-        dmask[i] = u > 0
-        sp[i, 0] += max(u, t(0))
+    b_size, n, _ = sp.shape
+    mstep = 1 if maskf.shape[0] > 1 else 0
+    bstep = 1 if bias.shape[0] > 1 else 0
+    for b in range(b_size):
+        for i in range(n):
+            total = t(0)
+            for j in range(n):
+                total += sp[b, i, j] * maskf[b * mstep, i, j]
+            s[b, i] = total
+            u = t(1) - total / (total + t(BOS_EPS))
+            dmask[b, i] = u > 0
+            sp[b, i, 0] += max(u, t(0))
+    flat_sp, flat_a = sp.reshape(-1), a.reshape(-1)
+    for k in range(flat_a.shape[0]):
+        flat_a[k] = log(flat_sp[k] + t(LOG_EPS))
+    for b in range(b_size):
+        ab, bb, gb = a[b].reshape(-1), bias[b * bstep].reshape(-1), g[b].reshape(-1)
+        for k in range(ab.shape[0]):
+            z = (ab[k] + bb[k]) * scale
+            ab[k] = (z + gb[k]) * inv_tau if has_noise else z * inv_tau
+    rows = a.reshape(-1, n)
+    for r in range(rows.shape[0]):
         top = t(-np.inf)
         for j in range(n):
-            z = (log(sp[i, j] + t(LOG_EPS)) + bias[i, j]) * scale
-            z = (z + g[i, j]) * inv_tau if has_noise else z * inv_tau
-            a[i, j] = z
-            top = max(top, z)
+            top = max(top, rows[r, j])
+        for j in range(n):
+            rows[r, j] -= top
+    for k in range(flat_a.shape[0]):
+        flat_a[k] = exp(flat_a[k])
+    for r in range(rows.shape[0]):
         norm = t(0)
         for j in range(n):
-            e = exp(a[i, j] - top)
-            a[i, j] = e
-            norm += e
+            norm += rows[r, j]
         norm = t(1) / norm
         for j in range(n):
-            a[i, j] *= norm
+            rows[r, j] *= norm
 
 
 @numba.njit(**PARALLEL)
 def _cat_forward(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
-    n_heads, b_size = sp.shape[0], sp.shape[1]
-    mstep = 1 if maskf.shape[0] > 1 else 0
-    bstep = 1 if bias.shape[0] > 1 else 0
-    for hb_ in prange(n_heads * b_size):
-        hb = np.int64(hb_)
-        h, b = hb // b_size, hb % b_size
-        _cat_rows(sp[h, b], maskf[b * mstep], bias[b * bstep], g[h, b] if has_noise else sp[h, b],
-                  has_noise, scale, inv_tau, a[h, b], s[h, b], dmask[h, b])
+    for h in prange(sp.shape[0]):
+        _cat_head(sp[h], maskf, bias, g[h] if has_noise else sp[h], has_noise, scale, inv_tau,
+                  a[h], s[h], dmask[h])
 
 
 def cat_attention_forward(q, k, v, p, mask, bias, noise, tau, hooks=None, names=()):

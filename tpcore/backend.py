@@ -37,6 +37,7 @@ _active: ModuleType | None = None
 KERNELS_VARIABLE = "TPCORE_KERNELS"
 """Environment variable: ``0`` runs the NumPy references instead of the fused kernels."""
 _kernels: bool | None = None
+_kernel_threads_set = False
 
 
 def _load_cupy() -> ModuleType:
@@ -205,10 +206,12 @@ def kernel_threads(n: int) -> int | None:
     """Run the numba kernels' parallel loops on ``n`` threads in this thread of the process (at
     most the size of numba's pool, the number of cores by default) and return the previous
     count, or None when numba is not installed."""
+    global _kernel_threads_set
     if importlib.util.find_spec("numba") is None:
         return None
     import numba
 
+    _kernel_threads_set = True
     before = int(numba.get_num_threads())
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
     return before
@@ -224,7 +227,7 @@ def use_kernels(on: bool | None = None) -> bool:
     if _kernels is None:
         _kernels = (os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
                     and importlib.util.find_spec("numba") is not None)
-        if _kernels:
+        if _kernels and not _kernel_threads_set:
             kernel_threads(default_threads())
     return _kernels
 

@@ -300,3 +300,12 @@ def test_hooked_run_agrees_with_the_kernels_to_rounding(spies):
     hooked, cache = model.run_with_cache(tokens)
     assert spies["mha_forward"] == 2 and len(cache.names()) > 10
     np.testing.assert_allclose(hooked, plain, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear(dtype, rng):
+    x = rng.standard_normal((3, 5, 7)).astype(dtype)
+    w, b = rng.standard_normal((7, 4)).astype(dtype), rng.standard_normal(4).astype(dtype)
+    for bias in (b, None):
+        check_pair(F.linear_forward, F.linear_backward, K.linear_forward, K.linear_backward,
+                   (x, w, bias), dtype, rng)

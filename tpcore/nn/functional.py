@@ -14,6 +14,7 @@ from tpcore.backend import kernel, scatter_add, xp_of
 Array = Any
 
 
+@kernel("nn")
 def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, tuple]:
     """``y = x W + b``; x: (..., Din), w: (Din, Dout), b: (Dout,) -> y: (..., Dout)."""
     y = x @ w
@@ -22,6 +23,7 @@ def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, t
     return y, (x, w, b is not None)
 
 
+@kernel("nn")
 def linear_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array | None]:
     """``dx = dy W^T``, ``dW = x^T dy`` and ``db = sum dy`` over all leading dimensions."""
     x, w, has_b = cache
