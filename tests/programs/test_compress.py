@@ -117,14 +117,19 @@ def test_zero_features_leave_the_sum_and_their_modules_go(tmp_path):
     assert_same_everywhere(p, tmp_path)
 
 
-def test_sums_outside_the_listed_values_keep_the_default(tmp_path):
+@pytest.mark.parametrize("inputs, table", [
+    (("num_attn_0_0_outputs",) * 2, [[1, 2, 0], [2, 0, 1], [0, 1, 2]]),
+    (("ones", "num_attn_0_0_outputs"), [[1, 1, 1]]),  # ignores the count, but not its default
+])
+def test_sums_outside_the_listed_values_keep_the_default(tmp_path, inputs, table):
     p = _hist_like()
     v = dict(p.variables)
     count = "num_attn_0_0_outputs"
     v[count] = Variable(count, "numerical", (0, 1, 2))  # sums reach 6
-    table = np.asarray([[1, 2, 0], [2, 0, 1], [0, 1, 2]], dtype=np.int64)
     modules = [m if m.name != "num_mlp_0_0" else
-               Mlp(m.name, "numerical", m.inputs, m.output, table, 2) for m in p.modules]
+               Mlp(m.name, "numerical", inputs, m.output, np.asarray(table, dtype=np.int64), 2)
+               for m in p.modules]
     q = Program(p.name, v, modules, p.classifier, bos=p.bos, pad=p.pad)
-    assert count in compress.plan(q).sets.outside
+    pl = compress.plan(q)
+    assert count in pl.sets.outside and pl.mlps["num_mlp_0_0"].inputs[-1] == count
     assert_same_everywhere(q, tmp_path)

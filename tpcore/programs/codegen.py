@@ -302,7 +302,7 @@ class _Writer:
         args = [_singular(x) for x in inputs]
         if len(args) == 2 and args[0] == args[1]:
             args[1] += "_2"
-        fixed = self.plan is None or any(x in self.plan.sets.outside for x in inputs)
+        fixed = self.plan is None or any(x in self.plan.sets.outside for x in m.inputs)
         options = []
         if not fixed and self.style == "tpcore" and keys:
             at = tuple(np.asarray(keys).T)

@@ -58,11 +58,14 @@ class Plan:
 
 def mlp_plan(m: Mlp, sets: ValueSets) -> MlpPlan:
     """``m``'s arguments after dropping a repeated input or one the table ignores over the
-    pairs that occur (see the module docstring)."""
+    pairs that occur (see the module docstring); both stay when one may leave its listed
+    values, which gives the default whatever the other is."""
     if len(m.inputs) == 1 or m.inputs[0] == m.inputs[1]:
         table = m.table if len(m.inputs) == 1 else np.diagonal(m.table).copy()
         return MlpPlan(m.inputs[:1], table, sets.union(m.inputs[0]))
     domain = sets.domain(m.inputs)
+    if any(x in sets.outside for x in m.inputs):  # a value outside either gives the default
+        return MlpPlan(m.inputs, m.table, domain)
     for keep in (0, 1):
         t = m.table if keep == 0 else m.table.T
         d = domain if keep == 0 else domain.T
