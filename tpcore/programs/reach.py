@@ -41,8 +41,8 @@ import numpy as np
 from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
 
 BUDGET = 2**25
-"""Most context-value entries (contexts times the values of all variables) kept per length;
-beyond it lengths are merged."""
+"""Most context-value entries (contexts times the values of all variables) with lengths apart;
+past it lengths are merged."""
 MAX_SUMS = 2**22
 """Widest range of integer sums tracked exactly; wider ones become intervals."""
 
