@@ -7,8 +7,8 @@ returns ``NotImplemented`` for a case it does not take (the reference runs then)
 What they save is memory traffic: the reference makes one NumPy pass over the array per
 elementary operation (a layer norm is about ten passes over ``(B, N, D)``); a kernel reads its
 inputs once and writes its outputs once, keeping a row (or an attention tile) in registers.
-Rows are spread over the cores with ``prange`` (numba's thread count, set with
-``tpcore.train.limit_threads``).
+They run on one thread: a second core goes to the BLAS products between them (one thread
+pool; two pools spinning against each other on two cores cost more than they gain).
 """
 
 from __future__ import annotations
@@ -17,18 +17,11 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
 from tpcore.kernels.elementary import JIT, exp, log, tanh
 
 KERNEL = dict(JIT, cache=True, nogil=True)
-PARALLEL = dict(KERNEL, parallel=True)
 MASKED = -1e9
 """Score of a masked key, as in ``tpcore.nn.attention``."""
-
-
-def _blocks(rows: int) -> int:
-    """Blocks of rows for ``prange``: one per thread, at least 64 rows each."""
-    return max(1, min(numba.get_num_threads(), rows // 64))
 
 
 # ---------------------------------------------------------------- linear
@@ -62,7 +55,7 @@ def linear_backward(dy, cache):
 
 # ---------------------------------------------------------------- layer norm
 @numba.njit(**KERNEL)
-def _ln_forward_rows(x, gamma, beta, eps, y, xhat, inv):
+def _ln_forward(x, gamma, beta, eps, y, xhat, inv):
     rows, d = x.shape
     t = x.dtype.type
     inv_d = t(1.0 / d)
@@ -82,27 +75,19 @@ def _ln_forward_rows(x, gamma, beta, eps, y, xhat, inv):
             y[r, j] = gamma[j] * h + beta[j]
 
 
-@numba.njit(**PARALLEL)
-def _ln_forward(x, gamma, beta, eps, y, xhat, inv, blocks):
-    rows = x.shape[0]
-    for c in prange(blocks):
-        lo, hi = c * rows // blocks, (c + 1) * rows // blocks
-        _ln_forward_rows(x[lo:hi], gamma, beta, eps, y[lo:hi], xhat[lo:hi], inv[lo:hi])
-
-
 def layer_norm_forward(x, gamma, beta, eps=1e-5):
     """``tpcore.nn.functional.layer_norm_forward`` in one pass per row."""
     d = x.shape[-1]
     x2 = np.ascontiguousarray(x).reshape(-1, d)
     y, xhat = np.empty_like(x2), np.empty_like(x2)
     inv = np.empty((x2.shape[0], 1), dtype=x.dtype)
-    _ln_forward(x2, gamma, beta, x.dtype.type(eps), y, xhat, inv, _blocks(x2.shape[0]))
+    _ln_forward(x2, gamma, beta, x.dtype.type(eps), y, xhat, inv)
     lead = x.shape[:-1]
     return y.reshape(x.shape), (xhat.reshape(x.shape), inv.reshape(*lead, 1), gamma)
 
 
 @numba.njit(**KERNEL)
-def _ln_backward_rows(dy, xhat, inv, gamma, dx, dgamma, dbeta):
+def _ln_backward(dy, xhat, inv, gamma, dx, dgamma, dbeta):
     rows, d = dy.shape
     t = dy.dtype.type
     inv_d = t(1.0 / d)
@@ -124,30 +109,17 @@ def _ln_backward_rows(dy, xhat, inv, gamma, dx, dgamma, dbeta):
             dx[r, j] = inv[r, 0] * (dy[r, j] * gamma[j] - sg - xhat[r, j] * sgx)
 
 
-@numba.njit(**PARALLEL)
-def _ln_backward(dy, xhat, inv, gamma, dx, dgamma, dbeta):
-    rows = dy.shape[0]
-    blocks = dgamma.shape[0]
-    for c in prange(blocks):
-        lo, hi = c * rows // blocks, (c + 1) * rows // blocks
-        _ln_backward_rows(dy[lo:hi], xhat[lo:hi], inv[lo:hi], gamma, dx[lo:hi], dgamma[c],
-                          dbeta[c])
-
-
 def layer_norm_backward(dy, cache):
     """``tpcore.nn.functional.layer_norm_backward``: ``dx`` row by row, ``dgamma`` and ``dbeta``
-    as sums of per-block partial sums."""
+    summed on the way."""
     xhat, inv, gamma = cache
     d = dy.shape[-1]
     dy2 = np.ascontiguousarray(dy).reshape(-1, d)
-    rows = dy2.shape[0]
     dx = np.empty_like(dy2)
-    blocks = _blocks(rows)
-    dgamma = np.empty((blocks, d), dtype=dy.dtype)
-    dbeta = np.empty((blocks, d), dtype=dy.dtype)
+    dgamma, dbeta = np.empty(d, dtype=dy.dtype), np.empty(d, dtype=dy.dtype)
     _ln_backward(dy2, np.ascontiguousarray(xhat).reshape(-1, d),
                  np.ascontiguousarray(inv).reshape(-1, 1), gamma, dx, dgamma, dbeta)
-    return dx.reshape(dy.shape), dgamma.sum(axis=0), dbeta.sum(axis=0)
+    return dx.reshape(dy.shape), dgamma, dbeta
 
 
 # ---------------------------------------------------------------- GELU
@@ -155,7 +127,7 @@ GELU_C = math.sqrt(2.0 / math.pi)
 
 
 @numba.njit(**KERNEL)
-def _gelu_block(x, y, deriv):
+def _gelu(x, y, deriv):
     t = x.dtype.type
     c, k1, k3, half, one = t(GELU_C), t(0.044715), t(0.134145), t(0.5), t(1)
     for i in range(x.shape[0]):
@@ -167,19 +139,11 @@ def _gelu_block(x, y, deriv):
         deriv[i] = mid + half * v * (one - th * th) * c * (one + k3 * v2)
 
 
-@numba.njit(**PARALLEL)
-def _gelu(x, y, deriv, blocks):
-    n = x.shape[0]
-    for c in prange(blocks):
-        lo, hi = c * n // blocks, (c + 1) * n // blocks
-        _gelu_block(x[lo:hi], y[lo:hi], deriv[lo:hi])
-
-
 def gelu_forward(x):
     """``tpcore.nn.functional.gelu_forward`` (tanh GELU and its derivative) in one pass."""
     flat = np.ascontiguousarray(x).reshape(-1)
     y, deriv = np.empty_like(flat), np.empty_like(flat)
-    _gelu(flat, y, deriv, _blocks(flat.shape[0] // 64))
+    _gelu(flat, y, deriv)
     return y.reshape(x.shape), deriv.reshape(x.shape)
 
 
@@ -207,36 +171,31 @@ def _normalize_rows(e):
 
 
 @numba.njit(**KERNEL)
-def _masked_softmax_rows(s, mask, scale, masked):
-    """``s <- softmax(where(mask, s * scale, masked))`` over the last axis of ``s: (H, N, N)``,
-    ``mask: (N, N)``: shift each row by its maximum, exponentiate the whole block, normalise."""
-    n_heads, n, _ = s.shape
-    for h in range(n_heads):
-        for i in range(n):
-            row = s[h, i]
-            top = masked
-            for j in range(n):
-                v = row[j] * scale if mask[i, j] else masked
-                row[j] = v
-                top = max(top, v)
-            for j in range(n):
-                row[j] -= top
+def _masked_softmax(s, mask, scale):
+    """``s <- softmax(where(mask, s * scale, -1e9))`` over the last axis of ``s: (B, H, N, N)``
+    (in place), ``mask: (1 or B, N, N)``: shift each row by its maximum, exponentiate the whole
+    array, normalise the rows."""
+    b_size, n_heads, n, _ = s.shape
+    per_sequence = 1 if mask.shape[0] > 1 else 0
+    masked = s.dtype.type(MASKED)
+    for b in range(b_size):
+        mb = mask[b * per_sequence]
+        for h in range(n_heads):
+            for i in range(n):
+                row = s[b, h, i]
+                top = masked
+                for j in range(n):
+                    v = row[j] * scale if mb[i, j] else masked
+                    row[j] = v
+                    top = max(top, v)
+                for j in range(n):
+                    row[j] -= top
     _exp_flat(s)
     _normalize_rows(s.reshape(-1, n))
 
 
-@numba.njit(**PARALLEL)
-def _masked_softmax(s, mask, scale):
-    """:func:`_masked_softmax_rows` for every sequence of ``s: (B, H, N, N)`` (in place);
-    ``mask: (1 or B, N, N)``."""
-    per_sequence = 1 if mask.shape[0] > 1 else 0
-    masked = s.dtype.type(MASKED)
-    for b in prange(s.shape[0]):
-        _masked_softmax_rows(s[b], mask[b * per_sequence], scale, masked)
-
-
 @numba.njit(**KERNEL)
-def _softmax_grad_rows(dp, p, scale):
+def _softmax_grad(dp, p, scale):
     """``dp <- p (dp - rowsum(dp p)) scale`` over the last axis of ``dp, p: (R, K)``."""
     t = dp.dtype.type
     for i in range(dp.shape[0]):
@@ -245,14 +204,6 @@ def _softmax_grad_rows(dp, p, scale):
             acc += dp[i, j] * p[i, j]
         for j in range(dp.shape[1]):
             dp[i, j] = p[i, j] * (dp[i, j] - acc) * scale
-
-
-@numba.njit(**PARALLEL)
-def _softmax_grad(dp, p, scale, blocks):
-    rows = dp.shape[0]
-    for c in prange(blocks):
-        lo, hi = c * rows // blocks, (c + 1) * rows // blocks
-        _softmax_grad_rows(dp[lo:hi], p[lo:hi], scale)
 
 
 def _heads(a, n_heads):
@@ -319,7 +270,7 @@ def mha_backward(dy, cache):
     np.matmul(p.swapaxes(-1, -2), dz, out=dv)
     ds = dz @ v.swapaxes(-1, -2)
     rows = ds.reshape(-1, n)
-    _softmax_grad(rows, p.reshape(-1, n), dy.dtype.type(scale), _blocks(rows.shape[0] // 16))
+    _softmax_grad(rows, p.reshape(-1, n), dy.dtype.type(scale))
     np.matmul(ds, k, out=dq)
     np.matmul(ds.swapaxes(-1, -2), q, out=dk)
     dqkv2 = dqkv.reshape(-1, 3 * d)
@@ -372,7 +323,7 @@ def gumbel_from_uniform(u):
 
 # ---------------------------------------------------------------- softmax
 @numba.njit(**KERNEL)
-def _softmax_rows(x, g, has_noise, inv_tau, y):
+def _softmax(x, g, has_noise, inv_tau, y):
     """``y[r] = softmax((x[r] + g[r]) inv_tau)`` for the rows of ``x: (R, K)`` (``g`` unused
     unless ``has_noise``), in three passes as :func:`_masked_softmax_rows`."""
     t = x.dtype.type
@@ -388,21 +339,13 @@ def _softmax_rows(x, g, has_noise, inv_tau, y):
     _normalize_rows(y)
 
 
-@numba.njit(**PARALLEL)
-def _softmax(x, g, has_noise, inv_tau, y, blocks):
-    rows = x.shape[0]
-    for c in prange(blocks):
-        lo, hi = c * rows // blocks, (c + 1) * rows // blocks
-        _softmax_rows(x[lo:hi], g[lo:hi], has_noise, inv_tau, y[lo:hi])
-
-
 def softmax_rows(x, noise, tau):
     """``softmax((x + noise) / tau)`` over the last axis (``noise`` may be None) in one pass."""
     k = x.shape[-1]
     x2 = np.ascontiguousarray(x).reshape(-1, k)
     g2 = x2 if noise is None else np.ascontiguousarray(noise, dtype=x.dtype).reshape(-1, k)
     y = np.empty_like(x2)
-    _softmax(x2, g2, noise is not None, x.dtype.type(1.0 / tau), y, _blocks(x2.shape[0] // 16))
+    _softmax(x2, g2, noise is not None, x.dtype.type(1.0 / tau), y)
     return y.reshape(x.shape)
 
 
@@ -422,6 +365,5 @@ def softmax_backward(dy, cache):
         return NotImplemented
     k = y.shape[-1]
     dx = np.array(dy, order="C").reshape(-1, k)
-    _softmax_grad(dx, np.ascontiguousarray(y).reshape(-1, k), dy.dtype.type(1.0 / tau),
-                  _blocks(dx.shape[0] // 16))
+    _softmax_grad(dx, np.ascontiguousarray(y).reshape(-1, k), dy.dtype.type(1.0 / tau))
     return dx.reshape(dy.shape)

@@ -15,9 +15,8 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
 from tpcore.kernels.elementary import exp, log
-from tpcore.kernels.nn import KERNEL, PARALLEL, _blocks, softmax_backward, softmax_rows
+from tpcore.kernels.nn import KERNEL, softmax_backward, softmax_rows
 
 LOG_EPS = 1e-20
 BOS_EPS = 1e-10
@@ -97,9 +96,9 @@ def _cat_head(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
             rows[r, j] *= norm
 
 
-@numba.njit(**PARALLEL)
+@numba.njit(**KERNEL)
 def _cat_forward(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
-    for h in prange(sp.shape[0]):
+    for h in range(sp.shape[0]):
         _cat_head(sp[h], maskf, bias, g[h] if has_noise else sp[h], has_noise, scale, inv_tau,
                   a[h], s[h], dmask[h])
 
@@ -141,15 +140,13 @@ def _cat_back_rows(da, a, sp, maskf, s, dmask, factor):
             da[i, j] += dsum * maskf[i, j]
 
 
-@numba.njit(**PARALLEL)
+@numba.njit(**KERNEL)
 def _cat_backward(da, a, sp, maskf, s, dmask, factor):
-    n_heads, b_size = da.shape[0], da.shape[1]
     mstep = 1 if maskf.shape[0] > 1 else 0
-    for hb_ in prange(n_heads * b_size):
-        hb = np.int64(hb_)
-        h, b = hb // b_size, hb % b_size
-        _cat_back_rows(da[h, b], a[h, b], sp[h, b], maskf[b * mstep], s[h, b], dmask[h, b],
-                       factor)
+    for h in range(da.shape[0]):
+        for b in range(da.shape[1]):
+            _cat_back_rows(da[h, b], a[h, b], sp[h, b], maskf[b * mstep], s[h, b],
+                           dmask[h, b], factor)
 
 
 def cat_attention_backward(dout, cache):
@@ -168,24 +165,15 @@ def cat_attention_backward(dout, cache):
 
 # ---------------------------------------------------------------- MLPs
 @numba.njit(**KERNEL)
-def _bias_relu_rows(h, b, hmask):
-    """``h <- max(h + b, 0)`` and ``hmask = h > 0`` for the rows of ``h: (T, D)``."""
+def _bias_relu(h, b, hmask):
+    """``h <- max(h + b, 0)`` and ``hmask = h > 0`` for ``h: (G, T, D)``, ``b: (G, 1, D)``."""
     t = h.dtype.type
-    for r in range(h.shape[0]):
-        for j in range(h.shape[1]):
-            v = h[r, j] + b[j]
-            hmask[r, j] = v > 0
-            h[r, j] = max(v, t(0))
-
-
-@numba.njit(**PARALLEL)
-def _bias_relu(h, b, hmask, blocks):
-    rows = h.shape[1]
-    for gc_ in prange(h.shape[0] * blocks):
-        gc = np.int64(gc_)
-        g, c = gc // blocks, gc % blocks
-        lo, hi = c * rows // blocks, (c + 1) * rows // blocks
-        _bias_relu_rows(h[g, lo:hi], b[g, 0], hmask[g, lo:hi])
+    for g in range(h.shape[0]):
+        for r in range(h.shape[1]):
+            for j in range(h.shape[2]):
+                v = h[g, r, j] + b[g, 0, j]
+                hmask[g, r, j] = v > 0
+                h[g, r, j] = max(v, t(0))
 
 
 def mlp_forward(x, w1, b1, w2, b2, noise, tau):
@@ -195,7 +183,7 @@ def mlp_forward(x, w1, b1, w2, b2, noise, tau):
         return NotImplemented
     h = x @ w1
     hmask = np.empty(h.shape, dtype=np.bool_)
-    _bias_relu(h, np.ascontiguousarray(b1), hmask, _blocks(h.shape[1] // 64))
+    _bias_relu(h, np.ascontiguousarray(b1), hmask)
     z = h @ w2
     z += b2
     y = softmax_rows(z, noise, tau)

@@ -1,5 +1,4 @@
-"""Shared fixtures; BLAS and the kernels pinned to one thread (the models here are small: threads
-only contend).
+"""Shared fixtures; BLAS pinned to one thread (the models here are small: threads only contend).
 The program fixtures (generated programs and label conversion) are helpers as fixtures: tests
 import no modules from here.
 

@@ -217,7 +217,7 @@ def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
     ``options``: the CLI's ``layers``, ``cat_heads``, ``num_heads``, ``cat_mlps``, ``num_mlps``
     and every other :class:`~tpcore.pipelines.learn.LearnConfig` field (``epochs``, ``lr``,
     ``seed``, ``n_samples``, ...); ``quiet=False`` shows a progress bar on a terminal;
-    ``threads``: threads of BLAS and the kernels (default: ``TPCORE_THREADS``, else up to 2
+    ``threads``: BLAS threads (default: ``TPCORE_THREADS``, else up to 2
     cores, :func:`tpcore.train.default_threads`)."""
     fields = {f.name for f in dataclasses.fields(pipeline.LearnConfig)} - {"task"}
     settings = {}

@@ -37,7 +37,6 @@ _active: ModuleType | None = None
 KERNELS_VARIABLE = "TPCORE_KERNELS"
 """Environment variable: ``0`` runs the NumPy references instead of the fused kernels."""
 _kernels: bool | None = None
-_kernel_threads_set = False
 
 
 def _load_cupy() -> ModuleType:
@@ -202,21 +201,6 @@ def default_threads() -> int:
     return int(text)
 
 
-def kernel_threads(n: int) -> int | None:
-    """Run the numba kernels' parallel loops on ``n`` threads in this thread of the process (at
-    most the size of numba's pool, the number of cores by default) and return the previous
-    count, or None when numba is not installed."""
-    global _kernel_threads_set
-    if importlib.util.find_spec("numba") is None:
-        return None
-    import numba
-
-    _kernel_threads_set = True
-    before = int(numba.get_num_threads())
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
-    return before
-
-
 def use_kernels(on: bool | None = None) -> bool:
     """Whether the fused numba kernels replace the NumPy references on host float arrays; ``on``
     turns them on or off for this process. The default: on when numba is importable, unless
@@ -227,8 +211,6 @@ def use_kernels(on: bool | None = None) -> bool:
     if _kernels is None:
         _kernels = (os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
                     and importlib.util.find_spec("numba") is not None)
-        if _kernels and not _kernel_threads_set:
-            kernel_threads(default_threads())
     return _kernels
 
 

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "$TPCORE_BACKEND or numpy; numpy-strict: a testing tool that fails on "
                         "host leaks as a GPU run would)")
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="threads of BLAS and the fused kernels when training (default: "
+                        help="BLAS threads when training (default: "
                         "$TPCORE_THREADS, else up to 2 of the cores this process may use)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
@@ -115,10 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     "encountered", RuntimeWarning)
             if args.backend:
                 tpcore.set_backend(args.backend)
-            if args.threads is not None:
-                if args.threads < 1:
-                    raise TpcoreError(f"--threads {args.threads}: expected an integer >= 1")
-                os.environ[THREADS_VARIABLE] = str(args.threads)
+            threads = vars(args).pop("threads")  # global: not a command's option
+            if threads is not None:
+                if threads < 1:
+                    raise TpcoreError(f"--threads {threads}: expected an integer >= 1")
+                os.environ[THREADS_VARIABLE] = str(threads)
             code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code

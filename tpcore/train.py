@@ -15,8 +15,9 @@ run: a paused run has trained the first ``pause_at`` steps of it.
 
 Training runs on :func:`default_threads` threads (``TPCORE_THREADS``, else up to two of the
 cores this process may use) unless :attr:`TrainConfig.threads` says otherwise, whether it starts
-from the CLI or from Python: NumPy's BLAS and the fused kernels' parallel loops both; the previous
-counts are restored afterwards (:func:`limit_threads`).
+from the CLI or from Python: NumPy's BLAS runs the matrix products on them, the fused kernels
+between the products run on one (a second thread pool would spin against BLAS's on two cores);
+the previous count is restored afterwards (:func:`limit_threads`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from tpcore.backend import (
     backend_name,
     blas_threads,
     default_threads,
-    kernel_threads,
 )
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError, TrainingDiverged
@@ -64,20 +64,17 @@ Batch = dict[str, Any]
 
 @contextmanager
 def limit_threads(n: int | None = None) -> Iterator[None]:
-    """Run the block with NumPy's BLAS and the kernels' parallel loops on ``n`` threads
-    (:func:`default_threads` when None), restoring the previous counts afterwards (each a no-op
-    where no OpenBLAS, or no numba, is there)."""
+    """Run the block with NumPy's BLAS on ``n`` threads (:func:`default_threads` when None),
+    restoring the previous count afterwards (a no-op where no OpenBLAS is loaded)."""
     n = default_threads() if n is None else n
     if n < 1:
         raise TpcoreError(f"threads must be >= 1, got {n}")
-    before = blas_threads(n), kernel_threads(n)
+    before = blas_threads(n)
     try:
         yield
     finally:
-        if before[0] is not None:
-            blas_threads(before[0])
-        if before[1] is not None:
-            kernel_threads(before[1])
+        if before is not None:
+            blas_threads(before)
 
 
 @dataclass
@@ -100,7 +97,7 @@ class TrainConfig:
     ``select`` names the metric (from ``evaluate``) to maximise for model selection and early
     stopping; the best parameters (the latest among equals) are restored at the end.
     ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
-    the best model there. ``threads``: threads of BLAS and the kernels while training (None:
+    the best model there. ``threads``: BLAS threads while training (None:
     :func:`default_threads`). ``pause_at``: stop after this many of the ``steps`` and return the
     paused state (:attr:`TrainResult.paused`) to resume from; nothing extra is evaluated there,
     so pause where an evaluation falls to know the selection at that point.
@@ -205,8 +202,7 @@ def fit(
     ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
-    ``config.select``. BLAS and the kernels run on ``config.threads`` threads
-    (:func:`limit_threads`).
+    ``config.select``. BLAS runs on ``config.threads`` threads (:func:`limit_threads`).
 
     ``resume``: a paused run's state to go on from (its step onwards; the batches from that step:
     a function of it is called with it, an iterator is advanced past the batches used). With

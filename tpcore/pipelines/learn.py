@@ -272,7 +272,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
-    :func:`build_model`'s; ``threads``: threads of BLAS and the kernels
+    :func:`build_model`'s; ``threads``: BLAS threads
     (:func:`tpcore.train.limit_threads`);
     ``resume``: a paused state of this run to finish (:func:`fit_run`)."""
     cfg.check()

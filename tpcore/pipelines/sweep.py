@@ -140,9 +140,9 @@ def run_all(worker: Callable[..., dict[str, Any]], todo: list[tuple], jobs: int 
     """Call ``worker(*args)`` for every ``args`` of ``todo`` (a function of this module, so
     that other processes can import it): on the Dask ``scheduler`` when one is given, else in
     ``jobs`` local processes (in this one when 1); ``done(row)`` takes each result as it
-    comes. Local processes are started fresh (``spawn``: a forked copy of this one would inherit
-    its OpenMP thread pool, which the kernels' GNU OpenMP runtime does not survive), each on one
-    thread unless ``TPCORE_THREADS`` says otherwise."""
+    comes. Local processes are started fresh (``spawn``), so each reads its thread settings as
+    it loads NumPy, one thread unless ``TPCORE_THREADS`` says otherwise, and none inherits a
+    copy of this process's thread pools (the GNU OpenMP runtime does not survive a fork)."""
     if scheduler is not None and todo:
         _run_dask(worker, todo, scheduler, done)
     elif jobs > 1 and len(todo) > 1:

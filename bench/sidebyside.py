@@ -1,0 +1,81 @@
+"""Side-by-side timing for the benches: tpcore's step and an anchor's (PyTorch, the authors'
+code) called alternately in one process on the same number of threads, so that whatever else
+runs on the shared cores weighs on both alike. The ratio of the two is the figure to read.
+
+``compare(benchmark, {"tpcore": f, "torch": g}, threads=1)`` times ``f`` with pytest-benchmark
+(its table row) and records in ``benchmark.extra_info``, for every function, the median and
+minimum wall-clock milliseconds of the interleaved calls, the ratios of tpcore's to each
+anchor's (``ratio_<name>``: of the medians; ``ratio_<name>_min``: of the minima), the thread
+count and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from tpcore.train import limit_threads
+
+
+@contextmanager
+def threads(n: int) -> Iterator[None]:
+    """NumPy's BLAS, the fused kernels and PyTorch (when imported) on ``n`` threads."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch else None
+    if torch:
+        torch.set_num_threads(n)
+    try:
+        with limit_threads(n):
+            yield
+    finally:
+        if torch:
+            torch.set_num_threads(before)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int = 15,
+                warmup: int = 2) -> dict[str, np.ndarray]:
+    """Wall-clock seconds of each call: ``warmup`` calls of each first, then ``rounds`` rounds
+    calling every function once in turn."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: np.array(t) for name, t in times.items()}
+
+
+def summary(times: dict[str, np.ndarray], first: str = "tpcore") -> dict[str, float]:
+    """Median and minimum milliseconds per function, and ``first``'s ratios to the others."""
+    out: dict[str, float] = {}
+    for name, t in times.items():
+        out[f"{name}_ms"] = round(1000 * float(np.median(t)), 2)
+        out[f"{name}_min_ms"] = round(1000 * float(t.min()), 2)
+    for name, t in times.items():
+        if name != first:
+            out[f"ratio_{name}"] = round(float(np.median(times[first]) / np.median(t)), 3)
+            out[f"ratio_{name}_min"] = round(float(times[first].min() / t.min()), 3)
+    return out
+
+
+def compare(benchmark, fns: dict[str, Callable[[], object]], threads_: int = 1,
+            rounds: int = 15) -> dict[str, float]:
+    """Benchmark the first function and time all of them interleaved (module docstring)."""
+    load_before = os.getloadavg()[0]
+    with threads(threads_):
+        times = interleaved(fns, rounds)
+        first = next(iter(fns.values()))
+        benchmark.pedantic(first, rounds=max(3, rounds // 3), iterations=1)
+    info = summary(times, next(iter(fns)))
+    info |= {"threads": threads_, "load_before": round(load_before, 2),
+             "load_after": round(os.getloadavg()[0], 2)}
+    benchmark.extra_info.update(info)
+    return info
