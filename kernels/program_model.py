@@ -191,16 +191,14 @@ def mlp_forward(x, w1, b1, w2, b2, noise, tau):
 
 
 def mlp_backward(dy, cache):
-    """``program_ops.mlp_backward`` with the softmax backward in one pass and the ReLU's in
-    place."""
+    """``program_ops.mlp_backward`` with the softmax backward in one pass, the ReLU's in place
+    and the bias gradients as products with a ones vector."""
     x, w1, w2, h, hmask, y_cache = cache
     if y_cache is None:
         return NotImplemented
     dz = softmax_backward(dy, y_cache)
-    dw2 = h.swapaxes(-1, -2) @ dz
-    db2 = dz.sum(axis=1, keepdims=True)
+    ones = np.ones((1, dz.shape[1]), dtype=dz.dtype)
     dh = dz @ w2.swapaxes(-1, -2)
     dh *= hmask
-    dw1 = x.swapaxes(-1, -2) @ dh
-    db1 = dh.sum(axis=1, keepdims=True)
-    return dh @ w1.swapaxes(-1, -2), dw1, db1, dw2, db2
+    return (dh @ w1.swapaxes(-1, -2), x.swapaxes(-1, -2) @ dh, ones @ dh,
+            h.swapaxes(-1, -2) @ dz, ones @ dz)
