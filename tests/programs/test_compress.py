@@ -8,7 +8,7 @@ import pytest
 
 from tpcore.programs import codegen, compress, parse
 from tpcore.programs import interpret as it
-from tpcore.programs.examples import all_inputs, base_variables, random_program
+from tpcore.programs.examples import all_inputs, base_variables, random_program, reverse_program
 from tpcore.programs.generated import run_generated
 from tpcore.programs.ir import Classifier, Head, Mlp, Program, Variable, numerical_range
 
@@ -133,3 +133,11 @@ def test_sums_outside_the_listed_values_keep_the_default(tmp_path, inputs, table
     pl = compress.plan(q)
     assert count in pl.sets.outside and pl.mlps["num_mlp_0_0"].inputs[-1] == count
     assert_same_everywhere(q, tmp_path)
+
+
+def test_queries_that_look_for_their_own_value_share_a_branch(tmp_path):
+    p = reverse_program(vocab=3, max_len=7)
+    text = codegen.source(p)
+    assert "return position == mlp_0_0_output" in text  # the head reading length - position
+    assert text.count("return position ==") == 1
+    assert_same_everywhere(p, tmp_path)

@@ -147,9 +147,9 @@ def test_huge_max_len_is_refused_quickly(tmp_path, max_len, message):
 def test_deep_nesting_is_a_tpcore_error(tmp_path, expression):
     path = _generated(tmp_path)
     text = path.read_text()
-    old = "return position == 0"
+    old = 'return k_token == "</s>"'
     assert old in text
-    path.write_text(text.replace(old, f"return position == {expression}", 1))
+    path.write_text(text.replace(old, f"return k_token == {expression}", 1))
     with pytest.raises(parse.ProgramSyntaxError, match="gen/reverse.py.*(nest|pars)"):
         load_program(path)
 

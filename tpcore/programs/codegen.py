@@ -219,6 +219,9 @@ class _Writer:
                      [f'[("{var}", str(v)) for v in {var}]'], "]", sep="")
 
     def head(self, h: Head) -> list[str]:
+        """``def predicate_L_H(q, k)`` and the head's two lines. Compressed: queries that look
+        for one key value share a branch, and in pruned sources the queries that look for
+        their own value (``return k == q``) too, when that takes fewer lines."""
         v = self.p.variables
         q, k = v[h.query], v[h.key]
         qa, ka = _singular(h.query), _singular(h.key)
@@ -230,13 +233,23 @@ class _Writer:
             if kj < 0 or self.compress and not (self.reach[h.query][qi] and self.reach[h.key][kj]):
                 continue
             groups.setdefault(kj if self.compress else -2 - qi, []).append(qi)
-        branches = []
-        for members in groups.values():
-            kj = int(h.predicate[members[0]])
-            branches.append(([literal(q.values[i]) for i in members],
-                             f"return {ka} == {literal(k.values[kj])}"))
-        lines = [_banner(4, h.name), f"    def {fn}({qa}, {ka}):"]
-        lines += _branches(8, qa, branches) or ["        return False"]
+
+        def branches(same: list[int]) -> list[str]:
+            out = [([literal(q.values[i]) for i in same], f"return {ka} == {qa}")] if same else []
+            for members in groups.values():
+                rest = [i for i in members if i not in same]
+                if rest:
+                    kj = int(h.predicate[rest[0]])
+                    out.append(([literal(q.values[i]) for i in rest],
+                                f"return {ka} == {literal(k.values[kj])}"))
+            return _branches(8, qa, out) or ["        return False"]
+
+        body = branches([])
+        own = [qi for members in groups.values() for qi in members
+               if _same_label(q.values[qi], k.values[h.predicate[qi]])]
+        if self.pruned is not None and len(own) > 1:
+            body = min(body, branches(own), key=len)
+        lines = [_banner(4, h.name), f"    def {fn}({qa}, {ka}):", *body]
         lines.append("")
         if h.kind == "categorical":
             sel, agg = self.select_name[h.rule], "aggregate"
@@ -403,6 +416,12 @@ class _Writer:
                          f"{pad}    return {literal(labels[cut.out])}"]
             body.append(f"{pad}return {literal(labels[band.last])}")
         return body
+
+def _same_label(a: Label, b: Label) -> bool:
+    """Whether labels ``a`` and ``b`` are equal in the generated program (``a == b``, both
+    strings or both numbers)."""
+    return isinstance(a, str) == isinstance(b, str) and a == b
+
 
 def _cut_text(cut: rules.Cut, inner: str, outer: str | None) -> str:
     """``inner <= r`` or ``q * inner <= p * outer + r`` with the terms that are not zero."""

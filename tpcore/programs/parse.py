@@ -49,6 +49,8 @@ from tpcore.programs.ir import (
     shorten,
 )
 
+SAME = object()
+"""A predicate branch ``return k == q``: the key value equal to the query value."""
 PLACEHOLDER = "_"
 """The weights CSV's value for a numerical feature's row, and the authors' unnamed values."""
 HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
@@ -561,7 +563,9 @@ class _Parser:
                 rest = rest[1:]
         return branches, rest
 
-    def predicate(self, fn: ast.FunctionDef) -> list[tuple[list[Label], Label]]:
+    def predicate(self, fn: ast.FunctionDef) -> list[tuple[list[Label], Any]]:
+        """The branches ``if q in {...}: return k == <literal>`` (or ``k == q``: the key value
+        equal to the query's, :data:`SAME`) as ``(queries, key label)``."""
         q, k = (a.arg for a in fn.args.args)
         if len(fn.body) == 1 and _dump(fn.body[0]) == _canon("return False"):
             return []
@@ -572,8 +576,10 @@ class _Parser:
         for keys, ret in branches:
             if not (isinstance(ret, ast.Compare) and _is_name(ret.left, k) and len(ret.ops) == 1
                     and isinstance(ret.ops[0], ast.Eq)):
-                self.fail(ret, f"{fn.name}: branches must return {k} == <literal>")
-            out.append(([key[0] for key in keys], self.const(ret.comparators[0])))
+                self.fail(ret, f"{fn.name}: branches must return {k} == <literal> or {k} == {q}")
+            same = _is_name(ret.comparators[0], q)
+            out.append(([key[0] for key in keys],
+                        SAME if same else self.const(ret.comparators[0])))
         return out
 
     def mlp(self, fn: ast.FunctionDef) -> list[Any]:
@@ -875,10 +881,9 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
             val = v[info["value"]]
             pred = np.full(q.size, -1, dtype=np.int64)
             for qs, kl in reversed(p.predicate(info["fn"])):
-                j = k.lookup.get(kl, -1)
                 for ql in qs:
                     if ql in q.lookup:
-                        pred[q.lookup[ql]] = j
+                        pred[q.lookup[ql]] = k.lookup.get(ql if kl is SAME else kl, -1)
             kind = "numerical" if numerical else "categorical"
             if val.kind != kind:
                 p.fail(node, f"{mod} reads {val.kind} {val.name!r} as its value")
