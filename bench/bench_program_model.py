@@ -110,4 +110,4 @@ def test_program_train_step(benchmark, n_layers):
 def test_program_step_vs_authors(benchmark, n_layers, n_threads):
     """tpcore and the authors' code alternately; target: ratio <= 0.25."""
     compare(benchmark, {"tpcore": make_step(n_layers), "authors": authors_step(n_layers)},
-            n_threads, rounds=9)
+            n_threads, rounds=5)

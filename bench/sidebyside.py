@@ -4,9 +4,10 @@ runs on the shared cores weighs on both alike. The ratio of the two is the figur
 
 ``compare(benchmark, {"tpcore": f, "torch": g}, threads=1)`` times ``f`` with pytest-benchmark
 (its table row) and records in ``benchmark.extra_info``, for every function, the median and
-minimum wall-clock milliseconds of the interleaved calls, the ratios of tpcore's to each
-anchor's (``ratio_<name>``: of the medians; ``ratio_<name>_min``: of the minima), the thread
-count and the load average before and after.
+minimum wall-clock milliseconds of the interleaved calls (blocks of a few calls each, so that
+one library's spinning thread pool does not land in the other's timings), the ratios of
+tpcore's to each anchor's (``ratio_<name>``: of the medians; ``ratio_<name>_min``: of the
+minima), the thread count and the load average before and after.
 """
 
 from __future__ import annotations
@@ -37,19 +38,22 @@ def threads(n: int) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int = 15,
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int = 15, block: int = 3,
                 warmup: int = 2) -> dict[str, np.ndarray]:
-    """Wall-clock seconds of each call: ``warmup`` calls of each first, then ``rounds`` rounds
-    calling every function once in turn."""
+    """Wall-clock seconds of each timed call: ``warmup`` calls of each first, then ``rounds``
+    rounds giving every function in turn a block of ``block`` timed calls after one untimed
+    call (so that the other's thread pool, spinning after its last call, has gone quiet)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            start = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - start)
+            for _ in range(block):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
     return {name: np.array(t) for name, t in times.items()}
 
 
@@ -67,7 +71,7 @@ def summary(times: dict[str, np.ndarray], first: str = "tpcore") -> dict[str, fl
 
 
 def compare(benchmark, fns: dict[str, Callable[[], object]], threads_: int = 1,
-            rounds: int = 15) -> dict[str, float]:
+            rounds: int = 7) -> dict[str, float]:
     """Benchmark the first function and time all of them interleaved (module docstring)."""
     load_before = os.getloadavg()[0]
     with threads(threads_):
