@@ -1,12 +1,13 @@
 """Fused kernels for the Transformer Program modules (``tpcore.models.program_ops``), with the
 names, arguments, results and caches of the NumPy references they stand in for (see
-``tpcore.kernels.nn`` for the contract). Training mode only (a temperature is given); the
-discrete mode and active hooks run the references.
+``tpcore.kernels.nn`` for the contract). Active hooks run the references, and so does the
+discrete mode of the categorical heads and the MLPs (no temperature: argmax samples).
 
 The matrix products stay BLAS products; what the kernels fuse are the elementwise chains
 between them, one pass per row of ``N`` scores or ``k`` logits instead of one NumPy pass per
 operation: the categorical attention's default-to-BOS, log, bias, scale, noise and softmax (and
-their backward), and an MLP's bias and ReLU, bias, noise and softmax.
+their backward), the numerical attention's mask and sums over keys (and theirs), and an MLP's
+bias and ReLU, bias, noise and softmax.
 """
 
 from __future__ import annotations
@@ -160,6 +161,69 @@ def cat_attention_backward(dout, cache):
     _cat_backward(da, a, sp, _full(maskf, da.shape[-1], da.dtype), s, dmask,
                   dout.dtype.type(scale / a_cache[1]))
     dq, dk, dp = _scores_backward(da, s_cache)
+    return dq, dk, dv, dp
+
+
+# ---------------------------------------------------------------- numerical attention
+@numba.njit(**KERNEL)
+def _num_forward(s, maskf, v, out):
+    """``s <- mask * s`` (the pattern ``Sm``) and ``out_i = sum_j Sm_ij v_j`` for
+    ``s: (H, B, N, N)``, ``maskf: (1 or B, N, N)``, ``v, out: (H, B, N)``."""
+    t = s.dtype.type
+    mstep = 1 if maskf.shape[0] > 1 else 0
+    for h in range(s.shape[0]):
+        for b in range(s.shape[1]):
+            mb = maskf[b * mstep]
+            for i in range(s.shape[2]):
+                acc = t(0)
+                for j in range(s.shape[3]):
+                    val = s[h, b, i, j] * mb[i, j]
+                    s[h, b, i, j] = val
+                    acc += val * v[h, b, j]
+                out[h, b, i] = acc
+
+
+def num_attention_forward(q, k, v, p, mask, hooks=None, names=()):
+    """``program_ops.num_attention_forward`` without active hooks: the product ``S``, then the
+    mask and the sums over keys in one pass."""
+    if _active(hooks):
+        return NotImplemented
+    s, s_cache = _scores(q, k, p)
+    out = np.empty_like(v, dtype=q.dtype)
+    _num_forward(s, _full(mask, s.shape[-1], q.dtype), np.ascontiguousarray(v, dtype=q.dtype),
+                 out)
+    return out, (s, v, s_cache, mask, hooks, names)
+
+
+@numba.njit(**KERNEL)
+def _num_backward(dout, sm, v, maskf, ds, dv):
+    """``dS_ij = mask_ij dout_i v_j`` into ``ds`` and ``dv_j = sum_i Sm_ij dout_i``."""
+    t = ds.dtype.type
+    mstep = 1 if maskf.shape[0] > 1 else 0
+    n = ds.shape[3]
+    for h in range(ds.shape[0]):
+        for b in range(ds.shape[1]):
+            mb = maskf[b * mstep]
+            for j in range(n):
+                dv[h, b, j] = t(0)
+            for i in range(n):
+                g = dout[h, b, i]
+                for j in range(n):
+                    ds[h, b, i, j] = g * v[h, b, j] * mb[i, j]
+                    dv[h, b, j] += sm[h, b, i, j] * g
+
+
+def num_attention_backward(dout, cache):
+    """``program_ops.num_attention_backward``: ``dS`` and ``dV`` in one pass, then the score
+    backward."""
+    sm, v, s_cache, mask, hooks, names = cache
+    if _active(hooks):
+        return NotImplemented
+    ds = np.empty_like(sm)
+    dv = np.empty_like(v, dtype=dout.dtype)
+    _num_backward(np.ascontiguousarray(dout), sm, np.ascontiguousarray(v, dtype=dout.dtype),
+                  _full(mask, sm.shape[-1], dout.dtype), ds, dv)
+    dq, dk, dp = _scores_backward(ds, s_cache)
     return dq, dk, dv, dp
 
 

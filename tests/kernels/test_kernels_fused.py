@@ -204,7 +204,8 @@ def spies(monkeypatch):
     for module in (K, KP):
         for name in ("mha_forward", "mha_backward", "layer_norm_forward", "layer_norm_backward",
                      "gelu_forward", "cat_attention_forward", "cat_attention_backward",
-                     "mlp_forward", "mlp_backward", "gumbel_softmax_forward", "softmax_backward"):
+                     "mlp_forward", "mlp_backward", "gumbel_softmax_forward", "softmax_backward",
+                     "num_attention_forward", "num_attention_backward"):
             fn = getattr(module, name, None)
             if fn is None:
                 continue
@@ -266,7 +267,8 @@ def test_program_model_gradcheck_through_kernels(spies):
         except AssertionError as exc:
             raise AssertionError(f"{name}: {exc}") from None
     for name in ("cat_attention_forward", "cat_attention_backward", "mlp_forward",
-                 "mlp_backward", "gumbel_softmax_forward", "softmax_backward"):
+                 "mlp_backward", "gumbel_softmax_forward", "softmax_backward",
+                 "num_attention_forward", "num_attention_backward"):
         assert spies.get(name, 0) >= 2, name
 
 
@@ -309,3 +311,12 @@ def test_linear(dtype, rng):
     for bias in (b, None):
         check_pair(F.linear_forward, F.linear_backward, K.linear_forward, K.linear_backward,
                    (x, w, bias), dtype, rng)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("causal", "padded"), [(False, False), (True, True)])
+def test_numerical_attention(dtype, causal, padded, rng):
+    q, k, _, p, mask, _ = _program_inputs(dtype, causal, padded, rng)
+    v = rng.random(q.shape[:3]).astype(dtype) * 3
+    check_pair(P.num_attention_forward, P.num_attention_backward, KP.num_attention_forward,
+               KP.num_attention_backward, (q, k, v, p, mask, NO_HOOKS, ()), dtype, rng)

@@ -167,6 +167,7 @@ def cat_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Arr
     return dq, dk, dv, dp
 
 
+@kernel("program_model")
 def num_attention_forward(
     q: Array, k: Array, v: Array, p: Array, mask: Array, hooks: Hooks = NO_HOOKS,
     names: Sequence[str] = (),
@@ -182,6 +183,7 @@ def num_attention_forward(
     return (sm @ v[..., None])[..., 0], (sm, v, s_cache, mask, hooks, names)
 
 
+@kernel("program_model")
 def num_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array, Array]:
     """``dv_j = sum_i Sm_ij dout_i``; ``dS_ij = mask_ij dSm_ij`` with ``dSm_ij = dout_i v_j``;
     then the score backward. Returns ``(dq, dk, dv, dp)``."""
