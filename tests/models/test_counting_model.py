@@ -14,7 +14,7 @@ from tpcore.models.counting import (
     SparseExpertCountingNetwork,
     variant_flags,
 )
-from tpcore.nn.gradcheck import assert_gradients
+from tpcore.nn.gradcheck import assert_gradients, assert_parameter_gradients
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
 from tpcore.nn.module import save
 
@@ -67,12 +67,7 @@ def test_model_gradients(rng, variant):
     model.zero_grad()
     _, cache = loss_fn()
     model.backward(cross_entropy_backward(cache))
-    for name, p in model.named_parameters():
-        try:
-            assert_gradients(lambda *_: loss_fn()[0], [p.data], [p.grad], tol=1e-5,
-                             max_entries=15)
-        except AssertionError as exc:
-            raise AssertionError(f"{name}: {exc}") from None
+    assert_parameter_gradients(model, lambda: loss_fn()[0])
 
 
 def test_stream_placement(rng):

@@ -10,7 +10,8 @@ from tpcore.nn import attention as A
 from tpcore.nn import functional as F
 from tpcore.nn import losses as L
 from tpcore.nn import relax as R
-from tpcore.nn.gradcheck import assert_gradients, random_like
+from tpcore.nn.gradcheck import assert_gradients, assert_parameter_gradients, random_like
+from tpcore.nn.module import Module, Parameter
 
 
 def _check_unary(fwd, bwd, x, **kw):
@@ -190,3 +191,16 @@ def test_softmax_short_and_long_axes(rng, k):
     assert np.allclose(to_host(F.softmax(asarray(x))), e / e.sum(-1, keepdims=True))
     assert np.allclose(to_host(F.softmax(asarray(x), axis=1)),
                        np.exp(x) / np.exp(x).sum(1, keepdims=True))
+
+
+def test_assert_parameter_gradients_names_a_wrong_parameter():
+    class Square(Module):
+        def __init__(self):
+            self.w = Parameter(np.array([1.0, 2.0]))
+
+    m = Square()
+    m.w.grad = 2 * m.w.data  # d/dw sum(w^2)
+    assert_parameter_gradients(m, lambda: float((m.w.data ** 2).sum()))
+    m.w.grad = m.w.grad + 1.0
+    with pytest.raises(AssertionError, match="^w: gradient of input 0 is off"):
+        assert_parameter_gradients(m, lambda: float((m.w.data ** 2).sum()))

@@ -86,6 +86,18 @@ def assert_gradients(
             raise AssertionError(f"gradient of input {i} is off: max relative error {err:.3e}")
 
 
+def assert_parameter_gradients(model: Any, loss: Callable[[], float], tol: float = 1e-5,
+                               max_entries: int | None = 15) -> None:
+    """Check every parameter's ``.grad`` (filled by the caller's backward of ``loss``) against
+    finite differences of ``loss()``, one parameter at a time; the error names the parameter."""
+    for name, p in model.named_parameters():
+        try:
+            assert_gradients(lambda *_: loss(), [p.data], [p.grad], tol=tol,
+                             max_entries=max_entries)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
+
+
 def random_like(x: Any, seed: int = 0) -> Any:
     """A fixed float64 random array shaped like ``x`` (an upstream gradient for checks)."""
     xp = xp_of(x)
