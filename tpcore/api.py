@@ -37,7 +37,6 @@ from tpcore.programs import analysis, codegen, ir
 from tpcore.programs.interpret import ENGINES, encode, run_tokens
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.data import TaskData
-from tpcore.tasks.registry import task_name
 
 __all__ = ["Run", "Text", "TransformerProgram", "learn", "load", "sort_list", "subleq", "trees"]
 
@@ -216,8 +215,9 @@ def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
 
     ``options``: the CLI's ``layers``, ``cat_heads``, ``num_heads``, ``cat_mlps``, ``num_mlps``
     and every other :class:`~tpcore.pipelines.learn.LearnConfig` field (``epochs``, ``lr``,
-    ``seed``, ``n_samples``, ...); ``quiet=False`` shows a progress bar on a terminal;
-    ``threads``: BLAS threads (default: ``TPCORE_THREADS``, else up to 2
+    ``seed``, ``n_samples``, ...; the task's architecture where not given,
+    :func:`~tpcore.pipelines.learn.task_config`); ``quiet=False`` shows a progress bar on a
+    terminal; ``threads``: BLAS threads (default: ``TPCORE_THREADS``, else up to 2
     cores, :func:`tpcore.train.default_threads`)."""
     fields = {f.name for f in dataclasses.fields(pipeline.LearnConfig)} - {"task"}
     settings = {}
@@ -227,7 +227,7 @@ def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
             raise TpcoreError(f"unknown learn option {key!r}; expected one of "
                               f"{sorted(set(OPTIONS) | fields - set(OPTIONS.values()))}")
         settings[name] = value
-    cfg = pipeline.LearnConfig(task=task_name(task), **settings)
+    cfg = pipeline.task_config(task, **settings)
     cfg.check()
     out = Path(out or Path("runs") / cfg.task)
     metrics = pipeline.learn(cfg, out, quiet=quiet, overwrite=overwrite, threads=threads)

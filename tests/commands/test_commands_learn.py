@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+import tpcore
 from tpcore.cli import main
+from tpcore.pipelines.learn import TASK_ARCHITECTURES, LearnConfig, task_config
 
 
 def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
@@ -15,6 +17,24 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "token acc" in out and "test" in out
     assert (tmp_path / "h" / "metrics.json").is_file()
+
+
+def test_cli_learn_trains_the_tasks_architecture_unless_told(tmp_path, capsys):
+    """The in-context task trains its own model (2 layers of 4 categorical heads) by default;
+    options given on the command line win, and the API builds the same configuration."""
+    small = ["--epochs", "1", "--n-samples", "200", "--batch-size", "64", "--quiet", "--json"]
+    assert main(["learn", "in-context", *small, "--out", str(tmp_path / "a")]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert {k: config[k] for k in TASK_ARCHITECTURES["induction"]} == \
+        TASK_ARCHITECTURES["induction"] == dict(n_layers=2, n_cat_heads=4, n_num_heads=0,
+                                                 n_cat_mlps=0, n_num_mlps=0)
+    assert main(["learn", "induction", *small, "--cat-heads", "1", "--layers", "3",
+                 "--out", str(tmp_path / "b")]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert (config["n_layers"], config["n_cat_heads"], config["n_cat_mlps"]) == (3, 1, 0)
+    assert task_config("hist") == LearnConfig(task="hist")
+    run = tpcore.learn("in-context", tmp_path / "c", epochs=1, n_samples=200, batch_size=64)
+    assert run.config == task_config("induction", epochs=1, n_samples=200, batch_size=64)
 
 
 @pytest.mark.parametrize("argv,msg", [

@@ -22,18 +22,18 @@ from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
 from tpcore.models.counting import VARIANTS
 from tpcore.models.init_from import STRENGTH
-from tpcore.pipelines.learn import LearnConfig, learn
-from tpcore.tasks.registry import ALIASES, TASK_NAMES, task_name
+from tpcore.pipelines.learn import TASK_ARCHITECTURES, LearnConfig, learn, task_config
+from tpcore.tasks.registry import ALIASES, TASK_NAMES
 
-DEFAULTS = {"n_layers": 3, "n_cat_heads": 4, "n_num_heads": 4, "n_cat_mlps": 2,
-            "n_num_mlps": 2, "epochs": 250}
-"""Default model and budget of ``tpcore learn`` (chosen so ``learn sort`` fits 5 minutes)."""
+DEFAULTS = LearnConfig()
+"""Default model and budget of ``tpcore learn`` (chosen so ``learn sort`` fits 5 minutes; some
+tasks train another model, :data:`~tpcore.pipelines.learn.TASK_ARCHITECTURES`)."""
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``learn`` and ``sweep``: data size and training settings."""
-    p.add_argument("--epochs", type=positive_int, default=DEFAULTS["epochs"],
-                   help=f"training epochs (default {DEFAULTS['epochs']}; the paper: 250)")
+    p.add_argument("--epochs", type=positive_int, default=DEFAULTS.epochs,
+                   help=f"training epochs (default {DEFAULTS.epochs}; the paper: 250)")
     p.add_argument("--batch-size", type=positive_int, default=512)
     p.add_argument("--lr", type=positive_float, default=0.05)
     p.add_argument("--samples", type=positive_int, default=1, help="Gumbel samples per step")
@@ -55,15 +55,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     tasks = p.add_subparsers(dest="task", metavar="TASK", required=True)
     options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--layers", type=positive_int, default=DEFAULTS["n_layers"])
-    options.add_argument("--cat-heads", type=nonnegative_int, default=DEFAULTS["n_cat_heads"],
-                         help="categorical heads per layer")
-    options.add_argument("--num-heads", type=nonnegative_int, default=DEFAULTS["n_num_heads"],
-                         help="numerical heads per layer")
-    options.add_argument("--cat-mlps", type=nonnegative_int, default=DEFAULTS["n_cat_mlps"],
-                         help="categorical MLPs per layer")
-    options.add_argument("--num-mlps", type=nonnegative_int, default=DEFAULTS["n_num_mlps"],
-                         help="numerical MLPs per layer")
+    arch = (("--layers", positive_int, "n_layers", "layers"),
+            ("--cat-heads", nonnegative_int, "n_cat_heads", "categorical heads per layer"),
+            ("--num-heads", nonnegative_int, "n_num_heads", "numerical heads per layer"),
+            ("--cat-mlps", nonnegative_int, "n_cat_mlps", "categorical MLPs per layer"),
+            ("--num-mlps", nonnegative_int, "n_num_mlps", "numerical MLPs per layer"))
+    for flag, kind, field, what in arch:
+        special = ", ".join(f"{task} {a[field]}" for task, a in TASK_ARCHITECTURES.items())
+        options.add_argument(flag, type=kind, default=None,
+                             help=f"{what} (default {getattr(DEFAULTS, field)}; {special})")
     options.add_argument("--seed", type=nonnegative_int, default=0)
     options.add_argument("--out", help="run directory (default runs/TASK)")
     options.add_argument("--overwrite", action="store_true",
@@ -90,13 +90,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
     """A checked :class:`LearnConfig` from the options of :func:`add_model_options`; ``arch``:
-    architecture fields (``n_layers``, ``seed``, ...; the defaults where not given)."""
+    architecture fields (``n_layers``, ``seed``, ...); those not given (or None) are the task's
+    (:func:`tpcore.pipelines.learn.task_config`)."""
     if args.task not in (*TASK_NAMES, *ALIASES):
         raise unknown_name("task", args.task, TASK_NAMES)
-    cfg = LearnConfig(task=task_name(args.task), epochs=args.epochs, batch_size=args.batch_size,
-                      lr=args.lr, samples=args.samples, eval_every=args.eval_every,
-                      d_mlp=args.d_mlp, vocab_size=args.vocab_size, max_len=args.max_len,
-                      n_samples=args.n_samples, data_seed=args.data_seed, **arch)
+    cfg = task_config(args.task, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                      samples=args.samples, eval_every=args.eval_every, d_mlp=args.d_mlp,
+                      vocab_size=args.vocab_size, max_len=args.max_len,
+                      n_samples=args.n_samples, data_seed=args.data_seed,
+                      **{k: v for k, v in arch.items() if v is not None})
     cfg.check()
     return cfg
 

@@ -61,9 +61,10 @@ from tpcore.train import (
 )
 
 __all__ = [
-    "EVAL_BATCH", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "LearnConfig", "build_model",
-    "fidelity", "fit_run", "learn", "make_data", "paused_dir", "paused_summary", "peak_rss_mb",
-    "program_step", "run_dir", "steps_per_epoch", "train",
+    "EVAL_BATCH", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "TASK_ARCHITECTURES",
+    "LearnConfig", "build_model", "fidelity", "fit_run", "learn", "make_data", "paused_dir",
+    "paused_summary", "peak_rss_mb", "program_step", "run_dir", "steps_per_epoch", "task_config",
+    "train",
 ]
 
 EVAL_BATCH = 1024
@@ -192,6 +193,23 @@ class LearnConfig:
                                      + (mc + mn) * (3 * d + 2 * D))
         data = self.n_samples * N * (64 + 2 * V)
         return 4 * 4 * params + 2 * 4 * batch * N * per_token + data
+
+
+TASK_ARCHITECTURES: dict[str, dict[str, int]] = {
+    "induction": dict(n_layers=2, n_cat_heads=4, n_num_heads=0, n_cat_mlps=0, n_num_mlps=0),
+}
+"""The model ``tpcore learn TASK`` trains where it differs from :class:`LearnConfig`'s (3 layers
+of 4 + 4 heads and 2 + 2 MLPs). The in-context task: 2 layers of 4 categorical heads, no MLPs.
+Its program needs two heads that only pay together (a previous-token head, and a head keyed on
+its output); with the paper's one head per layer the read gates commit to other variables
+before that pair is useful, while with four heads per layer some pair finds it."""
+
+
+def task_config(task: str, **fields: Any) -> LearnConfig:
+    """The :class:`LearnConfig` of ``task`` (a name or alias): its
+    :data:`TASK_ARCHITECTURES` entry, then ``fields``."""
+    name = task_name(task)
+    return LearnConfig(task=name, **{**TASK_ARCHITECTURES.get(name, {}), **fields})
 
 
 def make_data(cfg: LearnConfig) -> TaskData:
