@@ -3,11 +3,20 @@ names, arguments, results and caches of the NumPy references they stand in for (
 ``tpcore.kernels.nn`` for the contract). Active hooks run the references, and so does the
 discrete mode of the categorical heads and the MLPs (no temperature: argmax samples).
 
-The matrix products stay BLAS products; what the kernels fuse are the elementwise chains
-between them, one pass per row of ``N`` scores or ``k`` logits instead of one NumPy pass per
-operation: the categorical attention's default-to-BOS, log, bias, scale, noise and softmax (and
-their backward), the numerical attention's mask and sums over keys (and theirs), and an MLP's
-bias and ReLU, bias, noise and softmax.
+The attention heads work on ``B`` sequences of ``N x N`` scores, where NumPy runs every
+``(N, d) @ (d, N)`` product as one BLAS call (about 70 ns for 8 x 8) and one pass per
+elementwise operation. The kernels instead lay each head out *batch-inner*, ``(N, d, B)``
+(:func:`_inner`, ``LANES`` sequences at a time), so that every per-sequence product and every
+row operation (sum over keys, maximum, softmax) is a loop over the ``B`` sequences, which
+compiles to vector instructions: the products ``S = (Q P) K^T``, ``A V`` and their gradients
+are sums of such loops (:func:`_nt`, :func:`_nn`, :func:`_tn`). The caches hold the
+batch-inner arrays as transposed views with the reference's shapes, so either backward takes
+either forward's cache; products shared by all sequences (``Q P``, ``dQP P^T``, ``Q^T dQP``)
+stay BLAS products on the sequence-major arrays.
+
+The MLPs keep their BLAS products and fuse the passes between them: bias and ReLU in one, bias,
+noise and softmax in one; back, the ReLU and the first bias gradient in one (with the first
+layer's gradients too when it has few inputs).
 """
 
 from __future__ import annotations
@@ -22,208 +31,383 @@ from tpcore.kernels.nn import KERNEL, softmax_backward, softmax_rows
 LOG_EPS = 1e-20
 BOS_EPS = 1e-10
 """As in ``tpcore.models.program_ops``."""
+LANES = 16
+"""Sequences transposed together by :func:`_inner` and :func:`_outer` (a 512-bit vector of
+float32)."""
 
 
 def _active(hooks):
     return hooks is not None and hooks.active
 
 
-def _full(a, n, dtype):
-    """A ``(1 or B, n, n)`` mask or bias as a contiguous ``dtype`` array (broadcast over
-    queries where it has one row)."""
-    return np.ascontiguousarray(np.broadcast_to(a, (a.shape[0], n, n)), dtype=dtype)
+# ---------------------------------------------------------------- batch-inner layout
+@numba.njit(**KERNEL)
+def _inner(a, out):
+    """``out[i, e, b] = a[b, i, e]``: ``(B, N, D)`` to batch-inner ``(N, D, B)``, reading
+    ``LANES`` sequences at a time and writing one vector per ``(i, e)``."""
+    b_size, n, d = a.shape
+    full = b_size - b_size % LANES
+    for b0 in range(0, full, LANES):
+        for i in range(n):
+            for e in range(d):
+                for w in range(LANES):
+                    out[i, e, b0 + w] = a[b0 + w, i, e]
+    for b in range(full, b_size):
+        for i in range(n):
+            for e in range(d):
+                out[i, e, b] = a[b, i, e]
 
 
-def _scores(q, k, p):
-    """``S = (Q P) K^T`` and the cache of ``program_ops.scores_forward``."""
+@numba.njit(**KERNEL)
+def _outer(a, out):
+    """The inverse of :func:`_inner`: ``out[b, i, e] = a[i, e, b]``."""
+    n, d, b_size = a.shape
+    full = b_size - b_size % LANES
+    for b0 in range(0, full, LANES):
+        for i in range(n):
+            for e in range(d):
+                for w in range(LANES):
+                    out[b0 + w, i, e] = a[i, e, b0 + w]
+    for b in range(full, b_size):
+        for i in range(n):
+            for e in range(d):
+                out[b, i, e] = a[i, e, b]
+
+
+def _lanes(a):
+    """The ``(H, B, ...)`` view of a batch-inner ``(H, ..., B)`` array: the reference's shape."""
+    return a.transpose(0, a.ndim - 1, *range(1, a.ndim - 1))
+
+
+def _batch_inner(a, dtype):
+    """``a: (H, B, ...)`` as a contiguous batch-inner ``(H, ..., B)`` array of ``dtype`` (no copy
+    for an array that :func:`_lanes` made)."""
+    return np.ascontiguousarray(a.transpose(0, *range(2, a.ndim), 1), dtype=dtype)
+
+
+def _keys_inner(a, b, n, dtype):
+    """A ``(1 or B, 1 or N, N)`` mask or bias as a batch-inner ``(N, N, B)`` array of ``dtype``."""
+    out = np.empty((n, n, b), dtype=dtype)
+    _inner(np.broadcast_to(a.astype(dtype, copy=False), (b, n, n)), out)
+    return out
+
+
+# ---------------------------------------------------------------- products over the lanes
+@numba.njit(inline="always", **KERNEL)
+def _fma(o, x, y, first):
+    """``o <- x y`` (``first``) or ``o <- o + x y`` over the lanes: one term of a product."""
+    if first:
+        for w in range(o.shape[0]):
+            o[w] = x[w] * y[w]
+    else:
+        for w in range(o.shape[0]):
+            o[w] += x[w] * y[w]
+
+
+@numba.njit(**KERNEL)
+def _nt(a, b, out):
+    """``out[i, j] = sum_c a[i, c] b[j, c]`` for every lane: ``a: (N, D, L)``,
+    ``b: (M, D, L)`` -> ``out: (N, M, L)`` (``A B^T`` per sequence)."""
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            for c in range(a.shape[1]):
+                _fma(out[i, j], a[i, c], b[j, c], c == 0)
+
+
+@numba.njit(**KERNEL)
+def _nn(a, b, out):
+    """``out[i, e] = sum_j a[i, j] b[j, e]``: ``a: (N, M, L)``, ``b: (M, D, L)`` ->
+    ``(N, D, L)`` (``A B`` per sequence)."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            for e in range(b.shape[1]):
+                _fma(out[i, e], a[i, j], b[j, e], j == 0)
+
+
+@numba.njit(**KERNEL)
+def _tn(a, b, out):
+    """``out[j, e] = sum_i a[i, j] b[i, e]``: ``a: (N, M, L)``, ``b: (N, D, L)`` ->
+    ``(M, D, L)`` (``A^T B`` per sequence)."""
+    for j in range(a.shape[1]):
+        for i in range(a.shape[0]):
+            for e in range(b.shape[1]):
+                _fma(out[j, e], a[i, j], b[i, e], i == 0)
+
+
+# ---------------------------------------------------------------- scores S = (Q P) K^T
+def _qp(q, p):
+    """``Q P`` as one BLAS product per head (``q: (H, B, N, d)``, ``p: (H, d, d)``)."""
     h, b, n, d = q.shape
-    qp = (q.reshape(h, b * n, d) @ p).reshape(h, b, n, d)
-    return qp @ k.swapaxes(-1, -2), (q, k, p, qp)
+    return (q.reshape(h, b * n, d) @ p).reshape(h, b, n, d)
 
 
-def _scores_backward(ds, cache):
-    """``program_ops.scores_backward``: ``(dq, dk, dp)``."""
-    q, k, p, qp = cache
-    h, b, n, d = q.shape
-    dqp = (ds @ k).reshape(h, b * n, d)
-    dk = ds.swapaxes(-1, -2) @ qp
-    return (dqp @ p.swapaxes(-1, -2)).reshape(q.shape), dk, q.reshape(h, b * n, d).swapaxes(
-        -1, -2) @ dqp
+@numba.njit(**KERNEL)
+def _scores(qp, k, qpt, kt, st):
+    """Head by head: ``QP`` and ``K`` batch-inner into ``qpt, kt: (H, N, d, B)`` and
+    ``S = QP K^T`` into ``st: (H, N, N, B)``."""
+    for h in range(qp.shape[0]):
+        _inner(qp[h], qpt[h])
+        _inner(k[h], kt[h])
+        _nt(qpt[h], kt[h], st[h])
+
+
+@numba.njit(**KERNEL)
+def _scores_back(ds, kt, qpt, tmp, dqp, dk):
+    """One head's ``dQP = dS K`` and ``dK = dS^T QP`` from batch-inner ``ds: (N, N, B)``,
+    written sequence-major into ``dqp, dk: (B, N, d)`` (``tmp: (N, d, B)`` scratch)."""
+    _nn(ds, kt, tmp)
+    _outer(tmp, dqp)
+    _tn(ds, qpt, tmp)
+    _outer(tmp, dk)
+
+
+def _scores_grads(dqp, q, p):
+    """``dQ = dQP P^T`` and ``dP = Q^T dQP`` (summed over B, N) as BLAS products."""
+    h, b, n, d = dqp.shape
+    dqp2 = dqp.reshape(h, b * n, d)
+    return ((dqp2 @ p.swapaxes(-1, -2)).reshape(dqp.shape),
+            q.reshape(h, b * n, d).swapaxes(-1, -2) @ dqp2)
+
+
+def _scores_cache(q, k, p, qp, kt, qpt):
+    """``program_ops.scores_forward``'s cache ``(q, k, p, qp)``; ``k`` and ``qp`` as views of
+    their batch-inner copies."""
+    return q, _lanes(kt), p, _lanes(qpt)
 
 
 # ---------------------------------------------------------------- categorical attention
 @numba.njit(**KERNEL)
-def _cat_head(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
-    """One head over the batch: ``sp: (B, N, N)`` scores, made ``S'`` in place (BOS default
-    added at key 0); ``a: (B, N, N)`` the relaxed attention; ``s, dmask: (B, N)`` the masked row
-    sums and where the default is positive. ``maskf, bias: (1 or B, N, N)``. The logs and
-    exponentials run as long flat loops (they vectorise), the row work in between."""
+def _cat_rows(sp, mask, bias, g, has_noise, scale, inv_tau, a, s, dmask, row):
+    """One head, batch-inner: ``sp: (N, N, B)`` scores made ``S'`` in place (BOS default added
+    at key 0), ``a`` the relaxed attention, ``s, dmask: (N, B)`` the masked row sums and where
+    the default is positive; ``mask, bias, g: (N, N, B)``; ``row: (B,)`` scratch."""
     t = sp.dtype.type
-    b_size, n, _ = sp.shape
-    mstep = 1 if maskf.shape[0] > 1 else 0
-    bstep = 1 if bias.shape[0] > 1 else 0
-    for b in range(b_size):
-        for i in range(n):
-            total = t(0)
-            for j in range(n):
-                total += sp[b, i, j] * maskf[b * mstep, i, j]
-            s[b, i] = total
-            u = t(1) - total / (total + t(BOS_EPS))
-            dmask[b, i] = u > 0
-            sp[b, i, 0] += max(u, t(0))
-    flat_sp, flat_a = sp.reshape(-1), a.reshape(-1)
-    for k in range(flat_a.shape[0]):
-        flat_a[k] = log(flat_sp[k] + t(LOG_EPS))
-    for b in range(b_size):
-        ab, bb, gb = a[b].reshape(-1), bias[b * bstep].reshape(-1), g[b].reshape(-1)
-        for k in range(ab.shape[0]):
-            z = (ab[k] + bb[k]) * scale
-            ab[k] = (z + gb[k]) * inv_tau if has_noise else z * inv_tau
-    rows = a.reshape(-1, n)
-    for r in range(rows.shape[0]):
-        top = t(-np.inf)
+    n, _, lanes = sp.shape
+    for i in range(n):
+        si, di, s0 = s[i], dmask[i], sp[i, 0]
+        for w in range(lanes):
+            si[w] = t(0)
         for j in range(n):
-            top = max(top, rows[r, j])
+            x, m = sp[i, j], mask[i, j]
+            for w in range(lanes):
+                si[w] += x[w] * m[w]
+        for w in range(lanes):
+            u = t(1) - si[w] / (si[w] + t(BOS_EPS))
+            di[w] = u > 0
+            s0[w] += max(u, t(0))
         for j in range(n):
-            rows[r, j] -= top
-    for k in range(flat_a.shape[0]):
-        flat_a[k] = exp(flat_a[k])
-    for r in range(rows.shape[0]):
-        norm = t(0)
-        for j in range(n):
-            norm += rows[r, j]
-        norm = t(1) / norm
-        for j in range(n):
-            rows[r, j] *= norm
+            x, bj, y, gj = sp[i, j], bias[i, j], a[i, j], g[i, j]
+            for w in range(lanes):
+                z = (log(x[w] + t(LOG_EPS)) + bj[w]) * scale
+                y[w] = (z + gj[w]) * inv_tau if has_noise else z * inv_tau
+        _softmax_lanes(a[i], row)
 
 
 @numba.njit(**KERNEL)
-def _cat_forward(sp, maskf, bias, g, has_noise, scale, inv_tau, a, s, dmask):
-    for h in range(sp.shape[0]):
-        _cat_head(sp[h], maskf, bias, g[h] if has_noise else sp[h], has_noise, scale, inv_tau,
-                  a[h], s[h], dmask[h])
+def _softmax_lanes(y, row):
+    """``y: (N, B)`` <- its softmax over ``N`` for every lane (``row: (B,)`` scratch)."""
+    t = y.dtype.type
+    for w in range(y.shape[1]):
+        row[w] = y[0, w]
+    for j in range(1, y.shape[0]):
+        for w in range(y.shape[1]):
+            row[w] = max(row[w], y[j, w])
+    for j in range(y.shape[0]):
+        for w in range(y.shape[1]):
+            y[j, w] = exp(y[j, w] - row[w])
+    for w in range(y.shape[1]):
+        row[w] = y[0, w]
+    for j in range(1, y.shape[0]):
+        for w in range(y.shape[1]):
+            row[w] += y[j, w]
+    for w in range(y.shape[1]):
+        row[w] = t(1) / row[w]
+    for j in range(y.shape[0]):
+        for w in range(y.shape[1]):
+            y[j, w] *= row[w]
+
+
+@numba.njit(**KERNEL)
+def _cat_forward(qp, k, v, mask, bias, g, has_noise, scale, inv_tau, qpt, kt, vt, spt, at, st,
+                 dmt, out):
+    """Every head: the scores, the attention ``at`` and ``out = A V: (H, B, N, d)``; the
+    batch-inner arrays ``qpt, kt, vt, spt, at, st, dmt`` are the cache."""
+    h_size, b_size, n, d = qp.shape
+    _scores(qp, k, qpt, kt, spt)
+    gt = np.empty((n, n, b_size), qp.dtype)
+    ot = np.empty((n, d, b_size), qp.dtype)
+    row = np.empty(b_size, qp.dtype)
+    for h in range(h_size):
+        _inner(v[h], vt[h])
+        if has_noise:
+            _inner(g[h], gt)
+        _cat_rows(spt[h], mask, bias, gt, has_noise, scale, inv_tau, at[h], st[h], dmt[h], row)
+        _nn(at[h], vt[h], ot)
+        _outer(ot, out[h])
 
 
 def cat_attention_forward(q, k, v, p, mask, bias, noise, tau, hooks=None, names=()):
-    """``program_ops.cat_attention_forward`` in training mode: the product ``S``, then one
-    pass per head and sequence from ``S`` to the attention ``A``, then ``A V``."""
+    """``program_ops.cat_attention_forward`` in training mode, batch-inner (module docstring)."""
     if tau is None or _active(hooks) or (noise is not None and noise.shape[:2] != q.shape[:2]):
         return NotImplemented
-    t = q.dtype.type
-    sp, s_cache = _scores(q, k, p)
-    maskf = mask.astype(q.dtype)
-    h, b, n = sp.shape[:3]
-    a = np.empty_like(sp)
-    s = np.empty((h, b, n), dtype=q.dtype)
-    dmask = np.empty((h, b, n), dtype=np.bool_)
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    _cat_forward(sp, _full(maskf, n, q.dtype), _full(bias, n, q.dtype),
-                 sp if noise is None else np.ascontiguousarray(noise, dtype=q.dtype),
-                 noise is not None, t(scale), t(1.0 / tau), a, s, dmask)
-    return a @ v, (a, (a, tau, -1), v, s_cache, maskf, s, dmask, sp, scale, hooks, names)
+    dt = q.dtype
+    t = dt.type
+    h, b, n, d = q.shape
+    qp = _qp(q, p)
+    qpt, kt, vt = (np.empty((h, n, d, b), dtype=dt) for _ in range(3))
+    spt, at = np.empty((h, n, n, b), dtype=dt), np.empty((h, n, n, b), dtype=dt)
+    st, dmt = np.empty((h, n, b), dtype=dt), np.empty((h, n, b), dtype=np.bool_)
+    out = np.empty((h, b, n, d), dtype=dt)
+    scale = 1.0 / math.sqrt(d)
+    _cat_forward(qp, np.ascontiguousarray(k), np.ascontiguousarray(v),
+                 _keys_inner(mask, b, n, dt), _keys_inner(bias, b, n, dt),
+                 q if noise is None else np.ascontiguousarray(noise, dtype=dt),
+                 noise is not None, t(scale), t(1.0 / tau), qpt, kt, vt, spt, at, st, dmt, out)
+    a = _lanes(at)
+    return out, (a, (a, tau, -1), _lanes(vt), _scores_cache(q, k, p, qp, kt, qpt),
+                 mask.astype(dt), _lanes(st), _lanes(dmt), _lanes(spt), scale, hooks, names)
 
 
 @numba.njit(**KERNEL)
-def _cat_back_rows(da, a, sp, maskf, s, dmask, factor):
-    """``da: (N, N)`` becomes ``dS`` in place (softmax backward times ``scale / tau``, over
-    ``S' + 1e-20``, plus the BOS default's gradient on every unmasked key)."""
+def _cat_rows_back(da, a, sp, s, dmask, mask, factor, row):
+    """One head, batch-inner: ``da: (N, N, B)`` becomes ``dS`` in place (softmax backward
+    times ``scale / tau``, over ``S' + 1e-20``, plus the BOS default's gradient on every
+    unmasked key)."""
     t = da.dtype.type
-    n = da.shape[0]
+    n, _, lanes = da.shape
     for i in range(n):
-        acc = t(0)
+        for w in range(lanes):
+            row[w] = t(0)
         for j in range(n):
-            acc += da[i, j] * a[i, j]
+            x, y = da[i, j], a[i, j]
+            for w in range(lanes):
+                row[w] += x[w] * y[w]
         for j in range(n):
-            da[i, j] = a[i, j] * (da[i, j] - acc) * factor / (sp[i, j] + t(LOG_EPS))
-        du = da[i, 0] if dmask[i] else t(0)
-        dsum = du * (-t(BOS_EPS) / ((s[i] + t(BOS_EPS)) * (s[i] + t(BOS_EPS))))
+            x, y, z = da[i, j], a[i, j], sp[i, j]
+            for w in range(lanes):
+                x[w] = y[w] * (x[w] - row[w]) * factor / (z[w] + t(LOG_EPS))
+        x, si, di = da[i, 0], s[i], dmask[i]
+        for w in range(lanes):
+            du = x[w] if di[w] else t(0)
+            row[w] = du * (-t(BOS_EPS) / ((si[w] + t(BOS_EPS)) * (si[w] + t(BOS_EPS))))
         for j in range(n):
-            da[i, j] += dsum * maskf[i, j]
+            x, m = da[i, j], mask[i, j]
+            for w in range(lanes):
+                x[w] += row[w] * m[w]
 
 
 @numba.njit(**KERNEL)
-def _cat_backward(da, a, sp, maskf, s, dmask, factor):
-    mstep = 1 if maskf.shape[0] > 1 else 0
-    for h in range(da.shape[0]):
-        for b in range(da.shape[1]):
-            _cat_back_rows(da[h, b], a[h, b], sp[h, b], maskf[b * mstep], s[h, b],
-                           dmask[h, b], factor)
+def _cat_backward(dout, at, spt, st, dmt, mask, vt, kt, qpt, factor, dv, dqp, dk):
+    """Every head: ``dV = A^T dout``, ``dA = dout V^T``, ``dS``, ``dQP``, ``dK`` (sequence-major
+    results ``dv, dqp, dk: (H, B, N, d)``)."""
+    h_size, b_size, n, d = dout.shape
+    dt = np.empty((n, d, b_size), dout.dtype)
+    tmp = np.empty((n, d, b_size), dout.dtype)
+    da = np.empty((n, n, b_size), dout.dtype)
+    row = np.empty(b_size, dout.dtype)
+    for h in range(h_size):
+        _inner(dout[h], dt)
+        _tn(at[h], dt, tmp)
+        _outer(tmp, dv[h])
+        _nt(dt, vt[h], da)
+        _cat_rows_back(da, at[h], spt[h], st[h], dmt[h], mask, factor, row)
+        _scores_back(da, kt[h], qpt[h], tmp, dqp[h], dk[h])
 
 
 def cat_attention_backward(dout, cache):
-    """``program_ops.cat_attention_backward``: ``dV = A^T dout``, ``dA = dout V^T``, one pass
-    per head and sequence to ``dS``, then the score backward."""
+    """``program_ops.cat_attention_backward``: one batch-inner pass per head from ``dout`` to
+    ``dV``, ``dQP`` and ``dK``, then ``dQ`` and ``dP`` as BLAS products."""
     a, a_cache, v, s_cache, maskf, s, dmask, sp, scale, hooks, names = cache
     if _active(hooks) or a_cache is None or a_cache[0] is not a:
         return NotImplemented
-    dv = a.swapaxes(-1, -2) @ dout
-    da = dout @ v.swapaxes(-1, -2)
-    _cat_backward(da, a, sp, _full(maskf, da.shape[-1], da.dtype), s, dmask,
-                  dout.dtype.type(scale / a_cache[1]))
-    dq, dk, dp = _scores_backward(da, s_cache)
+    q, k, p, qp = s_cache
+    dt = dout.dtype
+    h, b, n, d = dout.shape
+    dv, dqp, dk = (np.empty((h, b, n, d), dtype=dt) for _ in range(3))
+    _cat_backward(np.ascontiguousarray(dout), _batch_inner(a, dt), _batch_inner(sp, dt),
+                  _batch_inner(s, dt), _batch_inner(dmask, np.bool_),
+                  _keys_inner(maskf, b, n, dt), _batch_inner(v, dt), _batch_inner(k, dt),
+                  _batch_inner(qp, dt), dt.type(scale / a_cache[1]), dv, dqp, dk)
+    dq, dp = _scores_grads(dqp, q, p)
     return dq, dk, dv, dp
 
 
 # ---------------------------------------------------------------- numerical attention
 @numba.njit(**KERNEL)
-def _num_forward(s, maskf, v, out):
-    """``s <- mask * s`` (the pattern ``Sm``) and ``out_i = sum_j Sm_ij v_j`` for
-    ``s: (H, B, N, N)``, ``maskf: (1 or B, N, N)``, ``v, out: (H, B, N)``."""
-    t = s.dtype.type
-    mstep = 1 if maskf.shape[0] > 1 else 0
-    for h in range(s.shape[0]):
-        for b in range(s.shape[1]):
-            mb = maskf[b * mstep]
-            for i in range(s.shape[2]):
-                acc = t(0)
-                for j in range(s.shape[3]):
-                    val = s[h, b, i, j] * mb[i, j]
-                    s[h, b, i, j] = val
-                    acc += val * v[h, b, j]
-                out[h, b, i] = acc
+def _num_forward(qp, k, v, mask, qpt, kt, smt, vt, out):
+    """Every head: the scores ``S`` made ``Sm = mask * S`` in place in ``smt: (H, N, N, B)``,
+    ``vt: (H, N, B)`` the values batch-inner and ``out_i = sum_j Sm_ij v_j: (H, B, N)``."""
+    h_size, b_size, n, _ = qp.shape
+    _scores(qp, k, qpt, kt, smt)
+    ot = np.empty((n, 1, b_size), qp.dtype)
+    for h in range(h_size):
+        _inner(v[h].reshape(b_size, n, 1), vt[h].reshape(n, 1, b_size))
+        sm, vh = smt[h], vt[h]
+        for i in range(n):
+            o = ot[i, 0]
+            for j in range(n):
+                x, m, y = sm[i, j], mask[i, j], vh[j]
+                for w in range(b_size):
+                    x[w] *= m[w]
+                    o[w] = x[w] * y[w] if j == 0 else o[w] + x[w] * y[w]
+        _outer(ot, out[h].reshape(b_size, n, 1))
 
 
 def num_attention_forward(q, k, v, p, mask, hooks=None, names=()):
-    """``program_ops.num_attention_forward`` without active hooks: the product ``S``, then the
-    mask and the sums over keys in one pass."""
+    """``program_ops.num_attention_forward`` without active hooks, batch-inner: the scores,
+    the mask and the sums over keys in one pass per head."""
     if _active(hooks):
         return NotImplemented
-    s, s_cache = _scores(q, k, p)
-    out = np.empty_like(v, dtype=q.dtype)
-    _num_forward(s, _full(mask, s.shape[-1], q.dtype), np.ascontiguousarray(v, dtype=q.dtype),
-                 out)
-    return out, (s, v, s_cache, mask, hooks, names)
+    dt = q.dtype
+    h, b, n, d = q.shape
+    qp = _qp(q, p)
+    qpt, kt = np.empty((h, n, d, b), dtype=dt), np.empty((h, n, d, b), dtype=dt)
+    smt, vt = np.empty((h, n, n, b), dtype=dt), np.empty((h, n, b), dtype=dt)
+    out = np.empty((h, b, n), dtype=dt)
+    _num_forward(qp, np.ascontiguousarray(k), np.ascontiguousarray(v, dtype=dt),
+                 _keys_inner(mask, b, n, dt), qpt, kt, smt, vt, out)
+    return out, (_lanes(smt), _lanes(vt), _scores_cache(q, k, p, qp, kt, qpt), mask, hooks,
+                 names)
 
 
 @numba.njit(**KERNEL)
-def _num_backward(dout, sm, v, maskf, ds, dv):
-    """``dS_ij = mask_ij dout_i v_j`` into ``ds`` and ``dv_j = sum_i Sm_ij dout_i``."""
-    t = ds.dtype.type
-    mstep = 1 if maskf.shape[0] > 1 else 0
-    n = ds.shape[3]
-    for h in range(ds.shape[0]):
-        for b in range(ds.shape[1]):
-            mb = maskf[b * mstep]
+def _num_backward(dout, smt, vt, mask, kt, qpt, dv, dqp, dk):
+    """Every head: ``dS_ij = mask_ij dout_i v_j``, ``dv_j = sum_i Sm_ij dout_i`` (into
+    ``dv: (H, B, N)``), then ``dQP`` and ``dK``."""
+    h_size, b_size, n, d = dqp.shape
+    gt = np.empty((n, 1, b_size), dout.dtype)
+    dvt = np.empty((n, 1, b_size), dout.dtype)
+    ds = np.empty((n, n, b_size), dout.dtype)
+    tmp = np.empty((n, d, b_size), dout.dtype)
+    for h in range(h_size):
+        _inner(dout[h].reshape(b_size, n, 1), gt)
+        sm, vh = smt[h], vt[h]
+        for i in range(n):
+            g = gt[i, 0]
             for j in range(n):
-                dv[h, b, j] = t(0)
-            for i in range(n):
-                g = dout[h, b, i]
-                for j in range(n):
-                    ds[h, b, i, j] = g * v[h, b, j] * mb[i, j]
-                    dv[h, b, j] += sm[h, b, i, j] * g
+                x, m, y, z, o = ds[i, j], mask[i, j], vh[j], sm[i, j], dvt[j, 0]
+                for w in range(b_size):
+                    x[w] = g[w] * y[w] * m[w]
+                    o[w] = z[w] * g[w] if i == 0 else o[w] + z[w] * g[w]
+        _outer(dvt, dv[h].reshape(b_size, n, 1))
+        _scores_back(ds, kt[h], qpt[h], tmp, dqp[h], dk[h])
 
 
 def num_attention_backward(dout, cache):
-    """``program_ops.num_attention_backward``: ``dS`` and ``dV`` in one pass, then the score
-    backward."""
+    """``program_ops.num_attention_backward``: ``dS`` and ``dV`` in one batch-inner pass per
+    head, ``dQP`` and ``dK`` in the same call, then ``dQ`` and ``dP`` as BLAS products."""
     sm, v, s_cache, mask, hooks, names = cache
     if _active(hooks):
         return NotImplemented
-    ds = np.empty_like(sm)
-    dv = np.empty_like(v, dtype=dout.dtype)
-    _num_backward(np.ascontiguousarray(dout), sm, np.ascontiguousarray(v, dtype=dout.dtype),
-                  _full(mask, sm.shape[-1], dout.dtype), ds, dv)
-    dq, dk, dp = _scores_backward(ds, s_cache)
+    q, k, p, qp = s_cache
+    dt = dout.dtype
+    h, b, n, d = q.shape
+    dv = np.empty((h, b, n), dtype=dt)
+    dqp, dk = np.empty((h, b, n, d), dtype=dt), np.empty((h, b, n, d), dtype=dt)
+    _num_backward(np.ascontiguousarray(dout), _batch_inner(sm, dt), _batch_inner(v, dt),
+                  _keys_inner(mask, b, n, dt), _batch_inner(k, dt), _batch_inner(qp, dt), dv,
+                  dqp, dk)
+    dq, dp = _scores_grads(dqp, q, p)
     return dq, dk, dv, dp
 
 
@@ -254,15 +438,70 @@ def mlp_forward(x, w1, b1, w2, b2, noise, tau):
     return y, (x, w1, w2, h, hmask, (y, tau, -1))
 
 
+@numba.njit(**KERNEL)
+def _relu_back(dh, hmask, db1):
+    """``dh <- dh * hmask`` in place and ``db1 = sum_t dh[:, t]`` for ``dh, hmask: (G, T, D)``,
+    ``db1: (G, 1, D)``."""
+    t = dh.dtype.type
+    for g in range(dh.shape[0]):
+        acc = db1[g, 0]
+        for j in range(acc.shape[0]):
+            acc[j] = t(0)
+        for r in range(dh.shape[1]):
+            d, m = dh[g, r], hmask[g, r]
+            for j in range(d.shape[0]):
+                v = d[j] if m[j] else t(0)
+                d[j] = v
+                acc[j] += v
+
+
+@numba.njit(**KERNEL)
+def _relu_back_inputs(dh, hmask, x, w1, db1, dw1, dx):
+    """:func:`_relu_back` and, in the same pass over the rows, ``dx = dh W1^T`` and
+    ``dW1 = x^T dh`` for few inputs ``x: (G, T, I)`` (products with ``I`` columns are slow
+    through BLAS)."""
+    t = dh.dtype.type
+    for g in range(dh.shape[0]):
+        acc = db1[g, 0]
+        for j in range(acc.shape[0]):
+            acc[j] = t(0)
+            for i in range(x.shape[2]):
+                dw1[g, i, j] = t(0)
+        for r in range(dh.shape[1]):
+            d, m = dh[g, r], hmask[g, r]
+            for j in range(d.shape[0]):
+                v = d[j] if m[j] else t(0)
+                d[j] = v
+                acc[j] += v
+            for i in range(x.shape[2]):
+                xi, wi, dwi = x[g, r, i], w1[g, i], dw1[g, i]
+                total = t(0)
+                for j in range(d.shape[0]):
+                    total += d[j] * wi[j]
+                    dwi[j] += xi * d[j]
+                dx[g, r, i] = total
+
+
+FEW_INPUTS = 4
+"""MLPs with at most this many inputs (the numerical MLPs' two) take their first layer's
+gradients from :func:`_relu_back_inputs`."""
+
+
 def mlp_backward(dy, cache):
-    """``program_ops.mlp_backward`` with the softmax backward in one pass, the ReLU's in place
-    and the bias gradients as products with a ones vector."""
+    """``program_ops.mlp_backward`` with the softmax backward in one pass, the ReLU's and the
+    first bias gradient in another (with the first layer's gradients for few inputs), the
+    second bias gradient as a product with a ones vector."""
     x, w1, w2, h, hmask, y_cache = cache
     if y_cache is None:
         return NotImplemented
     dz = softmax_backward(dy, y_cache)
-    ones = np.ones((1, dz.shape[1]), dtype=dz.dtype)
     dh = dz @ w2.swapaxes(-1, -2)
-    dh *= hmask
-    return (dh @ w1.swapaxes(-1, -2), x.swapaxes(-1, -2) @ dh, ones @ dh,
-            h.swapaxes(-1, -2) @ dz, ones @ dz)
+    db1 = np.empty((dh.shape[0], 1, dh.shape[2]), dtype=dh.dtype)
+    if x.shape[2] <= FEW_INPUTS:
+        dx, dw1 = np.empty(x.shape, dtype=dh.dtype), np.empty(w1.shape, dtype=dh.dtype)
+        _relu_back_inputs(dh, hmask, x, w1, db1, dw1, dx)
+    else:
+        _relu_back(dh, hmask, db1)
+        dx, dw1 = dh @ w1.swapaxes(-1, -2), x.swapaxes(-1, -2) @ dh
+    ones = np.ones((1, dz.shape[1]), dtype=dz.dtype)
+    return dx, dw1, db1, h.swapaxes(-1, -2) @ dz, ones @ dz
