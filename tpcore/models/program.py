@@ -462,12 +462,10 @@ class ProgramModel(Hooked, Module):
         bias = ops.masked_bias(self.bias[:n, :n], mask)
         caches = [self._layer_forward(layer, x, xn, layer.m, layer.p, mask, bias, noise, tau,
                                       li, hooks) for li, layer in enumerate(self.layers)]
-        feats = xp.concatenate([x.transpose(1, 2, 0, 3).reshape(b, n, -1),
-                                xn.transpose(1, 2, 0)], axis=-1)
-        logits = feats @ self.w_out.data + self.b_out.data
+        logits = self._classify(x, xn)
         if cfg.masked_classes:
             logits[..., list(cfg.masked_classes)] = ops.MASKED
-        self.cache = {"x": x, "xn": xn, "feats": feats, "layers": caches, "tokens": tokens,
+        self.cache = {"x": x, "xn": xn, "layers": caches, "tokens": tokens,
                       "emb": emb_cache, "ext": ext_caches, "hooks": hooks}
         return logits
 
@@ -523,6 +521,32 @@ class ProgramModel(Hooked, Module):
         _through(hooks, x, xn, self._entering(li))
         return c
 
+    def _classify(self, x: Array, xn: Array) -> Array:
+        """The classifier over every variable of the final stream, ``logits: (B, N, C)``:
+        ``bias + sum_m X[m] W_m + sum_q Xn[q] w_q``, where ``W_m: (d, C)`` are the rows of
+        ``w_out`` reading categorical variable ``m`` and ``w_q: (C,)`` the row reading numerical
+        variable ``q`` (one product per variable, so the stream is read in its own layout)."""
+        m, b, n, d = x.shape
+        w = self.w_out.data
+        logits = (x.reshape(m, b * n, d) @ w[: m * d].reshape(m, d, -1)).sum(axis=0)
+        logits += xn.reshape(xn.shape[0], -1).T @ w[m * d:]
+        logits += self.b_out.data
+        return logits.reshape(b, n, -1)
+
+    def _classify_backward(self, dlogits: Array, x: Array, xn: Array) -> tuple[Array, Array]:
+        """Accumulate the classifier's gradients (``dW_m = X[m]^T dlogits``,
+        ``dw_q = Xn[q] dlogits``, ``db`` summed over tokens) and return the streams' gradients
+        ``dX[m] = dlogits W_m^T``, ``dXn[q] = dlogits w_q``, shaped like ``x`` and ``xn``."""
+        m, b, n, d = x.shape
+        w = self.w_out.data
+        d2 = dlogits.reshape(b * n, -1)
+        dw_cat = (x.reshape(m, b * n, d).swapaxes(-1, -2) @ d2).reshape(m * d, -1)
+        self.w_out.accumulate(get_xp().concatenate([dw_cat, xn.reshape(xn.shape[0], -1) @ d2]))
+        self.b_out.accumulate(d2.sum(axis=0))
+        dx = (d2 @ w[: m * d].reshape(m, d, -1).swapaxes(-1, -2)).reshape(x.shape)
+        dxn = (w[m * d:] @ d2.T).reshape(xn.shape)
+        return dx, dxn
+
     # ------------------------------------------------------------------ backward
     def backward(self, dlogits: Array) -> None:
         """Accumulate every parameter's gradient from ``dlogits: (B, N, C)`` (after a training
@@ -530,25 +554,18 @@ class ProgramModel(Hooked, Module):
         cfg, c = self.config, self.cache
         if not c:
             raise TpcoreError("backward called before forward")
-        x, xn, feats = c["x"], c["xn"], c["feats"]
-        m_all, b, n, d = x.shape
+        x, xn = c["x"], c["xn"]
         if cfg.masked_classes:
             dlogits = dlogits.copy()
             dlogits[..., list(cfg.masked_classes)] = 0.0
-        d2 = dlogits.reshape(-1, dlogits.shape[-1])
-        self.w_out.accumulate(feats.reshape(-1, feats.shape[-1]).T @ d2)
-        self.b_out.accumulate(d2.sum(axis=0))
-        dfeats = dlogits @ self.w_out.data.T
-        nx = m_all * d
-        dx = dfeats[..., :nx].reshape(b, n, m_all, d).transpose(2, 0, 1, 3).copy()
-        dxn = dfeats[..., nx:].transpose(2, 0, 1).copy()
+        dx, dxn = self._classify_backward(dlogits, x, xn)
         for layer, lc in zip(reversed(self.layers), reversed(c["layers"])):
             self._layer_backward(layer, lc, x, xn, dx, dxn)
         _through(c["hooks"].grad, dx, dxn, self._entering(-1))
         for e, s, ec in zip(self.extensions, self._extension_slots(), c["ext"]):
             e.backward(dxn[s], ec)
         if cfg.n_embed_vars:
-            k, me = cfg.out_k, cfg.n_embed_vars
+            (_, b, n, _), k, me = dx.shape, cfg.out_k, cfg.n_embed_vars
             de = dx[:me, ..., :k].transpose(1, 2, 0, 3).reshape(b * n, me * k)
             table = get_xp().zeros((cfg.vocab_size, me * k), dtype=de.dtype)
             table = scatter_add(table, c["tokens"].reshape(-1), de)
