@@ -32,6 +32,16 @@ def test_table1_seeds_replace_the_budgets():
     assert len(configs_for("hist", budget("paper"), seeds=[0])) == 8  # the grid, one seed
 
 
+def test_table1_defaults_budget_trains_what_learn_trains():
+    from tpcore.experiments.table1 import budget, configs_for
+    from tpcore.pipelines.learn import task_config
+
+    for task in ("induction", "sort"):
+        runs = configs_for(task, budget("defaults"), seeds=[100, 101])
+        assert runs == [task_config(task, epochs=250, seed=s) for s in (100, 101)]
+    assert configs_for("induction", budget("medium"))[0].n_cat_heads == 1  # the paper's model
+
+
 def test_reproduce_table1_refuses_runs_of_other_epochs(tmp_path, capsys):
     args = ["reproduce", "table1", "--budget", "smoke", "--tasks", "hist", "--out", str(tmp_path)]
     assert main(args) == 0

@@ -10,13 +10,15 @@ the discrete model beside the paper's numbers and the accuracy targets). Budgets
   (what fits a shared 2-core machine in about an hour);
 - ``medium``: the paper's selected architecture per task (its Table 1 L/H/M), three seeds,
   250 epochs;
-- ``paper``: the full grid (layers {2,3} x heads {4,8} x MLPs {2,4} x five seeds), 250 epochs.
+- ``paper``: the full grid (layers {2,3} x heads {4,8} x MLPs {2,4} x five seeds), 250 epochs;
+- ``defaults``: what ``tpcore learn TASK`` trains (:func:`tpcore.pipelines.learn.task_config`),
+  five seeds, 250 epochs: the success rate of the default recipe.
 
 With matplotlib installed it also draws each selected run's training curves into its run
 directory (``runs/<task>/<run>/curves.png``, :func:`figures`).
 
-A budget's seeds count from the ``seed`` given (``seed, seed + 1, ...``). The in-context task
-always uses the paper's model (2 layers, one categorical head each, no MLPs).
+A budget's seeds count from the ``seed`` given (``seed, seed + 1, ...``). Except at ``defaults``,
+the in-context task uses the paper's model (2 layers, one categorical head each, no MLPs).
 
 ``halving=ETA`` runs each task's sweep by successive halving
 (:func:`tpcore.pipelines.sweep.halve`): every run trains the first 1/ETA^(rungs-1) of its
@@ -36,7 +38,7 @@ from tpcore.analysis.curves import document_curves
 from tpcore.analysis.plots import draw_or_note
 from tpcore.experiments.budget import Budget, preset
 from tpcore.io import write_json, write_text
-from tpcore.pipelines.learn import LearnConfig
+from tpcore.pipelines.learn import LearnConfig, task_config
 from tpcore.pipelines.sweep import PAPER_GRID, grid, sweep
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.registry import DEFAULTS, task_name
@@ -60,9 +62,11 @@ BUDGETS = {
     "paper": Budget("paper", dict(epochs=250, n_seeds=len(PAPER_GRID["seeds"]),
                                   grid=(PAPER_GRID["layers"], PAPER_GRID["heads"],
                                         PAPER_GRID["mlps"]), learn={})),
+    "defaults": Budget("defaults", dict(epochs=250, n_seeds=5, grid="task", learn={})),
 }
 """Per budget: epochs, seeds per architecture, the architectures (layers, heads and MLPs per
-layer; None: the paper's selected one per task, :data:`PAPER_ARCH`) and other
+layer; None: the paper's selected one per task, :data:`PAPER_ARCH`; ``"task"``: ``tpcore
+learn``'s) and other
 :class:`LearnConfig` settings."""
 
 
@@ -74,13 +78,14 @@ def budget(name: str) -> Budget:
 def configs_for(task: str, budget: Budget, epochs: int | None = None,
                 seeds: list[int] | None = None, seed: int = 0) -> list[LearnConfig]:
     """The runs ``budget`` spends on ``task``: its seeds counted from ``seed``, or ``seeds``."""
+    seeds = seeds or [seed + i for i in range(budget["n_seeds"])]
+    if budget["grid"] == "task":
+        return [task_config(task, epochs=epochs or budget["epochs"], seed=s, **budget["learn"])
+                for s in seeds]
     base = LearnConfig(task=task, epochs=epochs or budget["epochs"], **budget["learn"])
     if task == "induction":
-        base = dataclasses.replace(base, n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
-                                   n_num_mlps=0)
-    seeds = seeds or [seed + i for i in range(budget["n_seeds"])]
-    if task == "induction":
-        return [dataclasses.replace(base, seed=s) for s in seeds]
+        return [dataclasses.replace(base, n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
+                                    n_num_mlps=0, seed=s) for s in seeds]
     if budget["grid"] is None:
         n_layers, heads, mlps = PAPER_ARCH[task]
         return grid(base, [n_layers], [heads], [mlps], seeds)
