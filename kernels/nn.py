@@ -147,6 +147,67 @@ def gelu_forward(x):
     return y.reshape(x.shape), deriv.reshape(x.shape)
 
 
+# ---------------------------------------------------------------- log-softmax
+@numba.njit(**KERNEL)
+def _log_softmax(x, y, lse):
+    """``y[r] = x[r] - max(x[r]) - log(sum(exp(x[r] - max(x[r]))))`` for the rows of
+    ``x, y: (R, K)``: the shifted rows into ``y``, their exponentials (:func:`_exp_flat`)
+    summed into ``lse: (R,)``, the logs of the sums in one loop, subtracted."""
+    for r in range(x.shape[0]):
+        top = x[r, 0]
+        for j in range(1, x.shape[1]):
+            top = max(top, x[r, j])
+        for j in range(x.shape[1]):
+            y[r, j] = x[r, j] - top
+    e = y.copy()
+    _exp_flat(e)
+    for r in range(x.shape[0]):
+        total = e[r, 0]
+        for j in range(1, x.shape[1]):
+            total += e[r, j]
+        lse[r] = total
+    for r in range(lse.shape[0]):
+        lse[r] = log(lse[r])
+    for r in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            y[r, j] -= lse[r]
+
+
+def log_softmax_forward(x, axis=-1):
+    """``tpcore.nn.functional.log_softmax_forward`` over the last axis in a few passes."""
+    if axis not in (-1, x.ndim - 1):
+        return NotImplemented
+    x2 = _rows(np.ascontiguousarray(x))
+    y = np.empty_like(x2)
+    _log_softmax(x2, y, np.empty(x2.shape[0], dtype=x.dtype))
+    y = y.reshape(x.shape)
+    return y, (y, axis)
+
+
+@numba.njit(**KERNEL)
+def _log_softmax_grad(dy, y, dx):
+    """``dx[r] = dy[r] - exp(y[r]) sum(dy[r])`` for the rows of ``(R, K)`` arrays."""
+    dx[:] = y
+    _exp_flat(dx)
+    for r in range(dy.shape[0]):
+        total = dy[r, 0]
+        for j in range(1, dy.shape[1]):
+            total += dy[r, j]
+        for j in range(dy.shape[1]):
+            dx[r, j] = dy[r, j] - dx[r, j] * total
+
+
+def log_softmax_backward(dy, cache):
+    """``tpcore.nn.functional.log_softmax_backward`` over the last axis in two passes."""
+    y, axis = cache
+    if axis not in (-1, y.ndim - 1) or dy.shape != y.shape or dy.dtype != y.dtype:
+        return NotImplemented
+    dy2 = _rows(np.ascontiguousarray(dy))
+    dx = np.empty_like(dy2)
+    _log_softmax_grad(dy2, _rows(np.ascontiguousarray(y)), dx)
+    return dx.reshape(dy.shape)
+
+
 # ---------------------------------------------------------------- attention
 @numba.njit(**KERNEL)
 def _exp_flat(x):

@@ -123,6 +123,14 @@ def test_gumbel_softmax_and_softmax_backward(dtype, noise, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_log_softmax(dtype, rng):
+    x = (rng.standard_normal((4, 6, 9)) * 5).astype(dtype)
+    x[0, 0, :3] = -1e30  # masked classes, as the program model's
+    check_pair(F.log_softmax_forward, F.log_softmax_backward, K.log_softmax_forward,
+               K.log_softmax_backward, (x, -1), dtype, rng)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_adam_update(dtype, rng):
     w, g, m = (rng.standard_normal((5, 7)).astype(dtype) for _ in range(3))
     v = rng.random((5, 7)).astype(dtype)
@@ -207,7 +215,8 @@ def spies(monkeypatch):
         for name in ("mha_forward", "mha_backward", "layer_norm_forward", "layer_norm_backward",
                      "gelu_forward", "cat_attention_forward", "cat_attention_backward",
                      "mlp_forward", "mlp_backward", "gumbel_softmax_forward", "softmax_backward",
-                     "num_attention_forward", "num_attention_backward"):
+                     "num_attention_forward", "num_attention_backward", "log_softmax_forward",
+                     "log_softmax_backward"):
             fn = getattr(module, name, None)
             if fn is None:
                 continue
@@ -267,6 +276,8 @@ def test_program_model_gradcheck_through_kernels(spies):
                  "mlp_backward", "gumbel_softmax_forward", "softmax_backward",
                  "num_attention_forward", "num_attention_backward"):
         assert spies.get(name, 0) >= 2, name
+    for name in ("log_softmax_forward", "log_softmax_backward"):
+        assert spies.get(name, 0) >= 1, name
 
 
 def test_dispatch_rules(spies):

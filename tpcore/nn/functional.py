@@ -143,6 +143,7 @@ def softmax_backward(dy: Array, cache: tuple) -> Array:
     return y * (dy - (dy * y).sum(axis=axis, keepdims=True)) / tau
 
 
+@kernel("nn")
 def log_softmax_forward(x: Array, axis: int = -1) -> tuple[Array, tuple]:
     """``y = x - logsumexp(x)`` along ``axis``."""
     xp = xp_of(x)
@@ -151,6 +152,7 @@ def log_softmax_forward(x: Array, axis: int = -1) -> tuple[Array, tuple]:
     return y, (y, axis)
 
 
+@kernel("nn")
 def log_softmax_backward(dy: Array, cache: tuple) -> Array:
     """``dx = dy - softmax(x) * sum(dy)``."""
     y, axis = cache
