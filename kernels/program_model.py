@@ -364,10 +364,49 @@ def num_attention_forward(q, k, v, p, mask, hooks=None, names=()):
     qpt, kt = np.empty((h, n, d, b), dtype=dt), np.empty((h, n, d, b), dtype=dt)
     smt, vt = np.empty((h, n, n, b), dtype=dt), np.empty((h, n, b), dtype=dt)
     out = np.empty((h, b, n), dtype=dt)
-    _num_forward(qp, np.ascontiguousarray(k), np.ascontiguousarray(v, dtype=dt),
-                 _keys_inner(mask, b, n, dt), qpt, kt, smt, vt, out)
+    k, v = np.ascontiguousarray(k), np.ascontiguousarray(v, dtype=dt)
+    _num_forward(qp, k, v, _keys_inner(mask, b, n, dt), qpt, kt, smt, vt, out)
+    if _keys_only(mask):
+        return out, (_lanes(smt), v, (q, k, p, qp), mask, hooks, names)
     return out, (_lanes(smt), _lanes(vt), _scores_cache(q, k, p, qp, kt, qpt), mask, hooks,
                  names)
+
+
+def _keys_only(mask):
+    """Whether a ``(1 or B, 1 or N, N)`` mask depends on the key alone (no causal mask)."""
+    return mask.shape[-2] == 1
+
+
+@numba.njit(**KERNEL)
+def _num_backward_keys(dout, qp, k, v, keys, dqp, dk, dv):
+    """The numerical heads' backward for a mask on the keys alone, ``mask_ij = m_j``, where the
+    sums over the ``N x N`` pattern factor through two ``d``-vectors per sequence:
+    ``u = sum_i dout_i QP_i`` and ``z = sum_j m_j v_j K_j`` give ``dQP_i = dout_i z``,
+    ``dK_j = m_j v_j u`` and ``dv_j = m_j K_j . u``. Sequence-major arrays ``(H, B, N, d)``,
+    ``v, dout, dv: (H, B, N)``, ``keys: (1 or B, N)``."""
+    t = dout.dtype.type
+    h_size, b_size, n, d = qp.shape
+    u, z = np.empty(d, dout.dtype), np.empty(d, dout.dtype)
+    mstep = 1 if keys.shape[0] > 1 else 0
+    for h in range(h_size):
+        for b in range(b_size):
+            m = keys[b * mstep]
+            for c in range(d):
+                u[c] = t(0)
+                z[c] = t(0)
+            for i in range(n):
+                g, mv = dout[h, b, i], m[i] * v[h, b, i]
+                for c in range(d):
+                    u[c] += g * qp[h, b, i, c]
+                    z[c] += mv * k[h, b, i, c]
+            for i in range(n):
+                g, mv = dout[h, b, i], m[i] * v[h, b, i]
+                total = t(0)
+                for c in range(d):
+                    dqp[h, b, i, c] = g * z[c]
+                    dk[h, b, i, c] = mv * u[c]
+                    total += k[h, b, i, c] * u[c]
+                dv[h, b, i] = m[i] * total
 
 
 @numba.njit(**KERNEL)
@@ -394,8 +433,10 @@ def _num_backward(dout, smt, vt, mask, kt, qpt, dv, dqp, dk):
 
 
 def num_attention_backward(dout, cache):
-    """``program_ops.num_attention_backward``: ``dS`` and ``dV`` in one batch-inner pass per
-    head, ``dQP`` and ``dK`` in the same call, then ``dQ`` and ``dP`` as BLAS products."""
+    """``program_ops.num_attention_backward``: ``dQP``, ``dK`` and ``dV`` by
+    :func:`_num_backward_keys` for a mask on the keys alone, else ``dS`` and ``dV`` in one
+    batch-inner pass per head and the score backward; then ``dQ`` and ``dP`` as BLAS
+    products."""
     sm, v, s_cache, mask, hooks, names = cache
     if _active(hooks):
         return NotImplemented
@@ -404,9 +445,14 @@ def num_attention_backward(dout, cache):
     h, b, n, d = q.shape
     dv = np.empty((h, b, n), dtype=dt)
     dqp, dk = np.empty((h, b, n, d), dtype=dt), np.empty((h, b, n, d), dtype=dt)
-    _num_backward(np.ascontiguousarray(dout), _batch_inner(sm, dt), _batch_inner(v, dt),
-                  _keys_inner(mask, b, n, dt), _batch_inner(k, dt), _batch_inner(qp, dt), dv,
-                  dqp, dk)
+    if _keys_only(mask):
+        _num_backward_keys(np.ascontiguousarray(dout), np.ascontiguousarray(qp, dtype=dt),
+                           np.ascontiguousarray(k, dtype=dt), np.ascontiguousarray(v, dtype=dt),
+                           np.ascontiguousarray(mask[:, 0], dtype=dt), dqp, dk, dv)
+    else:
+        _num_backward(np.ascontiguousarray(dout), _batch_inner(sm, dt), _batch_inner(v, dt),
+                      _keys_inner(mask, b, n, dt), _batch_inner(k, dt), _batch_inner(qp, dt),
+                      dv, dqp, dk)
     dq, dp = _scores_grads(dqp, q, p)
     return dq, dk, dv, dp
 

@@ -256,9 +256,11 @@ def test_transformer_gradcheck_through_kernels(spies):
         assert spies.get(name, 0) >= 2, name
 
 
-def test_program_model_gradcheck_through_kernels(spies):
+@pytest.mark.parametrize("causal", [True, False])
+def test_program_model_gradcheck_through_kernels(spies, causal):
     cfg = ProgramConfig(vocab_size=5, max_len=6, n_classes=4, n_layers=2, n_cat_heads=2,
-                        n_num_heads=1, n_cat_mlps=1, n_num_mlps=1, d_mlp=7, causal=True, seed=3)
+                        n_num_heads=1, n_cat_mlps=1, n_num_mlps=1, d_mlp=7, causal=causal,
+                        seed=3)
     model = ProgramModel(cfg).astype(np.float64)
     rng = np.random.default_rng(2)
     tokens, targets = rng.integers(0, 5, (3, 6)), rng.integers(0, 3, (3, 6))
@@ -322,8 +324,9 @@ def test_linear(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("causal", "padded"), [(False, False), (True, True)])
+@pytest.mark.parametrize(("causal", "padded"), [(False, False), (False, True), (True, True)])
 def test_numerical_attention(dtype, causal, padded, rng):
+    """Both kernel backwards: the factored one (masks on the keys alone) and the general."""
     q, k, _, p, mask, _ = _program_inputs(dtype, causal, padded, rng)
     v = rng.random(q.shape[:3]).astype(dtype) * 3
     check_pair(P.num_attention_forward, P.num_attention_backward, KP.num_attention_forward,
