@@ -382,6 +382,45 @@ def gumbel_from_uniform(u):
     return u
 
 
+@numba.njit(**KERNEL)
+def _gumbel_bits(bits, out, tiny, top):
+    """``out[i] = -log(-log(u_i))`` with ``u_i = (bits[i] >> 8) 2^-24`` (clipped to
+    ``[tiny, top]``): NumPy's float32 uniform from a 32-bit draw, and the noise, in one pass."""
+    scale = np.float32(1.0 / 16777216.0)
+    for i in range(bits.shape[0]):
+        u = min(max(np.float32(bits[i] >> np.uint32(8)) * scale, tiny), top)
+        out[i] = -log(-log(u))
+
+
+def gumbel_fill(out, rng):
+    """``tpcore.nn.relax.gumbel_fill`` for float32 from NumPy's default generator (PCG64): the
+    generator's 64-bit outputs (``random_raw``) are the 32-bit draws of its float32 stream in
+    pairs, low half first, so they make the very same uniforms, with the same state after, in
+    about half the time of ``rng.random``; conversion and noise in one pass. A half draw the
+    generator holds from before (an odd count) goes first, an odd one last, through
+    ``rng.random``."""
+    if (out.dtype != np.float32 or not out.flags.c_contiguous
+            or type(rng) is not np.random.Generator
+            or type(rng.bit_generator) is not np.random.PCG64):
+        return NotImplemented
+    flat = out.reshape(-1)
+    start = min(int(rng.bit_generator.state["has_uint32"]), flat.size)
+    if start:
+        flat[0] = rng.random(dtype=np.float32)
+    pairs = (flat.size - start) // 2
+    bits = rng.bit_generator.random_raw(pairs).view(np.uint32)
+    if start + 2 * pairs < flat.size:
+        flat[-1] = rng.random(dtype=np.float32)
+    info = np.finfo(np.float32)
+    tiny, top = np.float32(info.tiny), np.float32(1.0 - info.eps)
+    end = start + 2 * pairs
+    _gumbel_bits(bits, flat[start:end], tiny, top)
+    for part in (flat[:start], flat[end:]):
+        if part.size:
+            _gumbel(part, tiny, top)
+    return out
+
+
 # ---------------------------------------------------------------- softmax
 @numba.njit(**KERNEL)
 def _softmax(x, g, has_noise, inv_tau, y):

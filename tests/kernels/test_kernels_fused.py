@@ -149,6 +149,24 @@ def test_gumbel_noise(dtype, rng):
                 dtype)
 
 
+@pytest.mark.parametrize("size", [0, 1, 2, 7, 1000])
+@pytest.mark.parametrize("held", [False, True])
+def test_gumbel_fill_keeps_the_generators_stream(size, held):
+    """The float32 kernel makes the generator's own uniforms from its 64-bit outputs: the same
+    noise as the kernel's on ``rng.random``'s uniforms, the generator in the same state after,
+    with and without a half draw held from an odd count before."""
+    want_rng, got_rng = np.random.default_rng(5), np.random.default_rng(5)
+    if held:
+        for g in (want_rng, got_rng):
+            g.random(3, dtype=np.float32)
+    want = K.gumbel_from_uniform(want_rng.random(size, dtype=np.float32))
+    np.testing.assert_array_equal(K.gumbel_fill(np.empty(size, np.float32), got_rng), want)
+    np.testing.assert_array_equal(got_rng.random(5, dtype=np.float32),
+                                  want_rng.random(5, dtype=np.float32))
+    assert_same(reference(R.gumbel_noise, (size,), np.random.default_rng(5)),
+                R.gumbel_noise((size,), np.random.default_rng(5)), np.float32)
+
+
 def _program_inputs(dtype, causal, padded, rng):
     h, b, n, d = 3, 4, 6, 6
     q, k, v = (rng.dirichlet(np.ones(d), (h, b, n)).astype(dtype) for _ in range(3))

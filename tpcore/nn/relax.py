@@ -8,19 +8,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpcore.backend import kernel, xp_of
+from tpcore.backend import get_xp, kernel, xp_of
 from tpcore.nn.functional import softmax, softmax_backward
 
 Array = Any
 
 
 def gumbel_noise(shape: tuple[int, ...], rng: Any, dtype: Any = "float32") -> Array:
-    """``g = -log(-log(u))``, ``u ~ U(0, 1)`` clipped away from 0 and 1; ``rng`` a Generator.
+    """``g = -log(-log(u))``, ``u ~ U(0, 1)`` clipped away from 0 and 1; ``rng`` a Generator
+    of the active array module.
 
     Uniforms are drawn directly in ``dtype`` (the generator's stream) and turned into noise in
-    place by :func:`gumbel_from_uniform`.
+    place (:func:`gumbel_fill`).
     """
-    return gumbel_from_uniform(rng.random(shape, dtype=dtype))
+    return gumbel_fill(get_xp().empty(shape, dtype=dtype), rng)
+
+
+@kernel("nn")
+def gumbel_fill(out: Array, rng: Any) -> Array:
+    """``out <- -log(-log(u))`` for the next ``out.size`` uniforms ``u`` of ``rng``, drawn in
+    ``out``'s dtype (``rng.random``), clipped by :func:`gumbel_from_uniform`; returns ``out``."""
+    out[...] = rng.random(out.shape, dtype=out.dtype)
+    return gumbel_from_uniform(out)
 
 
 @kernel("nn")
