@@ -607,7 +607,7 @@ class ProgramModel(Hooked, Module):
             layer.mlp_gates.accumulate(ops.sample_backward(dpi, c["mlp_gates"]))
         _through(grad, dx, dxn, self._written(li, "attn") + self._written(li, "num_attn"))
         rows = cfg.attn_layout
-        dr = get_xp().zeros((rows.rows, b, n, d), dtype=dx.dtype)
+        dr = get_xp().empty((rows.rows, b, n, d), dtype=dx.dtype)  # every row is written below
         if hn:
             dq, dk, dv, dpred = ops.num_attention_backward(dxn[p:pa], c["num_attn"])
             dr[rows.num_query], dr[rows.num_key] = dq, dk
