@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.extending import intrinsic, overload
 
 F32 = np.float32
@@ -63,11 +63,17 @@ def tanh(x):
     return math.tanh(x)
 
 
+@njit(fastmath={"contract"}, error_model="numpy")
+def _reduce_ln2(x, n):
+    """``x - n ln2`` with ``ln2`` in two parts (Cody-Waite), kept in this order: the kernels'
+    reassociation would fold the two parts into one and lose the low bits."""
+    return (x - n * F32(0.693145751953125)) - n * F32(1.428606765330187e-06)
+
+
 def _exp32(x):
     x = min(max(x, F32(-87.3)), F32(88.7))
-    n = math.floor(x * F32(1.4426950408889634) + F32(0.5))
-    r = x - n * F32(0.693145751953125)
-    r = r - n * F32(1.428606765330187e-06)
+    n = np.floor(x * F32(1.4426950408889634) + F32(0.5))  # float32, so r stays float32
+    r = _reduce_ln2(x, n)
     p = F32(1.9875691500e-4)
     p = p * r + F32(1.3981999507e-3)
     p = p * r + F32(8.3334519073e-3)
