@@ -470,14 +470,36 @@ def _bias_relu(h, b, hmask):
                 h[g, r, j] = max(v, t(0))
 
 
+@numba.njit(**KERNEL)
+def _two_inputs_relu(x, w1, b1, h, hmask):
+    """``h = max(x W1 + b1, 0)`` and ``hmask = h > 0`` for two inputs, ``x: (G, T, 2)``, in one
+    pass (through BLAS, a product over two inputs, then the bias and ReLU, took 1.7x as long)."""
+    t = h.dtype.type
+    for g in range(h.shape[0]):
+        w_a, w_b, bias = w1[g, 0], w1[g, 1], b1[g, 0]
+        for r in range(h.shape[1]):
+            x_a, x_b, hr, mr = x[g, r, 0], x[g, r, 1], h[g, r], hmask[g, r]
+            for j in range(hr.shape[0]):
+                v = bias[j] + x_a * w_a[j] + x_b * w_b[j]
+                mr[j] = v > 0
+                hr[j] = max(v, t(0))
+
+
 def mlp_forward(x, w1, b1, w2, b2, noise, tau):
-    """``program_ops.mlp_forward`` in training mode: BLAS products, bias and ReLU in one pass,
-    bias, noise and softmax in one pass."""
+    """``program_ops.mlp_forward`` in training mode: a BLAS product, bias and ReLU in one pass
+    (the whole first layer in one pass for two inputs, as the numerical MLPs have), a BLAS
+    product, bias, noise and softmax in one pass."""
     if tau is None:
         return NotImplemented
-    h = x @ w1
-    hmask = np.empty(h.shape, dtype=np.bool_)
-    _bias_relu(h, np.ascontiguousarray(b1), hmask)
+    g, t, i = x.shape
+    if i == 2:
+        h = np.empty((g, t, w1.shape[2]), dtype=x.dtype)
+        hmask = np.empty(h.shape, dtype=np.bool_)
+        _two_inputs_relu(x, w1, np.ascontiguousarray(b1), h, hmask)
+    else:
+        h = x @ w1
+        hmask = np.empty(h.shape, dtype=np.bool_)
+        _bias_relu(h, np.ascontiguousarray(b1), hmask)
     z = h @ w2
     z += b2
     y = softmax_rows(z, noise, tau)

@@ -193,7 +193,8 @@ def test_categorical_attention(dtype, causal, padded, noise, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("i", [7, 2])
 def test_program_mlp(dtype, i, rng):
-    """Both kernel paths: first-layer gradients by BLAS (7 inputs) and in the ReLU pass (2)."""
+    """Both kernel paths: the first layer through BLAS (7 inputs) and in one pass each way
+    (2)."""
     g, t, d, k = 2, 30, 9, 5
     args = [rng.standard_normal(s).astype(dtype) for s in
             ((g, t, i), (g, i, d), (g, 1, d), (g, d, k), (g, 1, k), (g, t, k))]
