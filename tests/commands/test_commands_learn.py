@@ -6,7 +6,7 @@ import pytest
 
 import tpcore
 from tpcore.cli import main
-from tpcore.pipelines.learn import TASK_ARCHITECTURES, LearnConfig, task_config
+from tpcore.pipelines.learn import TASK_RECIPES, LearnConfig, task_config
 
 
 def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
@@ -19,20 +19,27 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
     assert (tmp_path / "h" / "metrics.json").is_file()
 
 
-def test_cli_learn_trains_the_tasks_architecture_unless_told(tmp_path, capsys):
-    """The in-context task trains its own model (2 layers of 4 categorical heads) by default;
-    options given on the command line win, and the API builds the same configuration."""
-    small = ["--epochs", "1", "--n-samples", "200", "--batch-size", "64", "--quiet", "--json"]
-    assert main(["learn", "in-context", *small, "--out", str(tmp_path / "a")]) == 0
-    config = json.loads(capsys.readouterr().out)["config"]
-    assert {k: config[k] for k in TASK_ARCHITECTURES["induction"]} == \
-        TASK_ARCHITECTURES["induction"] == dict(n_layers=2, n_cat_heads=4, n_num_heads=0,
-                                                 n_cat_mlps=0, n_num_mlps=0)
-    assert main(["learn", "induction", *small, "--cat-heads", "1", "--layers", "3",
-                 "--out", str(tmp_path / "b")]) == 0
+def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
+    """The in-context task trains its own recipe by default (2 layers of 4 categorical heads,
+    the best of 8 candidates); options given on the command line win, a run too short for the
+    selection trains one candidate, and the API builds the same configurations."""
+    small = ["--n-samples", "200", "--batch-size", "64", "--quiet", "--json"]
+    assert TASK_RECIPES["induction"] == dict(n_layers=2, n_cat_heads=4, n_num_heads=0,
+                                             n_cat_mlps=0, n_num_mlps=0, candidates=8,
+                                             select_after=10)
+    assert main(["learn", "in-context", *small, "--epochs", "2", "--select-after", "1",
+                 "--out", str(tmp_path / "a")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {k: out["config"][k] for k in TASK_RECIPES["induction"]} == \
+        {**TASK_RECIPES["induction"], "select_after": 1}
+    assert main(["learn", "induction", *small, "--epochs", "1", "--cat-heads", "1",
+                 "--layers", "3", "--out", str(tmp_path / "b")]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
     assert (config["n_layers"], config["n_cat_heads"], config["n_cat_mlps"]) == (3, 1, 0)
+    assert "candidates" not in config  # 1 epoch: one candidate
     assert task_config("hist") == LearnConfig(task="hist")
+    assert task_config("induction", epochs=10).candidates == 1
+    assert task_config("induction", epochs=11).candidates == 8
     run = tpcore.learn("in-context", tmp_path / "c", epochs=1, n_samples=200, batch_size=64)
     assert run.config == task_config("induction", epochs=1, n_samples=200, batch_size=64)
 

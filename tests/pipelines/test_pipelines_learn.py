@@ -59,6 +59,36 @@ def test_a_paused_learn_run_finishes_as_if_it_never_paused(tmp_path, monkeypatch
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
 
 
+@pytest.mark.host_only("candidates pause and resume a NumPy generator's state")
+def test_the_best_candidate_finishes_as_its_seed_alone_would(tmp_path):
+    """Candidates of seed 2 are seeds 6, 7 and 8; the one kept had the best validation
+    accuracy after select_after epochs, and its run is the run of its seed, bit for bit."""
+    cfg = LearnConfig(**{**TINY, "epochs": 3, "seed": 2, "candidates": 3, "select_after": 1})
+    best = learn(cfg, tmp_path / "best")
+    cands = best["candidates"]
+    assert [c["seed"] for c in cands] == [6, 7, 8] and best["config"]["candidates"] == 3
+    accs = [c["val_acc"] for c in cands]
+    assert best["seed"] == cands[accs.index(max(accs))]["seed"]
+    alone = learn(LearnConfig(**{**TINY, "epochs": 3, "seed": best["seed"]}), tmp_path / "one")
+    assert alone["history"][0]["acc"] == max(accs)
+    assert {k: v for k, v in best.items() if k not in (*TIMES, "candidates", "config")} == \
+        {k: v for k, v in alone.items() if k not in (*TIMES, "config")}
+    assert best["train_seconds"] > alone["train_seconds"]
+    with np.load(tmp_path / "best" / "model.npz") as a, \
+            np.load(tmp_path / "one" / "model.npz") as b:
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)
+    assert "candidates" not in LearnConfig(**TINY).settings()  # older runs stay reusable
+    with pytest.raises(TpcoreError, match="cannot pause"):
+        learn(cfg, tmp_path / "paused", pause_after=1)
+
+
+@pytest.mark.parametrize("fields", [dict(candidates=0), dict(candidates=2, select_after=2),
+                                    dict(candidates=2, select_after=0)])
+def test_candidate_settings_that_cannot_work_are_refused(fields):
+    with pytest.raises(TpcoreError, match="candidates"):
+        LearnConfig(**{**TINY, **fields}).check()
+
+
 @pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_a_paused_run_of_other_settings_is_refused_unless_overwrite(tmp_path):
     learn(LearnConfig(**{**TINY, "epochs": 3}), tmp_path / "run", pause_after=1)

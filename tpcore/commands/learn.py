@@ -22,12 +22,12 @@ from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
 from tpcore.models.counting import VARIANTS
 from tpcore.models.init_from import STRENGTH
-from tpcore.pipelines.learn import TASK_ARCHITECTURES, LearnConfig, learn, task_config
+from tpcore.pipelines.learn import TASK_RECIPES, LearnConfig, learn, task_config
 from tpcore.tasks.registry import ALIASES, TASK_NAMES
 
 DEFAULTS = LearnConfig()
 """Default model and budget of ``tpcore learn`` (chosen so ``learn sort`` fits 5 minutes; some
-tasks train another model, :data:`~tpcore.pipelines.learn.TASK_ARCHITECTURES`)."""
+tasks train another model, :data:`~tpcore.pipelines.learn.TASK_RECIPES`)."""
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -39,6 +39,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=positive_int, default=1, help="Gumbel samples per step")
     p.add_argument("--eval-every", type=nonnegative_int, default=10,
                    help="epochs between validations (0: none, no selection)")
+    p.add_argument("--candidates", type=positive_int, default=None,
+                   help=recipe_help("models trained --select-after epochs each, the best on "
+                                    "validation going on alone", "candidates"))
+    p.add_argument("--select-after", type=positive_int, default=None,
+                   help=recipe_help("epochs before the candidates are compared", "select_after"))
     p.add_argument("--d-mlp", type=positive_int, default=64)
     p.add_argument("--vocab-size", type=nonnegative_int, default=0,
                    help="token ids incl. <pad>, <s>, </s> (the paper's |V|; 0: task default)")
@@ -48,6 +53,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="distinct inputs (80/10/10)")
     p.add_argument("--data-seed", type=nonnegative_int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def recipe_help(what: str, field: str) -> str:
+    """Help of an option whose default some tasks change (:data:`TASK_RECIPES`)."""
+    special = "".join(f"; {task} {r[field]}" for task, r in TASK_RECIPES.items() if field in r)
+    return f"{what} (default {getattr(DEFAULTS, field)}{special})"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             ("--cat-mlps", nonnegative_int, "n_cat_mlps", "categorical MLPs per layer"),
             ("--num-mlps", nonnegative_int, "n_num_mlps", "numerical MLPs per layer"))
     for flag, kind, field, what in arch:
-        special = ", ".join(f"{task} {a[field]}" for task, a in TASK_ARCHITECTURES.items())
-        options.add_argument(flag, type=kind, default=None,
-                             help=f"{what} (default {getattr(DEFAULTS, field)}; {special})")
+        options.add_argument(flag, type=kind, default=None, help=recipe_help(what, field))
     options.add_argument("--seed", type=nonnegative_int, default=0)
     options.add_argument("--out", help="run directory (default runs/TASK)")
     options.add_argument("--overwrite", action="store_true",
@@ -98,13 +107,15 @@ def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
                       samples=args.samples, eval_every=args.eval_every, d_mlp=args.d_mlp,
                       vocab_size=args.vocab_size, max_len=args.max_len,
                       n_samples=args.n_samples, data_seed=args.data_seed,
-                      **{k: v for k, v in arch.items() if v is not None})
+                      **{k: v for k, v in {"candidates": args.candidates,
+                                           "select_after": args.select_after, **arch}.items()
+                         if v is not None})
     cfg.check()
     return cfg
 
 
 SUMMARY = ("train", "val", "test", "steps", "train_seconds", "ms_per_step", "selected_at_step",
-           "peak_rss_mb", "program")
+           "peak_rss_mb", "program", "seed", "candidates")
 """The entries of a run's ``metrics.json`` that ``tpcore learn`` prints."""
 
 
@@ -114,6 +125,10 @@ def summary(metrics: dict) -> str:
     for s in ("train", "val", "test"):
         m = metrics[s]
         rows.append(f"{s:<6} {m['loss']:>8.4f} {100 * m['acc']:>9.2f}% {100 * m['seq_acc']:>8.2f}%")
+    if "candidates" in metrics:
+        c = metrics["candidates"]
+        rows.append(f"best of {len(c)} candidates: seed {metrics['seed']} (validation token "
+                    "acc " + ", ".join(f"{100 * x['val_acc']:.1f}%" for x in c) + ")")
     rows.append(f"{metrics['steps']} steps in {metrics['train_seconds']:.1f} s "
                 f"({metrics['ms_per_step']:.1f} ms/step), selected at step "
                 f"{metrics['selected_at_step']}, peak memory {metrics['peak_rss_mb']:.0f} MiB")
