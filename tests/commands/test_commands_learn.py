@@ -21,11 +21,11 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
 
 def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     """The in-context task trains its own recipe by default (2 layers of 4 categorical heads,
-    the best of 8 candidates); options given on the command line win, a run too short for the
+    the best of 16 candidates); options given on the command line win, a run too short for the
     selection trains one candidate, and the API builds the same configurations."""
     small = ["--n-samples", "200", "--batch-size", "64", "--quiet", "--json"]
     assert TASK_RECIPES["induction"] == dict(n_layers=2, n_cat_heads=4, n_num_heads=0,
-                                             n_cat_mlps=0, n_num_mlps=0, candidates=8,
+                                             n_cat_mlps=0, n_num_mlps=0, candidates=16,
                                              select_after=10)
     assert main(["learn", "in-context", *small, "--epochs", "2", "--select-after", "1",
                  "--out", str(tmp_path / "a")]) == 0
@@ -39,7 +39,7 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     assert "candidates" not in config  # 1 epoch: one candidate
     assert task_config("hist") == LearnConfig(task="hist")
     assert task_config("induction", epochs=10).candidates == 1
-    assert task_config("induction", epochs=11).candidates == 8
+    assert task_config("induction", epochs=11).candidates == 16
     run = tpcore.learn("in-context", tmp_path / "c", epochs=1, n_samples=200, batch_size=64)
     assert run.config == task_config("induction", epochs=1, n_samples=200, batch_size=64)
 
