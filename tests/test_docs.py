@@ -62,6 +62,7 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("learn", "sort"): TINY_LEARN,
     ("learn", "hist"): TINY_LEARN,
     ("learn", "reverse"): TINY_LEARN,
+    ("learn", "in-context"): {**TINY_LEARN, "--epochs": ["2"], "--select-after": ["1"]},
     ("learn", "ner-demo"): {"--budget": ["0.01"], "--quiet": []},
     ("learn", "conll"): ONE_EPOCH,
     ("learn", "classify"): ONE_EPOCH,
@@ -443,6 +444,19 @@ def test_readme_learn_sort_figures_are_the_committed_runs():
            f"({100 * m['test']['seq_acc']:.2f} % of test sequences exactly sorted)" in text
     assert f"peak memory {round(m['peak_rss_mb'])} MiB" in text and m["steps"] == 5500
     assert m["program"]["fidelity"] == 1.0     # "the program agrees with the model on 100 %"
+
+
+def test_readme_in_context_recipe_figures_are_the_committed_runs():
+    [row] = results("recipe/table1.json")["tasks"]
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in
+            sorted((RESULTS / "recipe" / "runs" / "induction").glob("*/metrics.json"))]
+    seeds = [r["config"]["seed"] for r in runs]
+    assert seeds == row["seeds"] and row["runs"] == len(runs)
+    solved = sum(r["test"]["acc"] == 1.0 for r in runs)
+    secs = sorted(round(r["train_seconds"]) for r in runs)
+    assert all(r["config"]["candidates"] == 16 for r in runs)
+    assert (f"**100 % test token accuracy on {solved} of {len(runs)} fresh seeds** "
+            f"({seeds[0]}-{seeds[-1]}, {secs[0]}-{secs[-1]} s a run") in readme_text()
 
 
 def test_readme_counting_target_cell_is_the_committed_runs():
