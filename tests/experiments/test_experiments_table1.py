@@ -16,6 +16,10 @@ def test_reproduce_table1_smoke(tmp_path, capsys):
     assert [r["task"] for r in saved["tasks"]] == ["hist", "induction"]  # in TASKS order
     assert "| hist |" in (tmp_path / "table1.md").read_text()
     assert "paper" in capsys.readouterr().out
+    for row in saved["tasks"]:  # the success rate: runs within a point of the paper
+        runs = json.loads((tmp_path / "runs" / row["task"] / "sweep.json").read_text())["runs"]
+        assert row["success"] == sum(100 * r["test_acc"] >= row["paper"] - 1 for r in runs)
+        assert f"| {row['success']} of {row['runs']} |" in (tmp_path / "table1.md").read_text()
     rc = main(["reproduce", "table1", "--budget", "smoke", "--tasks", "sort", "--out",
                str(tmp_path)])  # another task joins the table; the others' rows stay
     saved = json.loads((tmp_path / "table1.json").read_text())
