@@ -291,7 +291,7 @@ def _fit(
         bar.close()
     result.steps, result.last_loss = step + 1, last_finite
     result.seconds = before + time.perf_counter() - start
-    if result.steps < config.steps and not result.stopped_early:
+    if result.steps < config.steps and not result.stopped_early and can_pause(rng):
         result.paused = TrainState(
             step=result.steps, params=model.state_dict(), optimizer=optimizer.state_dict(),
             rng=_generator_state(rng), best_params=best_state, best_score=best_score,
@@ -306,14 +306,24 @@ def _copy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: np.array(v) for k, v in arrays.items()}
 
 
+def can_pause(rng: Any) -> bool:
+    """Whether a run drawing its noise from ``rng`` can keep a paused state: NumPy generators
+    expose theirs, CuPy's do not (a run there that stops early has ``paused`` None)."""
+    return isinstance(getattr(getattr(rng, "bit_generator", None), "state", None), dict)
+
+
+def cannot_pause() -> TpcoreError:
+    """The error of pausing a run whose generator cannot keep its state (:func:`can_pause`)."""
+    return TpcoreError(f"pausing training saves the noise generator's state, which the "
+                       f"{backend_name()} backend's generator does not expose; pause runs on "
+                       "the numpy backend")
+
+
 def _generator_state(rng: Any) -> dict[str, Any]:
     """The state of a NumPy generator (its bit generator's, JSON-ready)."""
-    state = getattr(getattr(rng, "bit_generator", None), "state", None)
-    if not isinstance(state, dict):
-        raise TpcoreError(f"pausing training saves the noise generator's state, which the "
-                          f"{backend_name()} backend's generator does not expose; pause runs "
-                          "on the numpy backend")
-    return state
+    if not can_pause(rng):
+        raise cannot_pause()
+    return rng.bit_generator.state
 
 
 def _set_generator_state(rng: Any, state: dict[str, Any]) -> None:

@@ -60,7 +60,7 @@ def test_a_paused_learn_run_finishes_as_if_it_never_paused(tmp_path, monkeypatch
 
 
 @pytest.mark.host_only("candidates pause and resume a NumPy generator's state")
-def test_the_best_candidate_finishes_as_its_seed_alone_would(tmp_path):
+def test_the_best_candidate_finishes_as_its_seed_alone_would(tmp_path, monkeypatch):
     """Candidates of seed 2 are seeds 6, 7 and 8; the one kept had the best validation
     accuracy after select_after epochs, and its run is the run of its seed, bit for bit."""
     cfg = LearnConfig(**{**TINY, "epochs": 3, "seed": 2, "candidates": 3, "select_after": 1})
@@ -80,6 +80,12 @@ def test_the_best_candidate_finishes_as_its_seed_alone_would(tmp_path):
     assert "candidates" not in LearnConfig(**TINY).settings()  # older runs stay reusable
     with pytest.raises(TpcoreError, match="cannot pause"):
         learn(cfg, tmp_path / "paused", pause_after=1)
+    # where the generator cannot pause (CuPy), the kept seed is trained again from the start
+    monkeypatch.setattr("tpcore.train.can_pause", lambda rng: False)
+    again = learn(cfg, tmp_path / "again")
+    assert again["seed"] == best["seed"] and again["test"] == best["test"]
+    with pytest.raises(TpcoreError, match="generator does not expose"):
+        learn(LearnConfig(**TINY), tmp_path / "p", pause_after=1)
 
 
 @pytest.mark.parametrize("fields", [dict(candidates=0), dict(candidates=2, select_after=2),

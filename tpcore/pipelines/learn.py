@@ -52,6 +52,7 @@ from tpcore.train import (
     TrainConfig,
     TrainResult,
     TrainState,
+    cannot_pause,
     evaluate_supervised,
     fit,
     limit_threads,
@@ -308,14 +309,16 @@ def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool =
 
 def pick_candidate(cfg: LearnConfig, task: TaskData, quiet: bool = True,
                    threads: int | None = None
-                   ) -> tuple[LearnConfig, ProgramModel, TrainState, list[dict[str, Any]]]:
+                   ) -> tuple[LearnConfig, ProgramModel, TrainState | None,
+                              list[dict[str, Any]]]:
     """Train ``cfg.candidates`` models, candidate ``k`` as ``cfg`` with seed
     ``cfg.seed * cfg.candidates + k``, for ``cfg.select_after`` epochs each, and keep the one
     whose discrete model has the best validation token accuracy then (the first on ties).
     Returns its configuration, its model and paused state (resuming it finishes the same run as
-    training that seed alone would), and per candidate ``seed``, ``val_acc``,
+    training that seed alone would; None where the backend's generator cannot pause, then the
+    seed is trained again from the start), and per candidate ``seed``, ``val_acc``,
     ``train_seconds``."""
-    best: tuple[float, LearnConfig, ProgramModel, TrainState] | None = None
+    best: tuple[float, LearnConfig, ProgramModel, TrainState | None] | None = None
     records = []
     for k in range(cfg.candidates):
         one = dataclasses.replace(cfg, seed=cfg.seed * cfg.candidates + k, candidates=1)
@@ -347,10 +350,13 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     run_cfg, candidates = cfg, None
     if cfg.candidates > 1 and model is None and resume is None:
         run_cfg, model, resume, candidates = pick_candidate(cfg, task, quiet, threads)
+        if resume is None:
+            model = build_model(run_cfg, task)
     model = build_model(cfg, task) if model is None else model
     result = fit_run(run_cfg, task, model, quiet, checkpoint, threads, resume)
     seconds = result.seconds + sum(c["train_seconds"] for c in candidates or [])
-    seconds -= resume.seconds if candidates else 0.0  # the kept one is counted in result
+    if candidates and resume is not None:
+        seconds -= resume.seconds  # the kept candidate's first epochs are counted in result
     metrics: dict[str, Any] = {
         "task": task.name, "config": cfg.settings(), "seed": run_cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
@@ -420,6 +426,8 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
             task = make_data(cfg)
             result = fit_run(cfg, task, build_model(cfg, task), quiet, None, threads, state,
                              pause_after)
+            if result.paused is None:
+                raise cannot_pause()
             save_state(result.paused, tmp)
             record = paused_summary(cfg, result.paused, steps_per_epoch(cfg, task))
             write_json(tmp / PAUSED, record)
