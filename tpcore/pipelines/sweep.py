@@ -301,11 +301,23 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _earlier_wall_seconds(out: Path) -> float:
+    """``wall_seconds`` of the ``sweep.json`` already in ``out`` (0 when there is none, or it
+    holds no finite number of seconds)."""
+    try:
+        seconds = json.loads((Path(out) / "sweep.json").read_text(encoding="utf-8"))["wall_seconds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+    ok = isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0
+    return float(seconds) if ok else 0.0
+
+
 def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any = None,
           on_done: Callable | None = None, overwrite: bool = False, halving: int | None = None,
           rungs: int = 3, on_rung: Callable | None = None) -> dict[str, Any]:
     """Run the sweep (:func:`execute`) and write ``sweep.json`` and ``sweep.md`` into ``out``;
-    returns the JSON: ``runs`` (the finished runs), the ``selected`` one, ``wall_seconds``.
+    returns the JSON: ``runs`` (the finished runs), the ``selected`` one, ``wall_seconds`` (of
+    every sweep into ``out`` so far: a rerun that reuses finished runs adds only its own).
     ``halving``: run ``rungs`` rungs of successive halving with that ``eta`` first
     (:func:`halve`); then only the survivors finish, and ``halving`` in the JSON holds the
     rungs and the cost (:func:`halving_cost`)."""
@@ -320,7 +332,7 @@ def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any =
     if record is not None:
         result["halving"] = {**record, **halving_cost(record)}
         text = rungs_table(record) + "\n\n" + text
-    result["wall_seconds"] = time.perf_counter() - start
+    result["wall_seconds"] = _earlier_wall_seconds(out) + time.perf_counter() - start
     write_json(out / "sweep.json", result)
     write_text(out / "sweep.md", text)
     return result
