@@ -232,7 +232,8 @@ def task_config(task: str, **fields: Any) -> LearnConfig:
     epochs = fields.get("epochs", LearnConfig.epochs)
     if (recipe.get("select_after", 0) >= epochs
             and not {"candidates", "select_after"} & set(fields)):
-        recipe.pop("candidates"), recipe.pop("select_after")
+        recipe.pop("candidates", None)
+        recipe.pop("select_after")
     return LearnConfig(task=name, **{**recipe, **fields})
 
 
@@ -315,9 +316,9 @@ def pick_candidate(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     ``cfg.seed * cfg.candidates + k``, for ``cfg.select_after`` epochs each, and keep the one
     whose discrete model has the best validation token accuracy then (the first on ties).
     Returns its configuration, its model and paused state (resuming it finishes the same run as
-    training that seed alone would; None where the backend's generator cannot pause, then the
-    seed is trained again from the start), and per candidate ``seed``, ``val_acc``,
-    ``train_seconds``."""
+    training that seed alone would; where the backend's generator cannot pause, a fresh model
+    of that seed and None, so the seed trains again from the start), and per candidate
+    ``seed``, ``val_acc``, ``train_seconds``."""
     best: tuple[float, LearnConfig, ProgramModel, TrainState | None] | None = None
     records = []
     for k in range(cfg.candidates):
@@ -329,7 +330,8 @@ def pick_candidate(cfg: LearnConfig, task: TaskData, quiet: bool = True,
         if best is None or acc > best[0]:
             best = (acc, one, model, result.paused)
     assert best is not None
-    return best[1], best[2], best[3], records
+    _, one, model, paused = best
+    return one, model if paused is not None else build_model(one, task), paused, records
 
 
 def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
@@ -350,8 +352,6 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     run_cfg, candidates = cfg, None
     if cfg.candidates > 1 and model is None and resume is None:
         run_cfg, model, resume, candidates = pick_candidate(cfg, task, quiet, threads)
-        if resume is None:
-            model = build_model(run_cfg, task)
     model = build_model(cfg, task) if model is None else model
     result = fit_run(run_cfg, task, model, quiet, checkpoint, threads, resume)
     seconds = result.seconds + sum(c["train_seconds"] for c in candidates or [])
