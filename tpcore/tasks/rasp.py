@@ -22,8 +22,8 @@ Tasks (``x`` the content, ``h(v)`` the number of occurrences of ``v`` in ``x``):
 tokens by decreasing ``h``, ties broken by first position, then ``<s>`` at the remaining
 content positions (the authors' labels, which the paper's accuracy counts); ``dyck1``/``dyck2``
 per prefix: ``T`` balanced, ``P`` a valid prefix, ``F`` invalid. Dyck inputs: half uniform
-strings over the brackets, half a random balanced string of even length that fits, completed
-with uniform tokens (Weiss et al.'s bias).
+strings over the brackets, half a balanced string grown by appending or wrapping pairs and cut
+to the length (the authors' ``make_dyck_pft``; :func:`dyck_sampler`).
 """
 
 from __future__ import annotations
@@ -114,26 +114,27 @@ def dyck_labels(x: np.ndarray, pairs: int) -> np.ndarray:
 
 
 def dyck_sampler(pairs: int, n: int) -> Callable:
-    """Weiss et al.'s biased Dyck sampler (see the module docstring)."""
+    """The authors' biased Dyck sampler (their ``make_dyck_pft``): half the strings uniform over
+    the ``2 pairs`` brackets, half grown from the empty string by ``(n + 1) // 2`` steps, each
+    of which draws a bracket type and either appends an empty pair of it or wraps the whole
+    string in one (probability 1/2 each), then cut to ``n`` tokens (a string shorter than ``n``
+    is completed with uniform tokens). So the valid half holds only ``pairs^k 2^(k-1)`` distinct
+    strings for ``k`` steps (Dyck-1 at N = 16: 128), every one a valid prefix throughout."""
+    steps = (n + 1) // 2
+
     def sample(gen: np.random.Generator, size: int) -> np.ndarray:
         x = gen.integers(0, 2 * pairs, (size, n))
+        grown = np.zeros((size, 2 * steps), dtype=np.int64)
         valid = gen.random(size) < 0.5
-        lengths = 2 * gen.integers(1, n // 2 + 1, size)
-        depth = np.zeros(size, dtype=np.int64)
-        stack = np.zeros((size, n + 1), dtype=np.int64)
-        rows = np.arange(size)
-        for i in range(n):
-            remaining = lengths - i
-            live = valid & (remaining > 0)
-            must_close = depth >= remaining
-            opening = live & ~must_close & ((depth == 0) | (gen.random(size) < 0.5))
-            closing = live & ~opening
+        for length in range(0, 2 * steps, 2):
             kind = gen.integers(0, pairs, size)
-            top = stack[rows, np.maximum(depth - 1, 0)]
-            x[opening, i] = 2 * kind[opening]
-            x[closing, i] = 2 * top[closing] + 1
-            stack[rows[opening], depth[opening]] = kind[opening]
-            depth = depth + opening - closing
+            wrap = gen.random(size) < 0.5
+            grown[wrap, 1:length + 1] = grown[wrap, :length].copy()
+            grown[wrap, 0] = 2 * kind[wrap]
+            grown[~wrap, length] = 2 * kind[~wrap]
+            grown[:, length + 1] = 2 * kind + 1
+        keep = min(n, 2 * steps)
+        x[valid, :keep] = grown[valid, :keep]
         return x
     return sample
 
