@@ -9,6 +9,7 @@ import pytest
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.score import evaluate_on_task
 from tpcore.programs.files import read_program
+from tpcore.tasks import rasp
 from tpcore.tasks.rasp import dyck_labels, dyck_sampler
 from tpcore.tasks.registry import TASK_NAMES, make_task
 
@@ -79,13 +80,19 @@ def test_dyck_sampler_is_the_authors(pairs):
         assert len(grammar) == 128 and len({tuple(r) for r in x[grown].tolist()}) == 128
 
 
-@pytest.mark.parametrize("name,paper", [("dyck1", 99.30), ("dyck2", 99.09)])
-def test_published_dyck_programs_score_the_papers_accuracy(name, paper):
-    """The authors' released programs, run on tpcore's test split, score what the paper reports
-    on theirs (a sampler that differs from the release moves this by several points)."""
+PAPER = {"reverse": 99.79, "hist": 100.0, "double_hist": 98.40, "sort": 99.83,
+         "most_freq": 75.69, "dyck1": 99.30, "dyck2": 99.09}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER))
+def test_published_programs_score_the_papers_accuracy(name, monkeypatch):
+    """The authors' released programs, run on tpcore's test split, score what the paper's
+    Table 1 reports on theirs: the data is drawn as the release draws it (a Dyck sampler that
+    differed moved Dyck-2 by 6 points). The release names content symbols ``0, 1, ...``."""
+    monkeypatch.setattr(rasp, "letters", lambda n: [str(i) for i in range(n)])
     program = read_program(PUBLISHED / f"{name}.py")
     acc = 100 * evaluate_on_task(program, name, "test", engine="numpy")["token_accuracy"]
-    assert abs(acc - paper) < 0.5
+    assert abs(acc - PAPER[name]) < 0.5
 
 
 def test_induction_targets():
