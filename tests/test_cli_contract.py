@@ -49,6 +49,7 @@ BAD = [
     (["learn", "sort", "--lr", "nan"], "argument --lr: expected a finite number > 0, got 'nan'"),
     (["learn", "sort", "--lr", "inf"], "got 'inf'"),
     (["learn", "sort", "--lr", "-1"], "got '-1'"),
+    (["learn", "sort", "--grad-clip", "-0.5"], "argument --grad-clip: expected a finite number"),
     (["learn", "sort", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1"),
     (["learn", "sort", "--seed", "-1"], "argument --seed: expected an integer >= 0"),
     (["learn", "sort", "--n-samples", "5"], "n_samples=5 is too few"),

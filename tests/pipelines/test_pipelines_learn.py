@@ -171,3 +171,21 @@ def test_learn_with_prefix_counts_decompiles_the_counting_modules(tmp_path, caps
                  "--batch-size", "64", "--eval-every", "1", "--n-samples", "300", "--out",
                  str(tmp_path / "run"), "--quiet"]) == 0
     assert "reused the finished run" in capsys.readouterr().out
+
+
+def test_grad_clip_bounds_every_step_of_a_learn_run(tmp_path, monkeypatch):
+    """``grad_clip`` reaches the loop: every step's global gradient norm is clipped to it."""
+    norms = []
+
+    def clip(params, max_norm):
+        norms.append(max_norm)
+        return real(params, max_norm)
+
+    real = tpcore.train.clip_grad_norm
+    monkeypatch.setattr(tpcore.train, "clip_grad_norm", clip)
+    metrics = learn(LearnConfig(**{**TINY, "grad_clip": 0.5}), tmp_path / "run")
+    assert norms == [0.5] * metrics["steps"]
+    assert LearnConfig(**{**TINY, "grad_clip": 0.5}).settings()["grad_clip"] == 0.5
+    assert "grad_clip" not in LearnConfig(**TINY).settings()   # older runs stay reusable
+    with pytest.raises(TpcoreError, match="grad_clip"):
+        LearnConfig(**{**TINY, "grad_clip": float("nan")}).check()

@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.commands import nlp
-from tpcore.commands.options import nonnegative_int, positive_float, positive_int
+from tpcore.commands.options import (
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
 from tpcore.models.counting import VARIANTS
@@ -37,6 +42,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=512)
     p.add_argument("--lr", type=positive_float, default=0.05)
     p.add_argument("--samples", type=positive_int, default=1, help="Gumbel samples per step")
+    p.add_argument("--grad-clip", type=nonnegative_float, default=0.0,
+                   help="largest global gradient norm of a step (default 0: no clipping)")
     p.add_argument("--eval-every", type=nonnegative_int, default=10,
                    help="epochs between validations (0: none, no selection)")
     p.add_argument("--candidates", type=positive_int, default=None,
@@ -104,7 +111,8 @@ def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
     if args.task not in (*TASK_NAMES, *ALIASES):
         raise unknown_name("task", args.task, TASK_NAMES)
     cfg = task_config(args.task, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                      samples=args.samples, eval_every=args.eval_every, d_mlp=args.d_mlp,
+                      samples=args.samples, grad_clip=args.grad_clip,
+                      eval_every=args.eval_every, d_mlp=args.d_mlp,
                       vocab_size=args.vocab_size, max_len=args.max_len,
                       n_samples=args.n_samples, data_seed=args.data_seed,
                       **{k: v for k, v in {"candidates": args.candidates,

@@ -89,7 +89,8 @@ class LearnConfig:
     validation evaluations; ``vocab_size``/``max_len``/``min_len``/``n_samples``: task size (0:
     the task's default, see :func:`tpcore.tasks.registry.make_task`); ``candidates``: models
     (seeds ``seed * candidates + k``) trained ``select_after`` epochs each, of which the best on
-    validation goes on alone (:func:`pick_candidate`)."""
+    validation goes on alone (:func:`pick_candidate`); ``grad_clip``: largest global L2 norm
+    of a step's gradient, larger ones scaled down to it (0: no clipping)."""
 
     task: str = "sort"
     n_layers: int = 3
@@ -118,12 +119,14 @@ class LearnConfig:
     counting: str = "none"
     candidates: int = 1
     select_after: int = 10
+    grad_clip: float = 0.0
 
     def settings(self) -> dict[str, Any]:
         """The configuration as recorded in run directories and results: every field, but the
         ``init_*`` fields only when a program initialises the model, ``counting`` only when
-        it is not ``none`` and ``candidates``/``select_after`` only with more than one
-        candidate (runs recorded before they existed stay reusable)."""
+        it is not ``none``, ``candidates``/``select_after`` only with more than one
+        candidate and ``grad_clip`` only when it clips (runs recorded before they existed stay
+        reusable)."""
         out = dataclasses.asdict(self)
         if not self.init_from:
             for name in ("init_from", "init_parts", "init_strength"):
@@ -132,6 +135,8 @@ class LearnConfig:
             del out["counting"]
         if self.candidates == 1:
             del out["candidates"], out["select_after"]
+        if not self.grad_clip:
+            del out["grad_clip"]
         return out
 
     def check(self) -> None:
@@ -154,6 +159,9 @@ class LearnConfig:
         if self.n_num_mlps and not self.n_num_heads:
             raise TpcoreError(f"n_num_mlps={self.n_num_mlps} needs numerical heads: with "
                               "n_num_heads=0 the only numerical variable is the constant 'ones'")
+        if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):
+            raise TpcoreError(f"grad_clip must be a finite number >= 0 (0: no clipping), got "
+                              f"{self.grad_clip}")
         finite = all(math.isfinite(x) for x in (self.lr, self.tau_start, self.tau_end,
                                                  self.init_std))
         if not finite or self.lr <= 0 or not 0 < self.tau_end <= self.tau_start:
@@ -300,6 +308,7 @@ def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool =
                      eval_every=cfg.eval_every * per_epoch,
                      select="acc" if cfg.eval_every else None, seed=cfg.seed, quiet=quiet,
                      desc=cfg.task, checkpoint=checkpoint, threads=threads,
+                     grad_clip=cfg.grad_clip or None,
                      pause_at=None if pause_after is None else pause_after * per_epoch)
     train_split = task.splits["train"]
     return fit(model, Adam(model.parameters(), lr=cfg.lr),
