@@ -5,10 +5,11 @@ length-generalisation study.
 (:mod:`tpcore.models.counting`) on five RASP tasks in three regimes, base (|V| = 8, N = 8),
 longer (|V| = 8, N = 16) and larger vocabulary (|V| = 16, N = 16), and evaluates the discrete
 model on the 2,000 held-out test examples of each task (token accuracy and exact-match sequence
-accuracy). Settings follow the paper: Adam lr 0.02, batch 512, Gumbel temperature 3.0 -> 0.1
-(geometric), 20,000 generated inputs (16,000 / 2,000 / 2,000 split), 250 epochs at the ``paper``
-budget. Every run also records the expert gate's choices on the test set (share of sequences per
-expert).
+accuracy). Settings follow the paper's script (``scripts/rasp-all.sh`` of its release): Adam
+lr 0.02, gradients clipped to global norm 1.0, 4 Gumbel samples per step, batch 512, Gumbel
+temperature 3.0 -> 0.1 (geometric), 20,000 generated inputs (16,000 / 2,000 / 2,000 split),
+250 epochs at the ``paper`` budget. Every run also records the expert gate's choices on the
+test set (share of sequences per expert).
 
 Length generalisation (not in the paper): a model whose context holds N = 16 (positions 0 .. 17
 exist; those past the training length are never seen) is trained at |V| = 8, N = 8 and tested on
@@ -127,7 +128,8 @@ def learn_config(task: str, vocab_size: int, max_len: int, budget: Budget, seed:
     return LearnConfig(task=task, n_layers=layers, n_cat_heads=heads // 2,
                        n_num_heads=heads - heads // 2, n_cat_mlps=mlps // 2,
                        n_num_mlps=mlps - mlps // 2, epochs=epochs or budget["epochs"],
-                       batch_size=budget["batch_size"], lr=0.02, tau_start=3.0, tau_end=0.1,
+                       batch_size=budget["batch_size"], lr=0.02, grad_clip=1.0, samples=4,
+                       tau_start=3.0, tau_end=0.1,
                        eval_every=budget["eval_every"], seed=seed, vocab_size=vocab_size,
                        max_len=max_len, n_samples=20000, data_seed=seed)
 

@@ -51,9 +51,11 @@ TARGETS = {"reverse": 99.0, "hist": 99.5, "double_hist": 95.0, "sort": 99.0, "mo
            "dyck1": 99.0, "dyck2": 98.0, "induction": 100.0}
 """The accuracy a reproduction should reach per task (percent): the paper's less its seed
 spread."""
-PAPER_ARCH = {"reverse": (3, 8, 2), "hist": (1, 4, 2), "double_hist": (3, 4, 2),
+PAPER_ARCH = {"reverse": (3, 8, 2), "hist": (1, 4, 2), "double_hist": (3, 8, 2),
               "sort": (3, 8, 4), "most_freq": (3, 8, 4), "dyck1": (3, 8, 2), "dyck2": (3, 4, 4)}
-"""Layers, heads and MLPs per layer of the paper's selected model per task (Table 1)."""
+"""Layers, heads and MLPs per layer of the paper's selected model per task: Table 1's L, H, M,
+which the released programs match, except double hist, whose released program (98.49 % on
+tpcore's test split; Table 1: 98.40 %) has 4 + 4 heads per layer where the table prints H = 4."""
 BUDGETS = {
     "smoke": Budget("smoke", dict(epochs=2, n_seeds=1, grid=((2,), (2,), (2,)),
                                   learn=dict(n_samples=2000, batch_size=256, eval_every=1))),
