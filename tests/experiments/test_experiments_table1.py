@@ -68,3 +68,7 @@ def test_reproduce_table1_halving_finishes_a_third_of_the_seeds(tmp_path, capsys
     assert saved["commands"][0].endswith("--epochs 3 --seeds 0 1 2 --halving 3")
     sweep = json.loads((tmp_path / "runs" / "induction" / "sweep.json").read_text())
     assert row["selected"]["run"] == sweep["halving"]["rungs"][0]["survivors"][0]
+    # the success rate counts the runs that finished, and the row keeps the task's wall time
+    assert row["finished"] == 1 and f"| {row['success']} of 1 |" in (
+        tmp_path / "table1.md").read_text()
+    assert row["wall_seconds"] == sweep["wall_seconds"] > 0

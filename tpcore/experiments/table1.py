@@ -95,8 +95,9 @@ def configs_for(task: str, budget: Budget, epochs: int | None = None,
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of the per-task results; the last column is the success rate: runs that
-    reach the paper's accuracy less one point ("-" in rows written before it was kept)."""
+    """Markdown table of the per-task results; the last column is the success rate: finished
+    runs that reach the paper's accuracy less one point (with successive halving only the last
+    rung's runs finish; "-" in rows written before it was kept)."""
     lines = ["| task | N | selected (L, H, M, seed) | runs | test token acc | paper | target | "
              "test seq acc | program lines | fidelity | train s | runs within 1 of the paper |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -109,7 +110,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['runs']} | {r['test_acc']:.2f}{ok} | {PAPER[r['task']]:.2f} | "
             f"{TARGETS[r['task']]:.1f} | {100 * s['test_seq_acc']:.2f} | "
             f"{s.get('program_lines') or '-'} | {fid} | {s['train_seconds']:.0f} | "
-            + (f"{r['success']} of {r['runs']} |" if "success" in r else "- |"))
+            + (f"{r['success']} of {r.get('finished', r['runs'])} |" if "success" in r
+               else "- |"))
     return "\n".join(lines)
 
 
@@ -149,7 +151,8 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
                "selected": best, "test_acc": 100 * best["test_acc"], "paper": PAPER[task],
                "target": TARGETS[task], "epochs": configs[0].epochs,
                "seeds": sorted({c.seed for c in configs}),
-               "success": sum(100 * r["test_acc"] >= PAPER[task] - 1 for r in swept["runs"])}
+               "success": sum(100 * r["test_acc"] >= PAPER[task] - 1 for r in swept["runs"]),
+               "finished": len(swept["runs"]), "wall_seconds": swept["wall_seconds"]}
         if "halving" in swept:
             h = swept["halving"]
             row["halving"] = {"eta": h["eta"], "epochs": h["epochs"],
