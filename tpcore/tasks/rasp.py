@@ -117,9 +117,9 @@ def dyck_sampler(pairs: int, n: int) -> Callable:
     """The authors' biased Dyck sampler (their ``make_dyck_pft``): half the strings uniform over
     the ``2 pairs`` brackets, half grown from the empty string by ``(n + 1) // 2`` steps, each
     of which draws a bracket type and either appends an empty pair of it or wraps the whole
-    string in one (probability 1/2 each), then cut to ``n`` tokens (a string shorter than ``n``
-    is completed with uniform tokens). So the valid half holds only ``pairs^k 2^(k-1)`` distinct
-    strings for ``k`` steps (Dyck-1 at N = 16: 128), every one a valid prefix throughout."""
+    string in one (probability 1/2 each), then cut to ``n`` tokens. So the valid half holds
+    only ``pairs^k 2^(k-1)`` distinct strings for ``k`` steps (Dyck-1 at N = 16: 128), every
+    one a valid prefix throughout."""
     steps = (n + 1) // 2
 
     def sample(gen: np.random.Generator, size: int) -> np.ndarray:
@@ -133,8 +133,7 @@ def dyck_sampler(pairs: int, n: int) -> Callable:
             grown[wrap, 0] = 2 * kind[wrap]
             grown[~wrap, length] = 2 * kind[~wrap]
             grown[:, length + 1] = 2 * kind + 1
-        keep = min(n, 2 * steps)
-        x[valid, :keep] = grown[valid, :keep]
+        x[valid] = grown[valid, :n]
         return x
     return sample
 
