@@ -14,3 +14,5 @@ PREFIX_COUNT = 3
 """The count of one token strictly before each position."""
 EXPERT_COUNT = 4
 """The expert gate: one counting expert per sequence."""
+RUNNING_COUNT = 5
+"""The count of each position's own token up to and including it."""

@@ -7,9 +7,9 @@ query instead of a scan over keys).
 
 Same semantics as the array reference :func:`tpcore.programs.interpret.run_reference` (tests
 compare the two on random programs): select_closest by the head's rule, select + aggregate_sum,
-MLP lookups, prefix counts, the expert gate (its scores added in the same order), the classifier
-summed in feature order in float64 (first maximum wins), and the BOS/EOS pass-through. The
-layout of the compiled arrays is documented in
+MLP lookups, prefix and running counts, the expert gate (its scores added in the same
+order), the classifier summed in feature order in float64 (first maximum wins), and the BOS/EOS
+pass-through. The layout of the compiled arrays is documented in
 :func:`tpcore.programs.interpret.compile_program`.
 """
 
@@ -17,7 +17,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from tpcore.kernels.program_opcodes import CAT_HEAD, EXPERT_COUNT, MLP, PREFIX_COUNT
+from tpcore.kernels.program_opcodes import (
+    CAT_HEAD,
+    EXPERT_COUNT,
+    MLP,
+    PREFIX_COUNT,
+    RUNNING_COUNT,
+)
 
 from tpcore.errors import TpcoreError
 
@@ -185,6 +191,15 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, nu
                     numi[dst, i] = count
                     if cat[inputs[0], i] == a:
                         count += 1
+                continue
+            if kind == RUNNING_COUNT:  # values 1 .. max_len, so index = count - 1
+                for i in range(length):
+                    count = 0
+                    for j in range(i + 1):
+                        if cat[inputs[0], j] == cat[inputs[0], i]:
+                            count += 1
+                    num[dst, i] = count
+                    numi[dst, i] = count - 1
                 continue
             if kind == EXPERT_COUNT:  # gate parameters at fparams[a:], stride tokens
                 _expert_count(fparams, a, stride, flag, cat[inputs[0]], length, hist, num[dst])

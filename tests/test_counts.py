@@ -1,10 +1,10 @@
-"""The counts and the five experts against per-sequence loops, and the fixed-expert rule
-against enumeration."""
+"""The prefix and running counts and the five experts against per-sequence loops, and the
+fixed-expert rule against enumeration."""
 
 import numpy as np
 
 from tpcore.backend import asarray, to_host
-from tpcore.counts import expert_features, fixed_expert, prefix_counts
+from tpcore.counts import expert_features, fixed_expert, prefix_counts, running_counts
 from tpcore.models.counting import SparseExpertCountingNetwork
 
 
@@ -12,6 +12,7 @@ def _loop_features(tokens, pad, v):
     """Per-sequence loops over the definitions in the module docstring."""
     b, n = tokens.shape
     prefix = np.zeros((b, n, v))
+    running = np.zeros((b, n))
     experts = np.zeros((5, b, n))
     for s in range(b):
         seq = [int(t) for t, p in zip(tokens[s], pad[s]) if not p]
@@ -19,9 +20,10 @@ def _loop_features(tokens, pad, v):
         for t, x in enumerate(seq):
             for u in range(v):
                 prefix[s, t, u] = seq[:t].count(u)
+            running[s, t] = seq[: t + 1].count(x)
             experts[:, s, t] = (len(seq), hist[x], hist[x] == max(hist), hist[x] == 1,
                                 hist[x] / len(seq))
-    return prefix, experts
+    return prefix, running, experts
 
 
 def test_features_match_loops(rng):
@@ -29,9 +31,11 @@ def test_features_match_loops(rng):
     pad = np.zeros((4, 7), bool)
     pad[1, 5:], pad[2, 2:] = True, True
     tokens[pad] = 0
-    want_p, want_e = _loop_features(tokens, pad, 5)
+    want_p, want_r, want_e = _loop_features(tokens, pad, 5)
     got_p = prefix_counts(asarray(tokens), 5, asarray(pad), "float64")
     np.testing.assert_array_equal(to_host(got_p), want_p)
+    got_r = running_counts(asarray(tokens), 5, asarray(pad), "float64")
+    np.testing.assert_array_equal(to_host(got_r), want_r)
     h, e = expert_features(asarray(tokens), 5, asarray(pad), "float64")
     np.testing.assert_allclose(to_host(e), want_e)
     np.testing.assert_array_equal(to_host(h.sum(axis=1)), (~pad).sum(axis=1))

@@ -42,6 +42,19 @@ def prefix_counts(tokens: Array, vocab_size: int, pad: Array | None = None,
     return p
 
 
+def running_counts(tokens: Array, vocab_size: int, pad: Array | None = None,
+                   dtype: Any = "float32") -> Array:
+    """``r[b, t] = #{i <= t : x[b, i] = x[b, t], i not padding}``, 0 at padding: ``(B, N)``.
+
+    The running count of each position's own token, itself included: the PrefixSumCounts
+    feature of the counting paper's released code (its text defines the per-token counts of
+    :func:`prefix_counts` instead)."""
+    xp = xp_of(tokens)
+    c = xp.cumsum(token_counts(tokens, vocab_size, pad, dtype), axis=1)
+    r = xp.take_along_axis(c, tokens[..., None], axis=2)[..., 0]
+    return r if pad is None else r * ~pad
+
+
 def expert_features(tokens: Array, vocab_size: int, pad: Array | None = None,
                     dtype: Any = "float32") -> tuple[Array, Array]:
     """The histogram ``h: (B, V)`` and the five experts ``E: (5, B, N)`` (0 at padding)."""

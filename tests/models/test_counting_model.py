@@ -5,7 +5,7 @@ import pytest
 
 from tpcore.backend import asarray, to_host
 from tpcore.backend import rng as device_rng
-from tpcore.counts import EXPERTS, expert_features, prefix_counts
+from tpcore.counts import EXPERTS, expert_features, prefix_counts, running_counts
 from tpcore.errors import TpcoreError
 from tpcore.models import load
 from tpcore.models.counting import (
@@ -54,7 +54,7 @@ def test_expert_gate_gradients(rng):
         assert_gradients(lambda *_: loss()[0], [p.data], [p.grad], tol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["prefix", "both"])
+@pytest.mark.parametrize("variant", ["prefix", "both", "running"])
 def test_model_gradients(rng, variant):
     model = _model(variant).astype(np.float64)
     tokens, pad = _batch(rng)
@@ -87,6 +87,17 @@ def test_stream_placement(rng):
     np.testing.assert_allclose(xn[7], e[choice, np.arange(len(choice))])
 
 
+def test_running_count_placement(rng):
+    """The running count is one numerical variable after ``ones``, read by layer 0."""
+    model = _model("running")
+    num = model.variable_names("numerical")
+    assert num[:2] == ["ones", "running_count"] and model.layers[0].p == 2
+    tokens, pad = _batch(rng)
+    model.forward(tokens, pad)
+    np.testing.assert_array_equal(to_host(model.cache["xn"])[1],
+                                  to_host(running_counts(tokens, 5, pad)))
+
+
 def test_gate_learns_the_useful_expert(rng):
     """Regressing y onto E2 (token count) through the gate alone picks E2."""
     from tpcore.nn.optim import Adam
@@ -104,12 +115,13 @@ def test_gate_learns_the_useful_expert(rng):
     assert (net.choice(tokens, pad) == 1).all()
 
 
-def test_save_load_round_trip(rng, tmp_path):
-    model = _model("both", seed=4)
+@pytest.mark.parametrize("variant", ["both", "running"])
+def test_save_load_round_trip(rng, tmp_path, variant):
+    model = _model(variant, seed=4)
     tokens, pad = _batch(rng)
     save(model, tmp_path / "m.npz")
     back = load(tmp_path / "m.npz")
-    assert isinstance(back, CountingProgramModel) and back.config.variant == "both"
+    assert isinstance(back, CountingProgramModel) and back.config.variant == variant
     np.testing.assert_array_equal(to_host(back.forward(tokens, pad)),
                                   to_host(model.forward(tokens, pad)))
 

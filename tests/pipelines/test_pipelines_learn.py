@@ -173,6 +173,14 @@ def test_learn_with_prefix_counts_decompiles_the_counting_modules(tmp_path, caps
     assert "reused the finished run" in capsys.readouterr().out
 
 
+def test_learn_with_running_counts_decompiles_them(tmp_path):
+    cfg = LearnConfig(**{**TINY, "task": "hist", "counting": "running", "n_num_heads": 1})
+    metrics = learn(cfg, tmp_path / "run")
+    assert metrics["config"]["counting"] == "running" and metrics["program"]["fidelity"] == 1.0
+    program = ir.load(tmp_path / "run" / "program.json")
+    assert [type(m).__name__ for m in program.modules].count("RunningCount") == 1
+
+
 def test_grad_clip_bounds_every_step_of_a_learn_run(tmp_path, monkeypatch):
     """``grad_clip`` reaches the loop: every step's global gradient norm is clipped to it."""
     norms = []

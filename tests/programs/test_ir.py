@@ -80,6 +80,6 @@ def test_numerical_range_follows_the_paper_bound():
 def test_unknown_module_types_name_the_known_ones(mtype):
     d = _dict()
     d["modules"][0]["type"] = mtype
-    with pytest.raises(TpcoreError, match="expected 'head', 'mlp', 'prefix_count' or "
-                                          "'expert_count'"):
+    with pytest.raises(TpcoreError, match="expected 'head', 'mlp', 'prefix_count', "
+                                          "'running_count' or 'expert_count'"):
         ir.from_dict(d)

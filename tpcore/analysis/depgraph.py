@@ -21,7 +21,7 @@ from tpcore.analysis.plots import DPI, literal, pyplot, save_png
 from tpcore.errors import TpcoreError
 from tpcore.io import atomic_path
 from tpcore.programs.analysis import used_variables
-from tpcore.programs.ir import INPUTS, ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.ir import INPUTS, ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
 
 CLASSIFIER = "classifier"
 """The classifier's node."""
@@ -48,6 +48,8 @@ def node_label(program: Program, variable: str) -> str:
         kind = f"{m.kind} MLP"
     elif isinstance(m, PrefixCount):
         kind = f"count of {m.token!r}"
+    elif isinstance(m, RunningCount):
+        kind = "running count of the own token"
     elif isinstance(m, ExpertCount):
         kind = "counting expert"
     else:

@@ -93,8 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_argument("--init-strength", type=positive_float, default=STRENGTH,
                          help=f"logit margin of an initialised choice (default {STRENGTH:g})")
     options.add_argument("--counting", choices=VARIANTS, default="none",
-                         help="counting modules: prefix (PrefixSumCounts), experts (the sparse "
-                              "expert counting network) or both (default none)")
+                         help="counting modules: prefix (PrefixSumCounts as the paper "
+                              "defines them), experts (the sparse expert counting network), "
+                              "both, or running (the running count of the own token, the "
+                              "PrefixSumCounts of the paper's code) (default none)")
     add_json_option(options)
     add_model_options(options)
     for name in TASK_NAMES:

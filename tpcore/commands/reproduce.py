@@ -118,7 +118,9 @@ def _counting(p: argparse.ArgumentParser) -> None:
              "and the length test on hist/double_hist; small: all cells, 4,000 inputs, 20 "
              "epochs; paper: all cells, 16,000 inputs, 250 epochs")
     p.add_argument("--epochs", type=positive_int, help="override the budget's epochs")
-    p.add_argument("--variants", nargs="+", help="subset of none prefix experts both")
+    p.add_argument("--variants", nargs="+",
+                   help="subset of none prefix experts both running (running: the running "
+                        "count of the own token, the PrefixSumCounts of the paper's code)")
     p.add_argument("--cells", type=_cell, nargs="+", metavar="TASK:REGIME",
                    help="(task, regime) cells instead of the budget's, e.g. double_hist:bigvocab")
     p.add_argument("--lengthgen", nargs="*", metavar="TASK",

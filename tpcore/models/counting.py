@@ -9,6 +9,11 @@ never counted and its features are 0).
 - :class:`PrefixSumCounts` (before layer 0, no parameters): ``P[t, v] = #{i < t : x_i = v}``,
   one numerical variable ``prefix_count_{v}`` per token id ``v``, computed as
   ``cumsum(onehot(x)) - onehot(x)`` along the sequence.
+- :class:`RunningCounts` (before layer 0, no parameters): ``r[t] = #{i <= t : x_i = x_t}``,
+  one numerical variable ``running_count``: the running count of the position's own token,
+  itself included. This is what the counting paper's released code feeds the model as its
+  PrefixSumCounts (one gathered column of ``cumsum(onehot(x))``), where the paper's text
+  defines the per-token counts above; both are offered.
 - :class:`SparseExpertCountingNetwork` (after layer 0's MLPs): with the sequence histogram
   ``h[v] = #{i : x_i = v}`` and ``n = sum_v h[v]`` (every non-pad token, framing tokens included),
   five fixed experts per position ``t``: ``E1 = n`` (total count), ``E2 = h[x_t]`` (count of the
@@ -29,7 +34,14 @@ from typing import Any
 import numpy as np
 
 from tpcore.backend import get_xp, to_host
-from tpcore.counts import EXPERTS, expert_features, length_rule, only_expert, prefix_counts
+from tpcore.counts import (
+    EXPERTS,
+    expert_features,
+    length_rule,
+    only_expert,
+    prefix_counts,
+    running_counts,
+)
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
 from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
@@ -59,6 +71,26 @@ class PrefixSumCounts(StreamExtension):
     def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
         """A prefix count of token ``vocab[v]`` for each ``prefix_count_{v}``."""
         return [ir.PrefixCount(out, vocab[v], out) for v, out in enumerate(self.outputs)]
+
+
+class RunningCounts(StreamExtension):
+    """The running count of each position's own token, itself included (no parameters)."""
+
+    def __init__(self, vocab_size: int, dtype: str = "float32"):
+        self.vocab_size, self.dtype = vocab_size, dtype
+        self.name, self.after, self.outputs = "running_counts", -1, ("running_count",)
+
+    def forward(self, tokens: Array, pad: Array | None, noise: Any, tau: float | None
+                ) -> tuple[Array, None]:
+        """``(1, B, N)``: ``r[b, t]``."""
+        return running_counts(tokens, self.vocab_size, pad, self.dtype)[None], None
+
+    def backward(self, dvalues: Array, cache: None) -> None:
+        """No parameters and integer inputs: nothing to accumulate."""
+
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+        """One running-count module."""
+        return [ir.RunningCount(self.outputs[0], self.outputs[0])]
 
 
 class SparseExpertCountingNetwork(StreamExtension):
@@ -116,12 +148,15 @@ class SparseExpertCountingNetwork(StreamExtension):
 @dataclass
 class CountingConfig(ProgramConfig):
     """A :class:`~tpcore.models.program.ProgramConfig` plus the counting modules:
-    ``prefix_counts`` (PrefixSumCounts before layer 0) and ``experts`` (the expert network after
-    layer ``expert_after``'s MLPs; the paper: 0, the first layer)."""
+    ``prefix_counts`` (PrefixSumCounts before layer 0, as the paper's text defines it),
+    ``running_counts`` (:class:`RunningCounts` before layer 0, as its released code computes
+    it) and ``experts`` (the expert network after layer ``expert_after``'s MLPs; the paper: 0,
+    the first layer)."""
 
     prefix_counts: bool = False
     experts: bool = False
     expert_after: int = 0
+    running_counts: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -131,12 +166,16 @@ class CountingConfig(ProgramConfig):
 
     @property
     def variant(self) -> str:
-        """``none``, ``prefix``, ``experts`` or ``both``."""
-        return {(False, False): "none", (True, False): "prefix", (False, True): "experts",
-                (True, True): "both"}[(self.prefix_counts, self.experts)]
+        """The :data:`VARIANTS` name of its modules (``custom`` for another mix)."""
+        flags = (self.prefix_counts, self.experts, self.running_counts)
+        return next((v for v in VARIANTS if tuple(variant_flags(v).values()) == flags),
+                    "custom")
 
 
-VARIANTS = ("none", "prefix", "experts", "both")
+VARIANTS = ("none", "prefix", "experts", "both", "running")
+"""The counting modules a model carries: ``prefix`` (PrefixSumCounts as the paper's text
+defines it), ``experts``, ``both`` (those two), ``running`` (:class:`RunningCounts`, the
+PrefixSumCounts of the paper's released code)."""
 
 
 def variant_flags(variant: str) -> dict[str, bool]:
@@ -144,7 +183,8 @@ def variant_flags(variant: str) -> dict[str, bool]:
     if variant not in VARIANTS:
         raise TpcoreError(f"unknown counting variant {variant!r}; expected one of {VARIANTS}")
     return {"prefix_counts": variant in ("prefix", "both"),
-            "experts": variant in ("experts", "both")}
+            "experts": variant in ("experts", "both"),
+            "running_counts": variant == "running"}
 
 
 class CountingProgramModel(ProgramModel):
@@ -157,6 +197,8 @@ class CountingProgramModel(ProgramModel):
         ext: list[StreamExtension] = []
         if cfg.prefix_counts:
             ext.append(PrefixSumCounts(cfg.vocab_size, cfg.dtype))
+        if cfg.running_counts:
+            ext.append(RunningCounts(cfg.vocab_size, cfg.dtype))
         if cfg.experts:
             gen = np.random.default_rng([cfg.seed, 5])
             ext.append(SparseExpertCountingNetwork(cfg.vocab_size, cfg.expert_after, gen,

@@ -13,7 +13,7 @@ import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.programs.interpret import encode, evaluate
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
 from tpcore.programs.reach import value_sets
 from tpcore.programs.reads import family
 
@@ -46,6 +46,9 @@ def dependency_text(program: Program) -> str:
         elif isinstance(m, PrefixCount):
             lines.append(f"{m.output:<24} <- {m.name}: count of {m.token!r} before each "
                          "position (tokens)")
+        elif isinstance(m, RunningCount):
+            lines.append(f"{m.output:<24} <- {m.name}: count of each position's own token up to "
+                         "it (tokens)")
         elif isinstance(m, ExpertCount):
             lines.append(f"{m.output:<24} <- {m.name}: the counting expert the gate picks "
                          "(tokens)")

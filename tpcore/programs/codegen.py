@@ -46,6 +46,7 @@ from tpcore.programs.ir import (
     Mlp,
     PrefixCount,
     Program,
+    RunningCount,
     check_name,
     expert_rule,
 )
@@ -263,6 +264,13 @@ class _Writer:
         """``out = [tokens[:i].count(token) ...]`` (PrefixSumCounts)."""
         lines = [_banner(4, m.name)]
         lines += _wrap(4, f"{m.output} = [", [f"tokens[:i].count({literal(m.token)}) for i in "
+                                              "range(len(tokens))"], "]")
+        return lines + self.scores(m.output) + [""]
+
+    def running_count(self, m: RunningCount) -> list[str]:
+        """``out = [tokens[:i + 1].count(tokens[i]) ...]`` (the own token's running count)."""
+        lines = [_banner(4, m.name)]
+        lines += _wrap(4, f"{m.output} = [", ["tokens[:i + 1].count(tokens[i]) for i in "
                                               "range(len(tokens))"], "]")
         return lines + self.scores(m.output) + [""]
 
@@ -491,6 +499,8 @@ def _render(program: Program, style: str, compress: bool,
             lines = w.head(m)
         elif isinstance(m, PrefixCount):
             lines = w.prefix_count(m)
+        elif isinstance(m, RunningCount):
+            lines = w.running_count(m)
         elif isinstance(m, ExpertCount):
             lines = w.expert_count(m)
         else:

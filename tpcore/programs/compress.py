@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
 from tpcore.programs.reach import ValueSets, value_sets
 
 
@@ -120,7 +120,7 @@ def plan(program: Program) -> Plan:
             live.update(mlps[m.name].inputs)
         elif isinstance(m, Head):
             live.update(m.reads)
-        elif isinstance(m, (PrefixCount, ExpertCount)):
+        elif isinstance(m, (PrefixCount, RunningCount, ExpertCount)):
             live.add("tokens")
     for f in features:
         if f not in inputs and f not in constant and f not in live:

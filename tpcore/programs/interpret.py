@@ -17,7 +17,7 @@ import numpy as np
 
 from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Program, RunningCount
 from tpcore.programs.modules import Batch
 
 __all__ = [
@@ -165,9 +165,9 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
 
     Variables get slots in two stores (categorical, numerical) in definition order. ``ops`` rows:
     ``(opcode, a, b, c, out, param_offset, stride, flag)`` with the module's opcode
-    (:mod:`tpcore.kernels.program_opcodes`); for a prefix count ``a`` is the token's index; for
-    an expert count ``a`` is the offset of its ``W`` (row-major) then ``b`` in ``fparams``,
-    ``stride`` the number of tokens and ``flag``
+    (:mod:`tpcore.kernels.program_opcodes`); for a prefix count ``a`` is the token's index (a
+    running count has no operand); for an expert count ``a`` is the offset of its ``W``
+    (row-major) then ``b`` in ``fparams``, ``stride`` the number of tokens and ``flag``
     1 when relative frequencies are divided in float32; for heads ``a, b, c`` are query,
     key, value slots, ``param`` the predicate and ``flag`` the rule (1: published); for MLPs
     ``a, b`` are input slots (``b = -1`` for one input), ``c`` the default, ``param`` the flat
@@ -193,6 +193,9 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
         if isinstance(m, PrefixCount):
             p = np.zeros(0, dtype=np.int64)
             op = [m.opcode, program.tokens.index(m.token), -1, -1, slot[m.output], offset, 0, 0]
+        elif isinstance(m, RunningCount):
+            p = np.zeros(0, dtype=np.int64)
+            op = [m.opcode, -1, -1, -1, slot[m.output], offset, 0, 0]
         elif isinstance(m, ExpertCount):
             p = np.zeros(0, dtype=np.int64)
             op = [m.opcode, sum(f.size for f in fparams), -1, -1, slot[m.output], offset,

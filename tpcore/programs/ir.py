@@ -12,11 +12,12 @@ Variables (:class:`~tpcore.programs.values.Variable`)
     ``ones`` (numerical, ``[1]``).
 
 Modules and the classifier (:mod:`tpcore.programs.modules`)
-    :class:`Head` (categorical or numerical), :class:`Mlp`, :class:`PrefixCount` and
-    :class:`ExpertCount`, each stating its semantics and owning its validation, JSON form,
-    reference evaluation and kernel opcode; :class:`Classifier` likewise. Pass-through
-    (``passthrough=True``): at position 0 a ``bos`` token predicts ``bos``; at the last position
-    an ``eos`` token predicts ``eos`` (the published programs do this).
+    :class:`Head` (categorical or numerical), :class:`Mlp`, :class:`PrefixCount`,
+    :class:`RunningCount` and :class:`ExpertCount`, each stating its semantics and owning its
+    validation, JSON form, reference evaluation and kernel opcode; :class:`Classifier`
+    likewise. Pass-through (``passthrough=True``): at position 0 a ``bos`` token predicts
+    ``bos``; at the last position an ``eos`` token predicts ``eos`` (the published programs do
+    this).
 
 Untrusted input
     A program read from a file is data, bounded by :data:`LIMITS` and checked as
@@ -43,6 +44,7 @@ from tpcore.programs.modules import (
     Mlp,
     Module,
     PrefixCount,
+    RunningCount,
     count_values,
     expert_rule,
     expert_values,
@@ -66,7 +68,8 @@ from tpcore.programs.values import (
 
 __all__ = [
     "FORMAT", "INPUTS", "LIMITS", "VERSION", "Classifier", "ExpertCount", "Head", "Label", "Mlp",
-    "Module", "PrefixCount", "Program", "Variable", "check_label", "check_name", "check_size",
+    "Module", "PrefixCount", "Program", "RunningCount", "Variable", "check_label", "check_name",
+    "check_size",
     "count_values", "expert_rule", "expert_values", "from_dict", "load", "numerical_range",
     "read_limited", "save", "shorten", "to_dict", "validate",
 ]

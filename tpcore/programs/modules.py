@@ -318,6 +318,51 @@ class PrefixCount:
 
 
 @dataclass
+class RunningCount:
+    """The running count of each position's own token, itself included: ``out_t = #{i <= t :
+    tokens_i = tokens_t}``, a numerical variable with values ``1 .. max_len`` (the
+    PrefixSumCounts of the counting paper's released code)."""
+
+    name: str
+    output: str
+    kind: str = "numerical"
+
+    type_name = "running_count"
+    opcode = op.RUNNING_COUNT
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return ("tokens",)
+
+    def validate(self, variables: dict[str, Variable], framing: Framing) -> None:
+        max_len = variables["positions"].size
+        if variables[self.output].values != tuple(range(1, max_len + 1)):
+            fail(self.name, f"counts into values 1 .. {max_len}")
+        _check_output(self, variables, False)
+
+    def to_json(self, variables: dict[str, Variable]) -> dict[str, Any]:
+        return {"type": self.type_name, "name": self.name, "kind": self.kind,
+                "output": self.output}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], common: tuple[str, str, str],
+                  scope: Scope) -> RunningCount:
+        name, _, out = common
+        m = cls(name, out)
+        scope.add(out, "numerical", count_values(m, scope.tokens, *scope.framing, scope.max_len))
+        return m
+
+    def evaluate(self, env: dict[str, Any], batch: Batch) -> Any:
+        ids, lengths = env["tokens"], batch.lengths
+        xp = xp_of(ids)
+        n = ids.shape[1]
+        seen = ((ids[:, :, None] == ids[:, None, :])
+                & (xp.arange(n)[None, None, :] <= xp.arange(n)[None, :, None])
+                & (xp.arange(n)[None, None, :] < lengths[:, None, None]))
+        return seen.sum(axis=2).astype(np.float64)
+
+
+@dataclass
 class ExpertCount:
     """The SparseExpertCountingNetwork's discrete gate: ``weights: (5, V)`` (columns
     in token order), ``bias: (5,)``, both host float64 (the model's values), ``dtype``: the
@@ -407,7 +452,7 @@ class ExpertCount:
         return xp.take_along_axis(e, pick, axis=0)[0].astype(np.float64)
 
 
-Module = Head | Mlp | PrefixCount | ExpertCount
+Module = Head | Mlp | PrefixCount | RunningCount | ExpertCount
 MODULE_TYPES: dict[str, type[Module]] = {kind.type_name: kind for kind in get_args(Module)}
 """The class of each module ``"type"`` of the JSON form."""
 
@@ -427,13 +472,17 @@ def read_module(d: Any, i: int, scope: Scope) -> Module:
     return cls.from_json(d, (name, kind, out), scope)
 
 
-def count_values(m: PrefixCount | ExpertCount, tokens: Variable, bos: str | None,
-                 eos: str | None, pad: str | None, max_len: int) -> tuple[int | float, ...]:
+def count_values(m: PrefixCount | RunningCount | ExpertCount, tokens: Variable,
+                 bos: str | None, eos: str | None, pad: str | None, max_len: int
+                 ) -> tuple[int | float, ...]:
     """The values of the output of a module that reads only the tokens, on framed inputs of at
-    most ``max_len`` tokens: a prefix count's ``0 .. max_len - 1``; an expert gate's
-    :func:`expert_values`, once its shapes and size are checked."""
+    most ``max_len`` tokens: a prefix count's ``0 .. max_len - 1``; a running count's
+    ``1 .. max_len``; an expert gate's :func:`expert_values`, once its shapes and size are
+    checked."""
     if isinstance(m, PrefixCount):
         return tuple(range(max_len))
+    if isinstance(m, RunningCount):
+        return tuple(range(1, max_len + 1))
     m.check_gate(tokens.size, max_len)
     return expert_values(m, tokens, bos, eos, pad, max_len)
 

@@ -11,7 +11,8 @@ literals) and returns of literals, ending in a default ``return`` (:meth:`_Parse
 applied by a comprehension, variables of one value (``X_outputs = [<literal>] *
 len(tokens)``, read as a one-entry table over ``ones``), the classifier boilerplate (replaced
 by reading the weights CSV beside the file), the BOS/EOS pass-through, a trailing examples
-block, and tpcore's prefix counts (``prefix_count_X = [tokens[:i].count("t") for i in
+block, and tpcore's prefix and running counts (``prefix_count_X = [tokens[:i].count("t")
+for i in range(len(tokens))]``, ``running_count = [tokens[:i + 1].count(tokens[i]) for i in
 range(len(tokens))]``). Anything else (other imports, calls
 to anything else, other statements) is refused with an error naming the file and line.
 Host-only code.
@@ -41,6 +42,7 @@ from tpcore.programs.ir import (
     Module,
     PrefixCount,
     Program,
+    RunningCount,
     Variable,
     check_label,
     check_size,
@@ -56,6 +58,7 @@ PLACEHOLDER = "_"
 HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
 MLP_NAME = re.compile(r"(num_)?mlp_\d+_\d+$")
 PREFIX_NAME = re.compile(r"prefix_count_\w+$")
+RUNNING_NAME = "running_count"
 IMPORTS = {"published": {"numpy": "np", "os": None, "pandas": "pd"},
            "tpcore": {"csv": None, "functools": None, "os": None, "sys": None}}
 
@@ -343,6 +346,8 @@ class _Parser:
             self.feature_list(node)
         elif PREFIX_NAME.match(name):
             self.prefix_count(node, name)
+        elif name == RUNNING_NAME:
+            self.running_count(node, name)
         elif name.endswith("_outputs") and isinstance(value, ast.BinOp):
             self.constant_output(node, name)
         elif name.endswith("_pattern") and HEAD_NAME.match(name[: -len("_pattern")]):
@@ -464,6 +469,14 @@ class _Parser:
         if not isinstance(token, str) or _dump(node) != _canon(want) or name in self.defined:
             self.fail(node, f"{name} must be [tokens[:i].count(TOKEN) for i in ...]")
         self.modules.append((name, node, {"token": token}))
+        self.defined.add(name)
+
+    def running_count(self, node: ast.Assign, name: str) -> None:
+        """``running_count = [tokens[:i + 1].count(tokens[i]) for i in range(len(tokens))]``."""
+        want = f"{name} = [tokens[:i + 1].count(tokens[i]) for i in range(len(tokens))]"
+        if _dump(node) != _canon(want) or name in self.defined:
+            self.fail(node, f"{name} must be [tokens[:i + 1].count(tokens[i]) for i in ...]")
+        self.modules.append((name, node, {"running": True}))
         self.defined.add(name)
 
     def outputs(self, node: ast.Assign, name: str, value: ast.AST) -> None:
@@ -866,6 +879,9 @@ def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarra
         if "token" in info:
             define(Variable(mod, "numerical", tuple(range(max_len))))
             modules.append(PrefixCount(mod, info["token"], mod))
+        elif "running" in info:
+            define(Variable(mod, "numerical", tuple(range(1, max_len + 1))))
+            modules.append(RunningCount(mod, mod))
         elif "constant" in info:  # one value: a one-entry table over ``ones``
             c = info["constant"]
             ov = Variable(out, "categorical", tuple(dict.fromkeys(

@@ -25,7 +25,8 @@ lies in its set for ``(L, i)``. By induction over the modules in program order:
   lies in the entries over the product of its inputs' sets (plus its default when a numerical
   input may be ``outside``);
 - a prefix count counts the keys before ``i`` that can hold its token, at least those that
-  must; an expert count keeps every listed value.
+  must; a running count lies in ``1 ..`` the keys up to ``i``; an expert count keeps every
+  listed value.
 
 With lengths merged, a key after the query's position may be missing from shorter inputs, so
 only keys up to it count as always there; merging otherwise only unions sets. The sets
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program
+from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
 
 BUDGET = 2**25
 """Most context-value entries (contexts times the values of all variables) with lengths apart;
@@ -135,6 +136,8 @@ class _Sets:
             self.masks[m.output] = self.mlp(m)
         elif isinstance(m, PrefixCount):
             self.masks[m.output] = self.prefix_count(m)
+        elif isinstance(m, RunningCount):
+            self.masks[m.output] = self.running_count(m)
         elif isinstance(m, ExpertCount):
             self.masks[m.output] = np.ones((len(self.contexts), self.p.variables[m.output].size),
                                            dtype=bool)
@@ -221,6 +224,14 @@ class _Sets:
             before = self.keys(n, True)[0][:-1]
             can, must = rk[before, t], rk[before, t] & (rk[before].sum(axis=1) == 1)
             out[n, int(must.sum()): int(can.sum()) + 1] = True
+        return out
+
+    def running_count(self, m: RunningCount) -> np.ndarray:
+        """Counts ``1 .. k`` with ``k`` the positions up to the query's (a bound: which tokens
+        can repeat is not followed)."""
+        out = np.zeros((len(self.contexts), self.p.variables[m.output].size), dtype=bool)
+        for n in range(len(self.contexts)):
+            out[n, : len(self.keys(n, True)[0])] = True
         return out
 
 
