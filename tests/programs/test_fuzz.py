@@ -20,7 +20,14 @@ from tpcore.errors import TpcoreError
 from tpcore.programs import codegen, ir, parse
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_program, reverse_program
-from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Variable, expert_values
+from tpcore.programs.ir import (
+    ExpertCount,
+    Head,
+    PrefixCount,
+    RunningCount,
+    Variable,
+    expert_values,
+)
 
 pytestmark = pytest.mark.host_only("fuzzes the IR and program-file parsers (host data)")
 
@@ -29,10 +36,12 @@ FUZZ = settings(max_examples=150, deadline=2000, derandomize=True, database=None
 
 
 def _counting_program() -> ir.Program:
-    """The reverse program plus a prefix count, an expert gate and a numerical head over it."""
+    """The reverse program plus a prefix count, a running count, an expert gate and a numerical
+    head over the prefix count."""
     p = reverse_program(vocab=5, max_len=6)
     v = dict(p.variables)
     v["prefix_count_1"] = Variable("prefix_count_1", "numerical", tuple(range(6)))
+    v["running_count"] = Variable("running_count", "numerical", tuple(range(1, 7)))
     rng = np.random.default_rng(0)
     gate = ExpertCount("experts", "expert_count", rng.normal(size=(5, v["tokens"].size)),
                        rng.normal(size=5))
@@ -42,11 +51,12 @@ def _counting_program() -> ir.Program:
                                          ir.numerical_range(v["prefix_count_1"], 6))
     head = Head("num_attn_2_0", "numerical", "tokens", "positions", "prefix_count_1",
                 "num_attn_2_0_outputs", np.arange(v["tokens"].size) % 6, "closest")
-    feats = (*p.classifier.features, "prefix_count_1", "num_attn_2_0_outputs")
+    feats = (*p.classifier.features, "prefix_count_1", "running_count", "num_attn_2_0_outputs")
     weights = {**p.classifier.weights, **{f: rng.normal(size=(1, len(p.classifier.classes)))
-                                          for f in feats[-2:]}}
+                                          for f in feats[-3:]}}
     clf = ir.Classifier(p.classifier.classes, feats, weights, p.classifier.bias)
-    return ir.Program("counting", v, [PrefixCount("prefix_count_1", "1", "prefix_count_1"), gate,
+    return ir.Program("counting", v, [PrefixCount("prefix_count_1", "1", "prefix_count_1"),
+                                      RunningCount("running_count", "running_count"), gate,
                                       *p.modules, head], clf, bos="<s>", eos="</s>", pad="<pad>")
 
 

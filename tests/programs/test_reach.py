@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from tpcore.programs import interpret as it
-from tpcore.programs import reach
+from tpcore.programs import ir, reach
 from tpcore.programs.examples import (
     all_inputs,
     counting_program,
     random_program,
     reverse_program,
 )
-from tpcore.programs.ir import Head, Program, Variable, numerical_range
+from tpcore.programs.ir import Head, Program, RunningCount, Variable, numerical_range
 
 pytestmark = pytest.mark.host_only("value-set analysis is host code over the program IR")
 
@@ -96,3 +96,33 @@ def test_sums_of_sums_are_exact_sets():
     sets = reach.value_sets(q)
     assert np.flatnonzero(sets.union(out)).tolist() == list(range(7))
     assert_sound(q, sets)
+
+
+def _with_running_count(p: Program) -> Program:
+    """``p`` plus a running count and a numerical head summing it over the keys holding the
+    query's token (the classifier reads both)."""
+    rng = np.random.default_rng(0)
+    v = dict(p.variables)
+    v["running_count"] = Variable("running_count", "numerical", tuple(range(1, p.max_len + 1)))
+    v["num_attn_9_0_outputs"] = Variable("num_attn_9_0_outputs", "numerical",
+                                         numerical_range(v["running_count"], p.max_len))
+    head = Head("num_attn_9_0", "numerical", "tokens", "tokens", "running_count",
+                "num_attn_9_0_outputs", np.arange(v["tokens"].size), "closest")
+    feats = (*p.classifier.features, "running_count", "num_attn_9_0_outputs")
+    weights = {**p.classifier.weights, **{f: rng.normal(size=(1, len(p.classifier.classes)))
+                                          for f in feats[-2:]}}
+    clf = ir.Classifier(p.classifier.classes, feats, weights, p.classifier.bias)
+    return Program(p.name, v, [RunningCount("running_count", "running_count"), *p.modules, head],
+                   clf, causal=p.causal, bos=p.bos, eos=p.eos, pad=p.pad)
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_running_counts_are_sound(monkeypatch, merged):
+    if merged:
+        monkeypatch.setattr(reach, "BUDGET", 0)
+    for p in (reverse_program(vocab=5, max_len=6), random_program(3, vocab=3, max_len=6)):
+        p = _with_running_count(p)
+        sets = reach.value_sets(p)
+        assert_sound(p, sets)
+        first = sets.contexts.index((None, 0) if merged else (p.max_len, 0))
+        assert sets.masks["running_count"][first].tolist() == [True] + [False] * (p.max_len - 1)
