@@ -20,9 +20,10 @@ Budgets (architecture by default, ``arch = (3, 4, 2)``: 3 layers, 2 categorical 
 heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 
 - ``smoke``: hist in the base regime and its length test, 256 training inputs, 2 epochs;
-- ``target``: the target row (double_hist at |V| = N = 16, all four variants, :data:`TARGET`)
+- ``target``: the target row (double_hist at |V| = N = 16, every variant, :data:`TARGET`)
   and the length test on hist and double_hist, 16,000 training inputs, ``epochs`` (default 20);
-- ``small``: all 60 cells and five length tests, 4,000 training inputs, 20 epochs;
+- ``small``: all 15 cells (every variant) and five length tests, 4,000 training inputs, 20
+  epochs;
 - ``paper``: all cells and length tests at the paper's 16,000 inputs and 250 epochs.
 
 Each budget runs one seed, the ``seed`` given.
