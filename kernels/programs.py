@@ -193,13 +193,11 @@ def _run(ids, lengths, ops, params, fparams, n_cat, n_num, n_tokens, cat_off, nu
                         count += 1
                 continue
             if kind == RUNNING_COUNT:  # values 1 .. max_len, so index = count - 1
+                hist[:] = 0.0
                 for i in range(length):
-                    count = 0
-                    for j in range(i + 1):
-                        if cat[inputs[0], j] == cat[inputs[0], i]:
-                            count += 1
-                    num[dst, i] = count
-                    numi[dst, i] = count - 1
+                    hist[cat[inputs[0], i]] += 1.0
+                    num[dst, i] = hist[cat[inputs[0], i]]
+                    numi[dst, i] = np.int64(num[dst, i]) - 1
                 continue
             if kind == EXPERT_COUNT:  # gate parameters at fparams[a:], stride tokens
                 _expert_count(fparams, a, stride, flag, cat[inputs[0]], length, hist, num[dst])

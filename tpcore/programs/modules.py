@@ -27,7 +27,7 @@ from typing import Any, get_args
 import numpy as np
 
 from tpcore.backend import xp_of
-from tpcore.counts import EXPERTS, expert_features, length_rule
+from tpcore.counts import EXPERTS, expert_features, length_rule, running_counts
 from tpcore.kernels import program_opcodes as op
 from tpcore.programs.values import (
     KINDS,
@@ -355,11 +355,9 @@ class RunningCount:
     def evaluate(self, env: dict[str, Any], batch: Batch) -> Any:
         ids, lengths = env["tokens"], batch.lengths
         xp = xp_of(ids)
-        n = ids.shape[1]
-        seen = ((ids[:, :, None] == ids[:, None, :])
-                & (xp.arange(n)[None, None, :] <= xp.arange(n)[None, :, None])
-                & (xp.arange(n)[None, None, :] < lengths[:, None, None]))
-        return seen.sum(axis=2).astype(np.float64)
+        pad = xp.arange(ids.shape[1])[None, :] >= lengths[:, None]
+        return running_counts(xp.where(pad, 0, ids), batch.variables["tokens"].size, pad,
+                              np.float64)
 
 
 @dataclass
