@@ -167,9 +167,8 @@ class CountingConfig(ProgramConfig):
     @property
     def variant(self) -> str:
         """The :data:`VARIANTS` name of its modules (``custom`` for another mix)."""
-        flags = (self.prefix_counts, self.experts, self.running_counts)
-        return next((v for v in VARIANTS if tuple(variant_flags(v).values()) == flags),
-                    "custom")
+        return next((v for v in VARIANTS if all(getattr(self, flag) == on for flag, on
+                                                in variant_flags(v).items())), "custom")
 
 
 VARIANTS = ("none", "prefix", "experts", "both", "running")
