@@ -96,6 +96,28 @@ def test_published_programs_score_the_papers_accuracy(name, monkeypatch):
     assert abs(acc - PAPER[name]) < 0.5
 
 
+@pytest.mark.parametrize("name", sorted(set(TASK_NAMES) - {"induction"}))
+def test_dyck_tasks_are_causal_and_the_other_rasp_tasks_are_not(name):
+    """The authors' code trains Dyck autoregressively (its ``run.py`` sets ``autoregressive``
+    for them) and their released Dyck programs select among ``keys[: i + 1]``: a prefix's
+    label must not see the tokens after it. A model built for the task follows the task."""
+    from tpcore.pipelines.learn import build_model, task_config
+
+    task = make_task(name, n_samples=200, seed=0)
+    assert task.causal == name.startswith("dyck")
+    cfg = task_config(name, n_layers=2, n_cat_heads=2, n_num_heads=2, n_cat_mlps=1,
+                      n_num_mlps=1, n_samples=200)
+    model = build_model(cfg, task)
+    assert model.config.causal == task.causal
+    tokens = task.splits["train"]["tokens"][:8].copy()
+    a, b = [i for i, w in enumerate(task.vocab) if w not in ("<pad>", "<s>", "</s>")][:2]
+    changed = tokens.copy()
+    changed[:, -1] = np.where(tokens[:, -1] == a, b, a)  # another symbol at the last position
+    before = model.forward(tokens, tokens == 0)[:, :-1]
+    after = model.forward(changed, changed == 0)[:, :-1]
+    assert np.array_equal(before, after) == task.causal
+
+
 def test_induction_targets():
     task = make_task("induction", n_samples=500, seed=2)
     assert task.causal and task.max_len == 10

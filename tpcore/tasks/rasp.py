@@ -21,7 +21,9 @@ Tasks (``x`` the content, ``h(v)`` the number of occurrences of ``v`` in ``x``):
 ``v`` with ``h(v) = h(x_i)``; ``sort`` the ``i``-th smallest token; ``most_freq`` the distinct
 tokens by decreasing ``h``, ties broken by first position, then ``<s>`` at the remaining
 content positions (the authors' labels, which the paper's accuracy counts); ``dyck1``/``dyck2``
-per prefix: ``T`` balanced, ``P`` a valid prefix, ``F`` invalid. Dyck inputs: half uniform
+per prefix: ``T`` balanced, ``P`` a valid prefix, ``F`` invalid, so the Dyck tasks are causal
+(each position attends to itself and the positions before it, as the authors' code trains them
+and their released Dyck programs select); the others attend to every position. Dyck inputs: half uniform
 strings over the brackets, half a balanced string grown by appending or wrapping pairs and cut
 to the length (the authors' ``make_dyck_pft``; :func:`dyck_sampler`).
 """
@@ -201,5 +203,5 @@ def make_rasp(name: str, vocab_size: int, max_len: int, n_samples: int, seed: in
         params = {"vocab_size": vocab_size, "symbols": v, "min_len": min_len}
     data = frame(x, y, eos)
     params.update(max_len=max_len, n_samples=len(x), seed=seed)
-    return TaskData(name, tuple(specials + words), tuple(classes), False,
+    return TaskData(name, tuple(specials + words), tuple(classes), name in DYCK,
                     data["tokens"].shape[1], split(data, len(x)), params)
