@@ -197,3 +197,18 @@ def test_grad_clip_bounds_every_step_of_a_learn_run(tmp_path, monkeypatch):
     assert "grad_clip" not in LearnConfig(**TINY).settings()   # older runs stay reusable
     with pytest.raises(TpcoreError, match="grad_clip"):
         LearnConfig(**{**TINY, "grad_clip": float("nan")}).check()
+
+
+def test_a_run_without_its_tasks_causal_mask_is_refused_not_reused(tmp_path):
+    """A run written when Dyck trained bidirectionally must not stand in for a causal one."""
+    cfg = LearnConfig(**TINY)
+    learn(cfg, tmp_path / "run")
+    saved = tmp_path / "run" / "model.json"
+    meta = json.loads(saved.read_text())
+    meta["config"]["causal"] = False
+    saved.write_text(json.dumps(meta))
+    with pytest.raises(TpcoreError, match="causal=False, but induction models are causal=True"):
+        learn(cfg, tmp_path / "run")
+    again = learn(cfg, tmp_path / "run", overwrite=True)
+    assert not again["reused"] and json.loads(saved.read_text())["config"]["causal"] is True
+    assert learn(cfg, tmp_path / "run")["reused"]

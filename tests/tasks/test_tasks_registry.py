@@ -13,7 +13,7 @@ from tpcore.pipelines.score import evaluate_on_task
 from tpcore.programs.files import read_program
 from tpcore.tasks import rasp
 from tpcore.tasks.rasp import dyck_labels, dyck_sampler
-from tpcore.tasks.registry import TASK_NAMES, make_task
+from tpcore.tasks.registry import TASK_NAMES, is_causal, make_task
 
 pytestmark = pytest.mark.host_only("task data generation on the host")
 
@@ -104,7 +104,7 @@ def test_dyck_tasks_are_causal_and_the_other_rasp_tasks_are_not(name):
     from tpcore.pipelines.learn import build_model, task_config
 
     task = make_task(name, n_samples=200, seed=0)
-    assert task.causal == name.startswith("dyck")
+    assert task.causal == name.startswith("dyck") == is_causal(name)
     cfg = task_config(name, n_layers=2, n_cat_heads=2, n_num_heads=2, n_cat_mlps=1,
                       n_num_mlps=1, n_samples=200)
     model = build_model(cfg, task)
@@ -120,7 +120,7 @@ def test_dyck_tasks_are_causal_and_the_other_rasp_tasks_are_not(name):
 
 def test_induction_targets():
     task = make_task("induction", n_samples=500, seed=2)
-    assert task.causal and task.max_len == 10
+    assert task.causal and is_causal("in-context") and task.max_len == 10
     for tok, tgt, mask in zip(*(task.splits["train"][k] for k in ("tokens", "targets", "mask"))):
         words = [task.vocab[i] for i in tok]
         for i in range(1, 10, 2):

@@ -43,9 +43,9 @@ from tpcore.nn.optim import Adam
 from tpcore.pipelines.decompile import decompile, load_program
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs.files import read_program
-from tpcore.rundir import RunDir
+from tpcore.rundir import OVERWRITE, RunDir
 from tpcore.tasks.data import TaskData
-from tpcore.tasks.registry import DEFAULTS, make_task, task_name
+from tpcore.tasks.registry import DEFAULTS, is_causal, make_task, task_name
 from tpcore.train import (
     Batch,
     StepContext,
@@ -63,8 +63,8 @@ from tpcore.train import (
 
 __all__ = [
     "EVAL_BATCH", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "TASK_RECIPES",
-    "LearnConfig", "build_model", "fidelity", "fit_run", "learn", "make_data", "paused_dir",
-    "paused_summary", "peak_rss_mb", "pick_candidate", "program_step", "run_dir",
+    "LearnConfig", "build_model", "causal_as_task", "fidelity", "fit_run", "learn", "make_data",
+    "paused_dir", "paused_summary", "peak_rss_mb", "pick_candidate", "program_step", "run_dir",
     "steps_per_epoch", "task_config", "train",
 ]
 
@@ -417,8 +417,12 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     cfg.check()
     out = Path(out)
     run = run_dir(cfg, out, overwrite)
-    if run.finished:
+    if run.finished and causal_as_task(run.path, cfg.task):
         return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
+    if run.finished and not overwrite:
+        raise TpcoreError(f"{run.path} holds a {cfg.task} model trained with causal="
+                          f"{not is_causal(cfg.task)}, but {cfg.task} models are causal="
+                          f"{is_causal(cfg.task)}; {OVERWRITE}")
     pause = pause_after is not None and pause_after < cfg.epochs
     if pause and cfg.candidates > 1:
         raise TpcoreError(f"a run of {cfg.candidates} candidates cannot pause (successive "
@@ -458,6 +462,14 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     if paused is not None:
         shutil.rmtree(paused.path, ignore_errors=True)
     return {**metrics, "reused": False}
+
+
+def causal_as_task(path: Path, task: str) -> bool:
+    """Whether the finished run at ``path`` has its task's causal mask. :func:`learn` refuses
+    one that does not (a Dyck run of a tpcore that trained Dyck bidirectionally: reusing it
+    would report another model) unless ``overwrite`` trains it again."""
+    saved = json.loads((path / "model.json").read_text()).get("config", {}).get("causal")
+    return saved is None or saved == is_causal(task)
 
 
 def paused_summary(cfg: LearnConfig, state: TrainState, per_epoch: int) -> dict[str, Any]:

@@ -23,9 +23,9 @@ tokens by decreasing ``h``, ties broken by first position, then ``<s>`` at the r
 content positions (the authors' labels, which the paper's accuracy counts); ``dyck1``/``dyck2``
 per prefix: ``T`` balanced, ``P`` a valid prefix, ``F`` invalid, so the Dyck tasks are causal
 (each position attends to itself and the positions before it, as the authors' code trains them
-and their released Dyck programs select); the others attend to every position. Dyck inputs: half uniform
-strings over the brackets, half a balanced string grown by appending or wrapping pairs and cut
-to the length (the authors' ``make_dyck_pft``; :func:`dyck_sampler`).
+and their released Dyck programs select); the others attend to every position. Dyck inputs:
+half uniform strings over the brackets, half a balanced string grown by appending or wrapping
+pairs and cut to the length (the authors' ``make_dyck_pft``; :func:`dyck_sampler`).
 """
 
 from __future__ import annotations

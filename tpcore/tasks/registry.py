@@ -21,12 +21,13 @@ from tpcore.tasks.induction import make_induction
 @dataclass(frozen=True)
 class TaskGenerator:
     """How one task is made: ``make(vocab_size, max_len, n_samples, seed, min_len)``, its
-    default ``size`` ``(vocab_size, max_len)`` and the special tokens it uses besides its
-    content symbols."""
+    default ``size`` ``(vocab_size, max_len)``, the special tokens it uses besides its
+    content symbols, and whether its models are ``causal`` (the ``causal`` of the data made)."""
 
     make: Callable[[int, int, int, int, int], TaskData]
     size: tuple[int, int]
     specials: tuple[str, ...]
+    causal: bool
 
 
 def _induction(vocab_size: int, max_len: int, n_samples: int, seed: int,
@@ -39,9 +40,10 @@ def _induction(vocab_size: int, max_len: int, n_samples: int, seed: int,
 RASP_SIZES = {**{name: (8, 8) for name in rasp.RASP}, "dyck1": (2, 16), "dyck2": (4, 16)}
 """Default ``(vocab_size, max_len)`` of the RASP and Dyck tasks (the paper's small scale)."""
 TASKS: dict[str, TaskGenerator] = {
-    **{name: TaskGenerator(partial(rasp.make_rasp, name), size, tuple(rasp.special_tokens(name)))
+    **{name: TaskGenerator(partial(rasp.make_rasp, name), size, tuple(rasp.special_tokens(name)),
+                           name in rasp.DYCK)
        for name, size in RASP_SIZES.items()},
-    "induction": TaskGenerator(_induction, (8, 10), (PAD, BOS)),
+    "induction": TaskGenerator(_induction, (8, 10), (PAD, BOS), True),
 }
 TASK_NAMES = tuple(TASKS)
 ALIASES = {"double-hist": "double_hist", "hist2": "double_hist", "most-freq": "most_freq",
@@ -61,6 +63,11 @@ def task_name(name: str) -> str:
 def special_tokens(name: str) -> list[str]:
     """The token ids task ``name`` uses besides its content symbols."""
     return list(TASKS[task_name(name)].specials)
+
+
+def is_causal(name: str) -> bool:
+    """Whether task ``name``'s models attend only to their own and earlier positions."""
+    return TASKS[task_name(name)].causal
 
 
 def make_task(name: str, vocab_size: int | None = None, max_len: int | None = None,
