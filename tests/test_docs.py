@@ -417,6 +417,12 @@ def test_readme_table1_matches_the_results():
                               [100, 101, 102, 103, 104])
         assert float(row["paper"]) == t["paper"] and float(row["target"]) == t["target"]
         assert t["selected"]["fidelity"] == 1.0   # "every decompiled program agrees ... 100 %"
+    protocol = {t["task"]: t for t in results("table1_paper/table1.json")["tasks"]}
+    for row in rows[:-1]:
+        t = protocol.get(README_TASKS[row["task"]])
+        cells = (row["the paper's protocol (40 runs)"], row["its wall time"])
+        assert cells == (("not yet", "-") if t is None else
+                         (f"{t['test_acc']:.2f}", f"{t['wall_seconds']:,.0f} s")), row["task"]
 
 
 def test_programs_model_table1_matches_the_results():
