@@ -1,6 +1,11 @@
 """Successive halving in sweeps: rung lengths, ranking, survivors, resuming, exactness."""
 
 import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,3 +166,34 @@ def test_a_rerun_retrains_no_rung_already_done(tmp_path, monkeypatch):
     again = sweep(configs, tmp_path, halving=3)
     assert trained == [] and again["selected"] == first["selected"]
     assert again["halving"]["rungs"][0]["runs"] == first["halving"]["rungs"][0]["runs"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists() or shutil.which("pgrep") is None,
+                    reason="finds the workers through /proc and pgrep")
+def test_local_workers_end_when_the_sweep_process_is_killed(tmp_path):
+    """A sweep killed by a signal its workers do not get must not leave them training."""
+    script = ("import time\nfrom tpcore.pipelines.sweep import run_all\n"
+              "if __name__ == '__main__':\n"
+              "    run_all(time.sleep, [(60,), (60,)], jobs=2)\n")
+    (tmp_path / "sweep_parent.py").write_text(script)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "sweep_parent.py")])
+    try:
+        workers: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            found = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True,
+                                   text=True).stdout.split()
+            workers = [int(p) for p in found
+                       if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text(errors="ignore")]
+        assert len(workers) == 2, "the sweep did not start its two workers"
+        time.sleep(3)  # the workers are past their initialiser, sleeping in their task
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{p}").exists() for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = [p for p in workers if Path(f"/proc/{p}").exists()
+             and "spawn_main" in Path(f"/proc/{p}/cmdline").read_text(errors="ignore")]
+    assert not alive, f"workers {alive} outlived the sweep"

@@ -30,6 +30,7 @@ import json
 import math
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -142,19 +143,36 @@ def run_all(worker: Callable[..., dict[str, Any]], todo: list[tuple], jobs: int 
     ``jobs`` local processes (in this one when 1); ``done(row)`` takes each result as it
     comes. Local processes are started fresh (``spawn``), so each reads its thread settings as
     it loads NumPy, one thread unless ``TPCORE_THREADS`` says otherwise, and none inherits a
-    copy of this process's thread pools (the GNU OpenMP runtime does not survive a fork)."""
+    copy of this process's thread pools (the GNU OpenMP runtime does not survive a fork). They
+    end when this process ends, however it ends (:func:`exit_with_parent`)."""
     if scheduler is not None and todo:
         _run_dask(worker, todo, scheduler, done)
     elif jobs > 1 and len(todo) > 1:
         for var in ("OPENBLAS_NUM_THREADS", THREADS_VARIABLE):
             os.environ.setdefault(var, "1")
         spawn = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
+        with concurrent.futures.ProcessPoolExecutor(
+                max_workers=jobs, mp_context=spawn, initializer=exit_with_parent,
+                initargs=(os.getpid(),)) as pool:
             for fut in concurrent.futures.as_completed([pool.submit(worker, *a) for a in todo]):
                 done(fut.result())
     else:
         for a in todo:
             done(worker(*a))
+
+
+def exit_with_parent(parent: int, poll: float = 1.0) -> None:
+    """Worker initialiser: a daemon thread ends this process within ``poll`` seconds of its
+    parent ``parent`` ending. A sweep stopped by a signal (which its workers do not receive)
+    then leaves no worker training on and writing runs that nobody is waiting for; their
+    unfinished run folders are temporary ones, never mistaken for runs."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _run_dask(worker: Callable, todo: list[tuple], scheduler: Any, done: Callable) -> None:
