@@ -172,6 +172,12 @@ def special_tokens(name: str) -> list[str]:
     return [PAD, BOS, EOS] if name in EOS_TASKS else [PAD, BOS]
 
 
+def causal(name: str) -> bool:
+    """Whether task ``name``'s models attend only to their own and earlier positions: the Dyck
+    tasks, whose labels describe the prefix ending at each position."""
+    return name in DYCK
+
+
 def make_rasp(name: str, vocab_size: int, max_len: int, n_samples: int, seed: int,
               min_len: int) -> TaskData:
     """Generate the RASP or Dyck task ``name`` with ``vocab_size`` token ids and ``max_len``
@@ -203,5 +209,5 @@ def make_rasp(name: str, vocab_size: int, max_len: int, n_samples: int, seed: in
         params = {"vocab_size": vocab_size, "symbols": v, "min_len": min_len}
     data = frame(x, y, eos)
     params.update(max_len=max_len, n_samples=len(x), seed=seed)
-    return TaskData(name, tuple(specials + words), tuple(classes), name in DYCK,
+    return TaskData(name, tuple(specials + words), tuple(classes), causal(name),
                     data["tokens"].shape[1], split(data, len(x)), params)

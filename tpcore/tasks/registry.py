@@ -41,7 +41,7 @@ RASP_SIZES = {**{name: (8, 8) for name in rasp.RASP}, "dyck1": (2, 16), "dyck2":
 """Default ``(vocab_size, max_len)`` of the RASP and Dyck tasks (the paper's small scale)."""
 TASKS: dict[str, TaskGenerator] = {
     **{name: TaskGenerator(partial(rasp.make_rasp, name), size, tuple(rasp.special_tokens(name)),
-                           name in rasp.DYCK)
+                           rasp.causal(name))
        for name, size in RASP_SIZES.items()},
     "induction": TaskGenerator(_induction, (8, 10), (PAD, BOS), True),
 }
