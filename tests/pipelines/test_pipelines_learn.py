@@ -121,8 +121,6 @@ def test_sweep_resumes(tmp_path, monkeypatch):
     # a rerun reusing every run adds its own wall time to the sweep's, which it keeps
     rerun = sweep(configs, tmp_path)
     assert rerun["wall_seconds"] >= result["wall_seconds"] > 0
-    (tmp_path / "sweep.json").write_text('{"wall_seconds": "a lot"}')
-    assert sweep(configs, tmp_path)["wall_seconds"] < result["wall_seconds"]  # not a number: 0
 
 
 def test_sweep_on_dask_local_cluster(tmp_path):

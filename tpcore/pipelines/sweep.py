@@ -20,6 +20,9 @@ from its paused state (:func:`tpcore.pipelines.learn.learn` ``pause_after``), so
 ends exactly as it would have without the pauses. The runs a rung cuts keep their paused
 state, and ``sweep.json`` records how far each got and its score per rung; a rerun retrains
 nothing that a rung already did.
+
+A sweep can so be run in chunks: stopped, then the same command again. The wall time it
+reports, per rung and in all, is every chunk's together (:mod:`tpcore.pipelines.wall_clock`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.pipelines import learn
 from tpcore.pipelines.learn import LearnConfig, paused_dir, run_dir
+from tpcore.pipelines.wall_clock import WallClock
 from tpcore.rundir import RunDir, check_out_dir
 
 PAPER_GRID = {"layers": (2, 3), "heads": (4, 8), "mlps": (2, 4), "seeds": (0, 1, 2, 3, 4)}
@@ -238,12 +242,13 @@ def rank(rows: list[dict[str, Any]], epochs: int) -> list[dict[str, Any]]:
 
 def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, jobs: int = 1,
           scheduler: Any = None, overwrite: bool = False,
-          on_rung: Callable[[dict[str, Any]], None] | None = None
-          ) -> tuple[list[LearnConfig], dict[str, Any]]:
+          on_rung: Callable[[dict[str, Any]], None] | None = None,
+          clock: WallClock | None = None) -> tuple[list[LearnConfig], dict[str, Any]]:
     """The rungs of successive halving before the last (see the module docstring): returns the
     configurations that reach the last rung, in the order given, and the record of the rungs
     (``eta``, ``epochs`` per rung, the number of ``configs``, and per rung its ``epochs``, every
-    run's score, the ``survivors`` and its ``wall_seconds``). Every run and paused directory is
+    run's score, the ``survivors`` and its ``wall_seconds``, those of earlier chunks included, as
+    ``clock`` keeps them: by default the folder's own). Every run and paused directory is
     checked before the first run starts (one of another configuration is refused unless
     ``overwrite``); ``on_rung(rung)`` takes each rung's record as it ends."""
     epochs = {(c.epochs, c.eval_every) for c in configs}
@@ -257,25 +262,36 @@ def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, j
     for cfg, name in zip(configs, names):
         run_dir(cfg, out / name, overwrite)
         RunDir(paused_dir(out / name), cfg.settings(), overwrite)
+    clock = clock or WallClock(out, fresh=overwrite)
     alive = list(configs)
     record: dict[str, Any] = {"eta": eta, "epochs": schedule, "configs": len(configs),
                               "rungs": []}
-    for e in schedule[:-1]:
-        start, got = time.perf_counter(), []
+    for i, e in enumerate(schedule[:-1]):
+        got: list[dict[str, Any]] = []
+        phase = f"rung {i}: {e} epochs"
         run_all(run_rung, [(c.settings(), str(out / run_name(c)), overwrite, e) for c in alive],
-                jobs, scheduler, got.append)
+                jobs, scheduler, _timed(got.append, clock, phase))
         rows = {row["run"]: row for row in got}
         scores = rank([rows[run_name(c)] for c in alive], e)
         kept = {s["run"] for s in scores[:math.ceil(len(alive) / eta)]}
         alive = [c for c in alive if run_name(c) in kept]
         rung = {"epochs": e, "runs": scores, "survivors": [run_name(c) for c in alive],
-                "wall_seconds": time.perf_counter() - start}
+                "wall_seconds": clock.tick(phase)}
         record["rungs"].append(rung)
         if on_rung:
             on_rung(rung)
         if len(alive) == 1:  # nothing left to rank: the survivor finishes
             break
     return alive, record
+
+
+def _timed(done: Callable[[dict[str, Any]], None], clock: WallClock, phase: str
+           ) -> Callable[[dict[str, Any]], None]:
+    """``done``, after which ``clock`` ticks for ``phase``."""
+    def timed(row: dict[str, Any]) -> None:
+        done(row)
+        clock.tick(phase)
+    return timed
 
 
 def halving_cost(record: dict[str, Any]) -> dict[str, Any]:
@@ -319,38 +335,33 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _earlier_wall_seconds(out: Path) -> float:
-    """``wall_seconds`` of the ``sweep.json`` already in ``out`` (0 when there is none, or it
-    holds no finite number of seconds)."""
-    try:
-        seconds = json.loads((Path(out) / "sweep.json").read_text(encoding="utf-8"))["wall_seconds"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
-    ok = isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0
-    return float(seconds) if ok else 0.0
-
-
 def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any = None,
           on_done: Callable | None = None, overwrite: bool = False, halving: int | None = None,
           rungs: int = 3, on_rung: Callable | None = None) -> dict[str, Any]:
     """Run the sweep (:func:`execute`) and write ``sweep.json`` and ``sweep.md`` into ``out``;
     returns the JSON: ``runs`` (the finished runs), the ``selected`` one, ``wall_seconds`` (of
-    every sweep into ``out`` so far: a rerun that reuses finished runs adds only its own).
+    every sweep into ``out`` so far, stopped ones included: a rerun that reuses finished runs
+    adds only its own; ``overwrite`` starts the count again).
     ``halving``: run ``rungs`` rungs of successive halving with that ``eta`` first
     (:func:`halve`); then only the survivors finish, and ``halving`` in the JSON holds the
     rungs and the cost (:func:`halving_cost`)."""
-    start = time.perf_counter()
+    out = check_out_dir(out)
+    clock = WallClock(out, fresh=overwrite)
     record = None
     if halving is not None:
-        finals, record = halve(configs, out, halving, rungs, jobs, scheduler, overwrite, on_rung)
+        finals, record = halve(configs, out, halving, rungs, jobs, scheduler, overwrite, on_rung,
+                               clock)
         configs = finals
-    rows = execute(configs, out, jobs, scheduler, on_done, overwrite)
+
+    rows = execute(configs, out, jobs, scheduler, _timed(on_done or (lambda row: None), clock,
+                                                         "final"), overwrite)
     result: dict[str, Any] = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
     text = table(rows) + "\n"
     if record is not None:
         result["halving"] = {**record, **halving_cost(record)}
         text = rungs_table(record) + "\n\n" + text
-    result["wall_seconds"] = _earlier_wall_seconds(out) + time.perf_counter() - start
+    clock.tick("final")
+    result["wall_seconds"] = clock.total
     write_json(out / "sweep.json", result)
     write_text(out / "sweep.md", text)
     return result
