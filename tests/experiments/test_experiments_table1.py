@@ -72,3 +72,4 @@ def test_reproduce_table1_halving_finishes_a_third_of_the_seeds(tmp_path, capsys
     assert row["finished"] == 1 and f"| {row['success']} of 1 |" in (
         tmp_path / "table1.md").read_text()
     assert row["wall_seconds"] == sweep["wall_seconds"] > 0
+    assert saved["seconds"] == row["wall_seconds"]

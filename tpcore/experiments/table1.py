@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +126,8 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     refused before training, unless ``overwrite`` retrains it
     (:func:`tpcore.pipelines.sweep.execute`). Rows of other tasks already in
     ``out/table1.json`` at the same budget are kept, so tasks can be run (or given more seeds)
-    one command at a time; ``commands`` lists every command behind the table. ``halving``,
+    one command at a time; ``commands`` lists every command behind the table, and ``seconds``
+    is every row's ``wall_seconds`` together (each its sweep's, over every chunk). ``halving``,
     ``rungs``: successive halving of each sweep (the row's ``halving`` holds its rungs' sizes
     and cost)."""
     tasks = tuple(task_name(t) for t in tasks) if tasks else TASKS
@@ -142,7 +142,6 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     path = out / "table1.json"
     result: dict[str, Any] = {}
     for task in tasks:
-        start = time.perf_counter()
         configs = configs_for(task, budget, epochs, seeds, seed)
         swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler,
                       overwrite=overwrite, halving=halving, rungs=rungs)
@@ -166,7 +165,7 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
         rows = {r["task"]: r for r in result["tasks"]} | {task: row}
         result["tasks"] = [rows[t] for t in TASKS if t in rows]
         result["commands"] = [c for c in result["commands"] if c != command] + [command]
-        result["seconds"] += time.perf_counter() - start
+        result["seconds"] = sum(r["wall_seconds"] for r in result["tasks"])
         write_json(path, result)
         write_text(out / "table1.md", table(result["tasks"]) + "\n")
     draw_or_note(lambda: figures(result, out))
