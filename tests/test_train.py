@@ -238,3 +238,13 @@ def test_a_bad_thread_setting_is_refused(monkeypatch, env):
     with pytest.raises(TpcoreError, match="TPCORE_THREADS"):
         fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), _step,
             TrainConfig(steps=1, quiet=True))
+
+
+def test_history_keeps_the_training_loss_beside_an_evaluation_loss():
+    """An evaluation that reports its own ``loss`` does not hide the step's training loss."""
+    model = Scalar()
+    result = fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), _step,
+                 TrainConfig(steps=2, eval_every=1, quiet=True), lambda m: {"loss": -1.0})
+    first, second = result.history
+    assert first == {"step": 1, "train_loss": 1.0, "loss": -1.0}   # (0 - 1)^2 before the update
+    assert second["train_loss"] == pytest.approx(0.8 ** 2) and second["loss"] == -1.0

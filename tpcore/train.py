@@ -202,7 +202,9 @@ def fit(
     ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
-    ``config.select``. BLAS runs on ``config.threads`` threads (:func:`limit_threads`).
+    ``config.select``; the history row of an evaluation is ``{"step": s, "train_loss": the
+    step's training loss, **evaluate(model)}``. BLAS runs on ``config.threads`` threads
+    (:func:`limit_threads`).
 
     ``resume``: a paused run's state to go on from (its step onwards; the batches from that step:
     a function of it is called with it, an iterator is advanced past the batches used). With
@@ -272,7 +274,7 @@ def _fit(
             due = (config.eval_at(step) if config.eval_at is not None
                    else config.eval_every and (step + 1) % config.eval_every == 0)
             if evaluate is not None and (due or done):
-                metrics = {"step": step + 1, "loss": loss, **evaluate(model)}
+                metrics = {"step": step + 1, "train_loss": loss, **evaluate(model)}
                 result.history.append(metrics)
                 if config.select is None:
                     result.best = metrics

@@ -21,7 +21,7 @@ from tpcore.errors import TpcoreError
 
 NOT_PLOTTED = ("step", "epoch", "train_seconds", "seconds")
 """Fields of a history row that are not curves (the x axis and timing)."""
-LABELS = {"loss": "training loss (last batch)", "train_loss": "training loss",
+LABELS = {"loss": "validation loss", "train_loss": "training loss (last batch)",
           "val_loss": "validation loss", "acc": "token accuracy", "seq_acc": "sequence accuracy",
           "score": "score"}
 """Legend entries of the usual fields; any other field is labelled by its name."""

@@ -265,7 +265,7 @@ def repair(seed: int, steps: int, support: str = "all", lam: float = 10.0,
                  TrainConfig(steps=steps, eval_at=lambda it: it % every == 0, seed=seed,
                              quiet=True, desc="repair"),
                  evaluate=lambda m: {"val_loss": loss_and_grad(X_val, Y_val, False)})
-    history = [{"step": h["step"] - 1, "train_loss": h["loss"], "val_loss": h["val_loss"]}
+    history = [{"step": h["step"] - 1, "train_loss": h["train_loss"], "val_loss": h["val_loss"]}
                for h in result.history]
     repaired = model.current() + [machine.layers[-1]]
     return {"program": "multiply(3, 2) + 4 random programs (held out)", "T": T, "lam": lam,
