@@ -352,9 +352,8 @@ def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any =
         finals, record = halve(configs, out, halving, rungs, jobs, scheduler, overwrite, on_rung,
                                clock)
         configs = finals
-
-    rows = execute(configs, out, jobs, scheduler, _timed(on_done or (lambda row: None), clock,
-                                                         "final"), overwrite)
+    rows = execute(configs, out, jobs, scheduler,
+                   _timed(on_done or (lambda row: None), clock, "final"), overwrite)
     result: dict[str, Any] = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
     text = table(rows) + "\n"
     if record is not None:
