@@ -53,6 +53,10 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     (["sweep", "sort", "--halving", "3", "--rungs", "0"], "argument --rungs: expected an "
                                                           "integer >= 1"),
     (["sweep", "sort", "--halving", "3", "--eval-every", "0"], "eval_every >= 1"),
+    (["learn", "sort", "--tau", "0.01", "3"], "0 < tau_end <= tau_start"),
+    (["learn", "sort", "--tau", "3", "0"], "argument --tau: expected a finite number > 0"),
+    (["learn", "sort", "--lr-schedule", "linear"], "argument --lr-schedule: unknown choice "
+                                                   "'linear'"),
 ])
 def test_bad_options_fail_before_training(argv, msg, capsys):
     assert main(argv) == 2

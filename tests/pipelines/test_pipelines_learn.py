@@ -11,7 +11,7 @@ from tpcore.cli import main
 from tpcore.errors import TpcoreError
 from tpcore.models import load
 from tpcore.models.counting import CountingProgramModel
-from tpcore.pipelines.learn import LearnConfig, learn, paused_dir
+from tpcore.pipelines.learn import LearnConfig, build_model, fit_run, learn, make_data, paused_dir
 from tpcore.pipelines.sweep import execute, grid, sweep
 from tpcore.programs import ir
 
@@ -210,3 +210,20 @@ def test_a_run_without_its_tasks_causal_mask_is_refused_not_reused(tmp_path):
     again = learn(cfg, tmp_path / "run", overwrite=True)
     assert not again["reused"] and json.loads(saved.read_text())["config"]["causal"] is True
     assert learn(cfg, tmp_path / "run")["reused"]
+
+
+def test_the_learning_rate_schedule_is_the_runs(tmp_path):
+    """``lr_schedule="cosine"`` sets each step's rate to ``lr * (1 + cos(pi * step / steps)) /
+    2`` (9 steps here; the run pauses after 6), ``constant`` keeps ``lr``. Only a schedule other
+    than the paper's constant one is recorded with the run."""
+    cfg = LearnConfig(**{**TINY, "epochs": 3, "lr_schedule": "cosine"})
+    task = make_data(cfg)
+    paused = fit_run(cfg, task, build_model(cfg, task), pause_after=2).paused
+    step = paused.step - 1  # the rate of the last step taken
+    assert paused.optimizer["lr"] == pytest.approx(cfg.lr * (1 + np.cos(np.pi * step / 9)) / 2)
+    flat = LearnConfig(**{**TINY, "epochs": 3})
+    assert fit_run(flat, task, build_model(flat, task), pause_after=2).paused.optimizer["lr"] \
+        == cfg.lr
+    assert cfg.settings()["lr_schedule"] == "cosine" and "lr_schedule" not in flat.settings()
+    with pytest.raises(TpcoreError, match="unknown lr_schedule 'linear'"):
+        LearnConfig(lr_schedule="linear").check()

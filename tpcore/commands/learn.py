@@ -27,7 +27,13 @@ from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import unknown_name
 from tpcore.models.counting import VARIANTS
 from tpcore.models.init_from import STRENGTH
-from tpcore.pipelines.learn import TASK_RECIPES, LearnConfig, learn, task_config
+from tpcore.pipelines.learn import (
+    LR_SCHEDULES,
+    TASK_RECIPES,
+    LearnConfig,
+    learn,
+    task_config,
+)
 from tpcore.tasks.registry import ALIASES, TASK_NAMES
 
 DEFAULTS = LearnConfig()
@@ -44,6 +50,14 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=positive_int, default=1, help="Gumbel samples per step")
     p.add_argument("--grad-clip", type=nonnegative_float, default=0.0,
                    help="largest global gradient norm of a step (default 0: no clipping)")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                   help="learning rate per step: constant (the paper's) or cosine, decaying "
+                        "to 0 at the last step (default constant)")
+    p.add_argument("--tau", type=positive_float, nargs=2, metavar=("START", "END"),
+                   default=(DEFAULTS.tau_start, DEFAULTS.tau_end),
+                   help="Gumbel-softmax temperature, annealed geometrically per step from "
+                        f"START to END (default {DEFAULTS.tau_start:g} {DEFAULTS.tau_end:g}, "
+                        "the paper's)")
     p.add_argument("--eval-every", type=nonnegative_int, default=10,
                    help="epochs between validations (0: none, no selection)")
     p.add_argument("--candidates", type=positive_int, default=None,
@@ -114,6 +128,7 @@ def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
         raise unknown_name("task", args.task, TASK_NAMES)
     cfg = task_config(args.task, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                       samples=args.samples, grad_clip=args.grad_clip,
+                      lr_schedule=args.lr_schedule, tau_start=args.tau[0], tau_end=args.tau[1],
                       eval_every=args.eval_every, d_mlp=args.d_mlp,
                       vocab_size=args.vocab_size, max_len=args.max_len,
                       n_samples=args.n_samples, data_seed=args.data_seed,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpcore.errors import TpcoreError
+from tpcore.errors import TpcoreError, unknown_name
 from tpcore.io import write_json
 from tpcore.limits import check_memory
 from tpcore.models import load
@@ -39,7 +39,7 @@ from tpcore.models.init_from import STRENGTH, init_from_program, parse_parts
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
 from tpcore.nn.module import save
-from tpcore.nn.optim import Adam
+from tpcore.nn.optim import Adam, cosine
 from tpcore.pipelines.decompile import decompile, load_program
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs.files import read_program
@@ -62,7 +62,7 @@ from tpcore.train import (
 )
 
 __all__ = [
-    "EVAL_BATCH", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "TASK_RECIPES",
+    "EVAL_BATCH", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "TASK_RECIPES",
     "LearnConfig", "build_model", "causal_as_task", "fidelity", "fit_run", "learn", "make_data",
     "paused_dir", "paused_summary", "peak_rss_mb", "pick_candidate", "program_step", "run_dir",
     "steps_per_epoch", "task_config", "train",
@@ -75,6 +75,8 @@ MIN_SAMPLES = 20
 split of 10 or more inputs leaves none empty."""
 MAX_GUMBEL_SAMPLES = 1024
 """Most Gumbel samples per training step (``samples``)."""
+LR_SCHEDULES = ("constant", "cosine")
+"""Learning-rate schedules of a run (``LearnConfig.lr_schedule``)."""
 
 
 @dataclass
@@ -90,7 +92,8 @@ class LearnConfig:
     the task's default, see :func:`tpcore.tasks.registry.make_task`); ``candidates``: models
     (seeds ``seed * candidates + k``) trained ``select_after`` epochs each, of which the best on
     validation goes on alone (:func:`pick_candidate`); ``grad_clip``: largest global L2 norm
-    of a step's gradient, larger ones scaled down to it (0: no clipping)."""
+    of a step's gradient, larger ones scaled down to it (0: no clipping); ``lr_schedule``:
+    ``constant`` (the paper's) or ``cosine``, ``lr * (1 + cos(pi * step / steps)) / 2``."""
 
     task: str = "sort"
     n_layers: int = 3
@@ -120,13 +123,14 @@ class LearnConfig:
     candidates: int = 1
     select_after: int = 10
     grad_clip: float = 0.0
+    lr_schedule: str = "constant"
 
     def settings(self) -> dict[str, Any]:
         """The configuration as recorded in run directories and results: every field, but the
         ``init_*`` fields only when a program initialises the model, ``counting`` only when
         it is not ``none``, ``candidates``/``select_after`` only with more than one
-        candidate and ``grad_clip`` only when it clips (runs recorded before they existed stay
-        reusable)."""
+        candidate, ``grad_clip`` only when it clips and ``lr_schedule`` only when it is not
+        constant (runs recorded before they existed stay reusable)."""
         out = dataclasses.asdict(self)
         if not self.init_from:
             for name in ("init_from", "init_parts", "init_strength"):
@@ -137,6 +141,8 @@ class LearnConfig:
             del out["candidates"], out["select_after"]
         if not self.grad_clip:
             del out["grad_clip"]
+        if self.lr_schedule == "constant":
+            del out["lr_schedule"]
         return out
 
     def check(self) -> None:
@@ -162,6 +168,8 @@ class LearnConfig:
         if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):
             raise TpcoreError(f"grad_clip must be a finite number >= 0 (0: no clipping), got "
                               f"{self.grad_clip}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise unknown_name("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         finite = all(math.isfinite(x) for x in (self.lr, self.tau_start, self.tau_end,
                                                  self.init_std))
         if not finite or self.lr <= 0 or not 0 < self.tau_end <= self.tau_start:
@@ -309,6 +317,8 @@ def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool =
                      select="acc" if cfg.eval_every else None, seed=cfg.seed, quiet=quiet,
                      desc=cfg.task, checkpoint=checkpoint, threads=threads,
                      grad_clip=cfg.grad_clip or None,
+                     lr_schedule=(cosine(cfg.lr, cfg.epochs * per_epoch)
+                                  if cfg.lr_schedule == "cosine" else None),
                      pause_at=None if pause_after is None else pause_after * per_epoch)
     train_split = task.splits["train"]
     return fit(model, Adam(model.parameters(), lr=cfg.lr),
