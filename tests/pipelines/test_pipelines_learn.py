@@ -227,3 +227,17 @@ def test_the_learning_rate_schedule_is_the_runs(tmp_path):
     assert cfg.settings()["lr_schedule"] == "cosine" and "lr_schedule" not in flat.settings()
     with pytest.raises(TpcoreError, match="unknown lr_schedule 'linear'"):
         LearnConfig(lr_schedule="linear").check()
+
+
+def test_a_finished_run_without_its_model_is_refused_in_one_line(tmp_path):
+    """A run folder whose metrics say finished but whose model files are gone (copied without
+    them, or deleted) is not reported as a run: the error names the missing files, and
+    ``overwrite`` trains it again."""
+    cfg = LearnConfig(**TINY)
+    learn(cfg, tmp_path / "run")
+    (tmp_path / "run" / "model.npz").unlink()
+    with pytest.raises(TpcoreError, match=r"not its model \(model.npz missing\); pass "
+                                          r"--overwrite"):
+        learn(cfg, tmp_path / "run")
+    assert learn(cfg, tmp_path / "run", overwrite=True)["reused"] is False
+    assert (tmp_path / "run" / "model.npz").is_file()

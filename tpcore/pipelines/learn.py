@@ -417,7 +417,8 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     """Generate the data, train, and write the run directory ``out`` as a unit
     (:func:`run_dir`); returns the metrics, with ``reused``: True when ``out`` already held a
     finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
-    settings is refused before any work, unless ``overwrite``, which replaces it whole.
+    settings is refused before any work, unless ``overwrite``, which replaces it whole; so is
+    a finished run whose model files are missing (``overwrite`` trains it again).
     ``threads``: threads of the whole run (None: :func:`tpcore.train.default_threads`).
 
     ``pause_after`` (epochs, below ``cfg.epochs``): train only that far and keep the paused state
@@ -427,8 +428,12 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     cfg.check()
     out = Path(out)
     run = run_dir(cfg, out, overwrite)
-    if run.finished and causal_as_task(run.path, cfg.task):
+    missing = [n for n in ("model.json", "model.npz") if not (run.path / n).is_file()]
+    if run.finished and not missing and causal_as_task(run.path, cfg.task):
         return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
+    if run.finished and missing and not overwrite:
+        raise TpcoreError(f"{run.path} holds the metrics of a finished run of these settings "
+                          f"but not its model ({', '.join(missing)} missing); {OVERWRITE}")
     if run.finished and not overwrite:
         raise TpcoreError(f"{run.path} holds a {cfg.task} model trained with causal="
                           f"{not is_causal(cfg.task)}, but {cfg.task} models are causal="
