@@ -54,6 +54,7 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
                                                           "integer >= 1"),
     (["sweep", "sort", "--halving", "3", "--eval-every", "0"], "eval_every >= 1"),
     (["learn", "sort", "--tau", "0.01", "3"], "0 < tau_end <= tau_start"),
+    (["learn", "sort", "--gate-tau", "0"], "argument --gate-tau: expected a finite number > 0"),
     (["learn", "sort", "--tau", "3", "0"], "argument --tau: expected a finite number > 0"),
     (["learn", "sort", "--lr-schedule", "linear"], "argument --lr-schedule: unknown choice "
                                                    "'linear'"),

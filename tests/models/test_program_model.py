@@ -27,7 +27,8 @@ def _batch(rng, b=3, n=6, v=5, c=3):
     return tokens, pad, rng.integers(0, c, (b, n)), ~pad
 
 
-@pytest.mark.parametrize("kw", [{}, {"causal": True, "n_embed_vars": 2, "k": 3}])
+@pytest.mark.parametrize("kw", [{}, {"causal": True, "n_embed_vars": 2, "k": 3},
+                                {"gate_tau": 3.0}])
 def test_model_gradients(rng, kw):
     model = _model(**kw).astype(np.float64)
     tokens, pad, targets, mask = (asarray(a) for a in _batch(rng))
@@ -112,3 +113,23 @@ def test_bad_config():
         _model(masked_classes=(7,))
     with pytest.raises(TpcoreError, match="n_cat_heads"):
         _model(n_cat_heads=-1)
+    for bad in (0.0, float("nan")):
+        with pytest.raises(TpcoreError, match="gate_tau must be a finite number > 0"):
+            _model(gate_tau=bad)
+
+
+def test_gate_tau_softens_only_the_read_gates(rng):
+    """With ``gate_tau = 3`` a training forward samples the read gates as a plain softmax of
+    their logits over ``3 tau``, and predicates (and everything else) at ``tau``: the same
+    model with its gate logits divided by 3 gives the same output; the discrete view ignores
+    the setting."""
+    tokens, pad, _, _ = (asarray(a) for a in _batch(rng))
+    soft, plain = _model(gate_tau=3.0), _model()
+    for a, b in zip(soft.layers, plain.layers):
+        for name in ("attn_gates", "value_gates", "mlp_gates", "num_mlp_gates"):
+            getattr(b, name).data[...] = getattr(a, name).data / 3.0
+    out = to_host(soft.forward(tokens, pad, rng=None, tau=0.7))
+    assert np.allclose(out, to_host(plain.forward(tokens, pad, rng=None, tau=0.7)), atol=1e-5)
+    assert not np.allclose(out, to_host(_model().forward(tokens, pad, rng=None, tau=0.7)))
+    assert np.array_equal(to_host(soft.forward(tokens, pad)), to_host(_model().forward(tokens,
+                                                                                       pad)))

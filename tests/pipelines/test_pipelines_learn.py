@@ -241,3 +241,13 @@ def test_a_finished_run_without_its_model_is_refused_in_one_line(tmp_path):
         learn(cfg, tmp_path / "run")
     assert learn(cfg, tmp_path / "run", overwrite=True)["reused"] is False
     assert (tmp_path / "run" / "model.npz").is_file()
+
+
+def test_gate_tau_reaches_the_model_and_the_record():
+    """``gate_tau`` is built into the model's configuration; a run records it only when it is
+    not the paper's 1, and a bad value is refused by name."""
+    cfg = LearnConfig(**{**TINY, "gate_tau": 3.0})
+    assert build_model(cfg, make_data(cfg)).config.gate_tau == 3.0
+    assert cfg.settings()["gate_tau"] == 3.0 and "gate_tau" not in LearnConfig().settings()
+    with pytest.raises(TpcoreError, match="gate_tau must be a finite number > 0, got -1"):
+        LearnConfig(gate_tau=-1.0).check()

@@ -96,6 +96,8 @@ class ProgramConfig:
     counts are per layer. ``k``: cardinality of MLP outputs and learned embedding variables
     (0: the stream width ``d = max(V, max_len, k)``; with learned embeddings ``V`` does not count).
     ``n_embed_vars > 0`` replaces the one-hot ``tokens`` by that many learned variables.
+    ``gate_tau``: the read gates (of heads, numerical values and MLPs) are sampled at
+    ``gate_tau`` times the training temperature ``tau``, every other choice at ``tau``.
     """
 
     vocab_size: int
@@ -114,9 +116,12 @@ class ProgramConfig:
     init_std: float = 1.0
     dtype: str = "float32"
     seed: int = 0
+    gate_tau: float = 1.0
 
     def __post_init__(self) -> None:
         self.masked_classes = tuple(int(c) for c in self.masked_classes)
+        if not (math.isfinite(self.gate_tau) and self.gate_tau > 0):
+            raise TpcoreError(f"gate_tau must be a finite number > 0, got {self.gate_tau}")
         for name in ("vocab_size", "max_len", "n_classes", "n_layers"):
             if getattr(self, name) < 1:
                 raise TpcoreError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -481,8 +486,9 @@ class ProgramModel(Hooked, Module):
         k = cfg.out_k
         c: dict[str, Any] = {"m": m, "p": p, "li": li}
         cat, num = self._written(li, "attn"), self._written(li, "num_attn")
+        gate_tau = None if tau is None else tau * cfg.gate_tau
         c["pi_attn"], c["attn_gates"] = ops.sample(layer.attn_gates.data,
-                                                   noise(layer.attn_gates.shape), tau)
+                                                   noise(layer.attn_gates.shape), gate_tau)
         r = ops.read_forward(x[:m], c["pi_attn"])
         rows = cfg.attn_layout
         if hc:
@@ -492,7 +498,7 @@ class ProgramModel(Hooked, Module):
                 noise((hc, b, n, n)), tau, hooks, [f"{v.source}.pattern" for v in cat])
         if hn:
             c["pi_value"], c["value_gates"] = ops.sample(layer.value_gates.data,
-                                                         noise(layer.value_gates.shape), tau)
+                                                         noise(layer.value_gates.shape), gate_tau)
             v = ops.read_forward(xn[:p], c["pi_value"])
             pred, c["num_pred"] = ops.sample(layer.num_pred.data, noise(layer.num_pred.shape), tau)
             xn[p:p + hn], c["num_attn"] = ops.num_attention_forward(
@@ -502,7 +508,7 @@ class ProgramModel(Hooked, Module):
         m, p = m + hc, p + hn
         if mc:
             c["pi_mlp"], c["mlp_gates"] = ops.sample(layer.mlp_gates.data,
-                                                     noise(layer.mlp_gates.shape), tau)
+                                                     noise(layer.mlp_gates.shape), gate_tau)
             r = ops.read_forward(x[:m], c["pi_mlp"]).reshape(2, mc, b * n, d)
             inp = r.transpose(1, 2, 0, 3).reshape(mc, b * n, 2 * d)
             y, c["mlp"] = ops.mlp_forward(inp, layer.mlp_w1.data, layer.mlp_b1.data,
@@ -511,7 +517,7 @@ class ProgramModel(Hooked, Module):
             x[m:m + mc, ..., :k] = y.reshape(mc, b, n, k)
         if mn:
             c["pi_num_mlp"], c["num_mlp_gates"] = ops.sample(
-                layer.num_mlp_gates.data, noise(layer.num_mlp_gates.shape), tau)
+                layer.num_mlp_gates.data, noise(layer.num_mlp_gates.shape), gate_tau)
             r = ops.read_forward(xn[:p], c["pi_num_mlp"]).reshape(2, mn, b * n)
             y, c["num_mlp"] = ops.mlp_forward(r.transpose(1, 2, 0).copy(), layer.num_w1.data,
                                               layer.num_b1.data, layer.num_w2.data,

@@ -93,7 +93,9 @@ class LearnConfig:
     (seeds ``seed * candidates + k``) trained ``select_after`` epochs each, of which the best on
     validation goes on alone (:func:`pick_candidate`); ``grad_clip``: largest global L2 norm
     of a step's gradient, larger ones scaled down to it (0: no clipping); ``lr_schedule``:
-    ``constant`` (the paper's) or ``cosine``, ``lr * (1 + cos(pi * step / steps)) / 2``."""
+    ``constant`` (the paper's) or ``cosine``, ``lr * (1 + cos(pi * step / steps)) / 2``;
+    ``gate_tau``: the read gates' temperature as a multiple of ``tau``
+    (:class:`~tpcore.models.program.ProgramConfig`)."""
 
     task: str = "sort"
     n_layers: int = 3
@@ -124,13 +126,15 @@ class LearnConfig:
     select_after: int = 10
     grad_clip: float = 0.0
     lr_schedule: str = "constant"
+    gate_tau: float = 1.0
 
     def settings(self) -> dict[str, Any]:
         """The configuration as recorded in run directories and results: every field, but the
         ``init_*`` fields only when a program initialises the model, ``counting`` only when
         it is not ``none``, ``candidates``/``select_after`` only with more than one
-        candidate, ``grad_clip`` only when it clips and ``lr_schedule`` only when it is not
-        constant (runs recorded before they existed stay reusable)."""
+        candidate, ``grad_clip`` only when it clips, ``lr_schedule`` only when it is not
+        constant and ``gate_tau`` only when it is not 1 (runs recorded before they existed stay
+        reusable)."""
         out = dataclasses.asdict(self)
         if not self.init_from:
             for name in ("init_from", "init_parts", "init_strength"):
@@ -143,6 +147,8 @@ class LearnConfig:
             del out["grad_clip"]
         if self.lr_schedule == "constant":
             del out["lr_schedule"]
+        if self.gate_tau == 1.0:
+            del out["gate_tau"]
         return out
 
     def check(self) -> None:
@@ -170,6 +176,8 @@ class LearnConfig:
                               f"{self.grad_clip}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise unknown_name("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        if not (math.isfinite(self.gate_tau) and self.gate_tau > 0):
+            raise TpcoreError(f"gate_tau must be a finite number > 0, got {self.gate_tau}")
         finite = all(math.isfinite(x) for x in (self.lr, self.tau_start, self.tau_end,
                                                  self.init_std))
         if not finite or self.lr <= 0 or not 0 < self.tau_end <= self.tau_start:
@@ -267,7 +275,7 @@ def build_model(cfg: LearnConfig, task: TaskData) -> ProgramModel:
         vocab_size=len(task.vocab), max_len=task.max_len, n_classes=len(task.classes),
         n_layers=cfg.n_layers, n_cat_heads=cfg.n_cat_heads, n_num_heads=cfg.n_num_heads,
         n_cat_mlps=cfg.n_cat_mlps, n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp,
-        causal=task.causal, init_std=cfg.init_std, seed=cfg.seed)
+        causal=task.causal, init_std=cfg.init_std, seed=cfg.seed, gate_tau=cfg.gate_tau)
     model = (ProgramModel(ProgramConfig(**sizes)) if cfg.counting == "none" else
              CountingProgramModel(CountingConfig(**sizes, **variant_flags(cfg.counting))))
     if cfg.init_from:
