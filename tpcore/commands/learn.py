@@ -58,9 +58,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="Gumbel-softmax temperature, annealed geometrically per step from "
                         f"START to END (default {DEFAULTS.tau_start:g} {DEFAULTS.tau_end:g}, "
                         "the paper's)")
-    p.add_argument("--gate-tau", type=positive_float, default=1.0, metavar="RATIO",
-                   help="sample the read gates at RATIO times the temperature, every other "
-                        "choice at the temperature (default 1, the paper's)")
+    p.add_argument("--gate-tau", type=positive_float, default=None, metavar="RATIO",
+                   help=recipe_help("sample the read gates at RATIO times the temperature, "
+                                    "every other choice at the temperature (1: the paper's)",
+                                    "gate_tau"))
     p.add_argument("--eval-every", type=nonnegative_int, default=10,
                    help="epochs between validations (0: none, no selection)")
     p.add_argument("--candidates", type=positive_int, default=None,
@@ -132,12 +133,12 @@ def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
     cfg = task_config(args.task, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                       samples=args.samples, grad_clip=args.grad_clip,
                       lr_schedule=args.lr_schedule, tau_start=args.tau[0], tau_end=args.tau[1],
-                      gate_tau=args.gate_tau,
                       eval_every=args.eval_every, d_mlp=args.d_mlp,
                       vocab_size=args.vocab_size, max_len=args.max_len,
                       n_samples=args.n_samples, data_seed=args.data_seed,
                       **{k: v for k, v in {"candidates": args.candidates,
-                                           "select_after": args.select_after, **arch}.items()
+                                           "select_after": args.select_after,
+                                           "gate_tau": args.gate_tau, **arch}.items()
                          if v is not None})
     cfg.check()
     return cfg
