@@ -21,9 +21,8 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
 
 def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     """The in-context task trains its own recipe by default (2 layers of 4 categorical heads,
-    the best of 16 candidates), double hist its softer read gates; options given on the command
-    line win, a run too short for the selection trains one candidate, and the API builds the
-    same configurations."""
+    the best of 16 candidates); options given on the command line win, a run too short for the
+    selection trains one candidate, and the API builds the same configurations."""
     small = ["--n-samples", "200", "--batch-size", "64", "--quiet", "--json"]
     assert TASK_RECIPES["induction"] == dict(n_layers=2, n_cat_heads=4, n_num_heads=0,
                                              n_cat_mlps=0, n_num_mlps=0, candidates=16,
@@ -41,11 +40,9 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     assert task_config("hist") == LearnConfig(task="hist")
     assert task_config("induction", epochs=10).candidates == 1
     assert task_config("induction", epochs=11).candidates == 16
-    assert TASK_RECIPES["double_hist"] == dict(gate_tau=3.0)
-    assert task_config("double-hist").gate_tau == 3.0
-    assert main(["learn", "double_hist", *small, "--epochs", "1", "--gate-tau", "1",
+    assert main(["learn", "hist", *small, "--epochs", "1", "--gate-tau", "3",
                  "--out", str(tmp_path / "d")]) == 0
-    assert "gate_tau" not in json.loads(capsys.readouterr().out)["config"]  # the paper's 1
+    assert json.loads(capsys.readouterr().out)["config"]["gate_tau"] == 3.0
     run = tpcore.learn("in-context", tmp_path / "c", epochs=1, n_samples=200, batch_size=64)
     assert run.config == task_config("induction", epochs=1, n_samples=200, batch_size=64)
 

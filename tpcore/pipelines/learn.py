@@ -232,10 +232,9 @@ class LearnConfig:
         return 4 * 4 * params + 2 * 4 * batch * N * per_token + data
 
 
-TASK_RECIPES: dict[str, dict[str, int | float]] = {
+TASK_RECIPES: dict[str, dict[str, int]] = {
     "induction": dict(n_layers=2, n_cat_heads=4, n_num_heads=0, n_cat_mlps=0, n_num_mlps=0,
                       candidates=16, select_after=10),
-    "double_hist": dict(gate_tau=3.0),
 }
 """The settings ``tpcore learn TASK`` trains with where they differ from :class:`LearnConfig`'s
 (3 layers of 4 + 4 heads and 2 + 2 MLPs, one candidate). The in-context task: 2 layers of 4
@@ -245,10 +244,7 @@ the paper's one head per layer the read gates commit to other variables before t
 useful; with four heads per layer some pair finds it on about one seed in five or six, and
 those seeds are ahead after 10 epochs (87-99 % validation token accuracy where measured, against
 at most 72 % for seeds that stayed on the plateau), so 16 candidates all miss it with
-probability about 0.83^16 = 5 % (docs/programs_model.md). Double hist: read gates sampled at
-3 times the temperature (``gate_tau``), so they keep choosing while the predicates commit; at
-the paper's size it more than doubles the share of runs within a point of the paper
-(docs/programs_model.md)."""
+probability about 0.83^16 = 5 % (docs/programs_model.md)."""
 
 
 def task_config(task: str, **fields: Any) -> LearnConfig:
