@@ -212,6 +212,7 @@ def test_a_run_without_its_tasks_causal_mask_is_refused_not_reused(tmp_path):
     assert learn(cfg, tmp_path / "run")["reused"]
 
 
+@pytest.mark.host_only("the rate is read from a paused state, which saves a NumPy generator")
 def test_the_learning_rate_schedule_is_the_runs(tmp_path):
     """``lr_schedule="cosine"`` sets each step's rate to ``lr * (1 + cos(pi * step / steps)) /
     2`` (9 steps here; the run pauses after 6), ``constant`` keeps ``lr``. Only a schedule other
