@@ -213,7 +213,7 @@ def test_a_run_without_its_tasks_causal_mask_is_refused_not_reused(tmp_path):
 
 
 @pytest.mark.host_only("the rate is read from a paused state, which saves a NumPy generator")
-def test_the_learning_rate_schedule_is_the_runs(tmp_path):
+def test_the_learning_rate_schedule_is_the_runs():
     """``lr_schedule="cosine"`` sets each step's rate to ``lr * (1 + cos(pi * step / steps)) /
     2`` (9 steps here; the run pauses after 6), ``constant`` keeps ``lr``. Only a schedule other
     than the paper's constant one is recorded with the run."""
