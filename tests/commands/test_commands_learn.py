@@ -47,6 +47,19 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     assert run.config == task_config("induction", epochs=1, n_samples=200, batch_size=64)
 
 
+def test_cli_learn_grows_then_prunes(tmp_path, capsys):
+    argv = ["learn", "induction", "--n-samples", "200", "--batch-size", "64", "--quiet",
+            "--epochs", "2", "--select-after", "1", "--candidates", "1", "--cat-heads", "1",
+            "--grow", "2", "--out", str(tmp_path / "g")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "grown from 2 heads per layer" in out and "kept heads [[" in out
+    assert main([*argv, "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["reused"] and run["config"]["grow"] == 2 and run["grown"]["kept"]
+    assert (tmp_path / "g" / "grown.json").is_file()
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["learn", "nope"], "unknown task 'nope'"),
     (["learn", "sort", "--num-heads", "0"], "n_num_mlps=2 needs numerical heads"),
@@ -59,6 +72,8 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     (["learn", "sort", "--tau", "0.01", "3"], "0 < tau_end <= tau_start"),
     (["learn", "sort", "--gate-tau", "0"], "argument --gate-tau: expected a finite number > 0"),
     (["learn", "sort", "--tau", "3", "0"], "argument --tau: expected a finite number > 0"),
+    (["learn", "sort", "--grow", "2"], "grow=2 trains a wider model first and keeps "
+                                       "n_cat_heads=4"),
     (["learn", "sort", "--lr-schedule", "linear"], "argument --lr-schedule: unknown choice "
                                                    "'linear'"),
 ])

@@ -252,3 +252,57 @@ def test_gate_tau_reaches_the_model_and_the_record():
     assert cfg.settings()["gate_tau"] == 3.0 and "gate_tau" not in LearnConfig().settings()
     with pytest.raises(TpcoreError, match="gate_tau must be a finite number > 0, got -1"):
         LearnConfig(gate_tau=-1.0).check()
+
+
+def test_a_grown_run_starts_from_the_best_pruning_of_its_wider_program(tmp_path, monkeypatch):
+    """The wider model trains as its own run would; each start of the narrow model has, as its
+    discrete choices, the read gates and predicates of one pruning of the wider program."""
+    from tpcore.models.extract import extract
+    from tpcore.programs.prune import head_choices, keep_heads
+
+    cfg = LearnConfig(**{**TINY, "epochs": 3, "select_after": 1, "grow": 2})
+    starts_seen = []
+    real = tpcore.pipelines.learn._best_start
+
+    def spy(starts, task, *args):
+        if starts[0][0].n_cat_heads == 1:
+            starts_seen.extend((make(), task) for _, make in starts)
+        return real(starts, task, *args)
+
+    monkeypatch.setattr("tpcore.pipelines.learn._best_start", spy)
+    grown = learn(cfg, tmp_path / "run")
+    monkeypatch.undo()
+    wide = learn(LearnConfig(**{**TINY, "epochs": 3, "n_cat_heads": 2}), tmp_path / "wide")
+    assert grown["grown"]["test"] == wide["test"] and grown["grown"]["seed"] == wide["seed"]
+    program = ir.load(tmp_path / "run" / "grown.json")
+    assert [m.name for m in program.modules] == [m.name for m in ir.load(
+        tmp_path / "wide" / "program.json").modules]
+    choices = head_choices(program, 1)
+    assert [c["heads"] for c in grown["grown"]["heads"]] == [[list(h) for h in c] for c in choices]
+    assert len(starts_seen) == len(choices)
+    for (model, task), choice in zip(starts_seen, choices):
+        want = keep_heads(program, choice)
+        got = extract(model, task)
+        for m in want.modules:
+            g = got.module(m.name)
+            found = m.predicate >= 0  # queries that match nothing keep their random start
+            assert g.reads == m.reads and np.array_equal(g.predicate[found], m.predicate[found])
+    accs = [c["val_acc"] for c in grown["grown"]["heads"]]
+    assert grown["grown"]["kept"] == grown["grown"]["heads"][accs.index(max(accs))]["heads"]
+    assert grown["config"]["grow"] == 2
+    assert load(tmp_path / "run" / "model.npz").config.n_cat_heads == 1
+    assert grown["train_seconds"] > grown["grown"]["train_seconds"]
+    assert "grow" not in LearnConfig(**TINY).settings()  # older runs stay reusable
+    with pytest.raises(TpcoreError, match="cannot pause"):
+        learn(cfg, tmp_path / "paused", pause_after=1)
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(grow=1), "expected 1 <= n_cat_heads < grow"),
+    (dict(grow=2, n_cat_heads=0), "expected 1 <= n_cat_heads < grow"),
+    (dict(grow=-1), "grow must be >= 0"),
+    (dict(grow=2, init_from="p.json", init_parts="read"), "cannot also start from"),
+])
+def test_grow_settings_that_cannot_work_are_refused(fields, match):
+    with pytest.raises(TpcoreError, match=match):
+        LearnConfig(**{**TINY, **fields}).check()

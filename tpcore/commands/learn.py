@@ -69,6 +69,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                                     "validation going on alone", "candidates"))
     p.add_argument("--select-after", type=positive_int, default=None,
                    help=recipe_help("epochs before the candidates are compared", "select_after"))
+    p.add_argument("--grow", type=nonnegative_int, default=None, metavar="HEADS",
+                   help=recipe_help("train a model of HEADS categorical heads per layer first, "
+                                    "then start this one from the best of its heads (0: no)",
+                                    "grow"))
     p.add_argument("--d-mlp", type=positive_int, default=64)
     p.add_argument("--vocab-size", type=nonnegative_int, default=0,
                    help="token ids incl. <pad>, <s>, </s> (the paper's |V|; 0: task default)")
@@ -138,14 +142,15 @@ def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
                       n_samples=args.n_samples, data_seed=args.data_seed,
                       **{k: v for k, v in {"candidates": args.candidates,
                                            "select_after": args.select_after,
-                                           "gate_tau": args.gate_tau, **arch}.items()
+                                           "gate_tau": args.gate_tau, "grow": args.grow,
+                                           **arch}.items()
                          if v is not None})
     cfg.check()
     return cfg
 
 
 SUMMARY = ("train", "val", "test", "steps", "train_seconds", "ms_per_step", "selected_at_step",
-           "peak_rss_mb", "program", "seed", "candidates")
+           "peak_rss_mb", "program", "seed", "candidates", "grown")
 """The entries of a run's ``metrics.json`` that ``tpcore learn`` prints."""
 
 
@@ -159,6 +164,11 @@ def summary(metrics: dict) -> str:
         c = metrics["candidates"]
         rows.append(f"best of {len(c)} candidates: seed {metrics['seed']} (validation token "
                     "acc " + ", ".join(f"{100 * x['val_acc']:.1f}%" for x in c) + ")")
+    if "grown" in metrics:
+        g = metrics["grown"]
+        rows.append(f"grown from {metrics['config']['grow']} heads per layer (test token acc "
+                    f"{100 * g['test']['acc']:.2f}%), kept heads {g['kept']} of "
+                    f"{len(g['heads'])} choices")
     rows.append(f"{metrics['steps']} steps in {metrics['train_seconds']:.1f} s "
                 f"({metrics['ms_per_step']:.1f} ms/step), selected at step "
                 f"{metrics['selected_at_step']}, peak memory {metrics['peak_rss_mb']:.0f} MiB")

@@ -6,8 +6,9 @@ Gumbel temperature 3.0 -> 0.01 geometric per step, one sample per step, selectio
 token accuracy of the discrete model). :func:`learn` builds the model for a task, trains it and
 writes the run directory as a unit (:class:`tpcore.rundir.RunDir`): ``model.npz`` +
 ``model.json``, ``metrics.json``, when the program IR can express it ``program.json`` plus the
-readable ``program/<task>.py`` (:func:`tpcore.pipelines.decompile.decompile`), and last the
-completion record ``run.json``. :func:`fidelity` checks a finished run's program against its
+readable ``program/<task>.py`` (:func:`tpcore.pipelines.decompile.decompile`), for a run that
+grew from a wider model (:func:`grow_then_prune`) that model's program ``grown.json``, and last
+the completion record ``run.json``. :func:`fidelity` checks a finished run's program against its
 model on every engine.
 
 A run can stop part way (``learn(..., pause_after=EPOCHS)``): it trains the first epochs of its
@@ -20,12 +21,14 @@ run is the same, bit for bit, as one trained without stopping.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import resource
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ from tpcore.io import write_json
 from tpcore.limits import check_memory
 from tpcore.models import load
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
+from tpcore.models.extract import extract
 from tpcore.models.init_from import STRENGTH, init_from_program, parse_parts
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
@@ -43,6 +47,8 @@ from tpcore.nn.optim import Adam, cosine
 from tpcore.pipelines.decompile import decompile, load_program
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs.files import read_program
+from tpcore.programs.ir import to_dict
+from tpcore.programs.prune import HeadChoice, head_choices, keep_heads
 from tpcore.rundir import OVERWRITE, RunDir
 from tpcore.tasks.data import TaskData
 from tpcore.tasks.registry import DEFAULTS, is_causal, make_task, task_name
@@ -62,10 +68,10 @@ from tpcore.train import (
 )
 
 __all__ = [
-    "EVAL_BATCH", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED", "TASK_RECIPES",
-    "LearnConfig", "build_model", "causal_as_task", "fidelity", "fit_run", "learn", "make_data",
-    "paused_dir", "paused_summary", "peak_rss_mb", "pick_candidate", "program_step", "run_dir",
-    "steps_per_epoch", "task_config", "train",
+    "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
+    "TASK_RECIPES", "LearnConfig", "build_model", "causal_as_task", "fidelity", "fit_run",
+    "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary", "peak_rss_mb",
+    "pick_candidate", "program_step", "run_dir", "steps_per_epoch", "task_config", "train",
 ]
 
 EVAL_BATCH = 1024
@@ -95,7 +101,9 @@ class LearnConfig:
     of a step's gradient, larger ones scaled down to it (0: no clipping); ``lr_schedule``:
     ``constant`` (the paper's) or ``cosine``, ``lr * (1 + cos(pi * step / steps)) / 2``;
     ``gate_tau``: the read gates' temperature as a multiple of ``tau``
-    (:class:`~tpcore.models.program.ProgramConfig`)."""
+    (:class:`~tpcore.models.program.ProgramConfig`); ``grow``: categorical heads per layer of a
+    wider model trained first, whose program is cut down to ``n_cat_heads`` heads per layer to
+    start this one (0: none; :func:`grow_then_prune`)."""
 
     task: str = "sort"
     n_layers: int = 3
@@ -127,14 +135,15 @@ class LearnConfig:
     grad_clip: float = 0.0
     lr_schedule: str = "constant"
     gate_tau: float = 1.0
+    grow: int = 0
 
     def settings(self) -> dict[str, Any]:
         """The configuration as recorded in run directories and results: every field, but the
         ``init_*`` fields only when a program initialises the model, ``counting`` only when
         it is not ``none``, ``candidates``/``select_after`` only with more than one
         candidate, ``grad_clip`` only when it clips, ``lr_schedule`` only when it is not
-        constant and ``gate_tau`` only when it is not 1 (runs recorded before they existed stay
-        reusable)."""
+        constant, ``gate_tau`` only when it is not 1 and ``grow`` only when it is not 0 (runs
+        recorded before they existed stay reusable)."""
         out = dataclasses.asdict(self)
         if not self.init_from:
             for name in ("init_from", "init_parts", "init_strength"):
@@ -149,6 +158,8 @@ class LearnConfig:
             del out["lr_schedule"]
         if self.gate_tau == 1.0:
             del out["gate_tau"]
+        if not self.grow:
+            del out["grow"]
         return out
 
     def check(self) -> None:
@@ -159,7 +170,7 @@ class LearnConfig:
             if getattr(self, name) < 1:
                 raise TpcoreError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("n_cat_heads", "n_num_heads", "n_cat_mlps", "n_num_mlps", "eval_every",
-                     "vocab_size", "max_len", "seed", "data_seed"):
+                     "vocab_size", "max_len", "seed", "data_seed", "grow"):
             if getattr(self, name) < 0:
                 raise TpcoreError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.n_samples < MIN_SAMPLES:
@@ -190,6 +201,13 @@ class LearnConfig:
                               f"< epochs; got candidates={self.candidates}, select_after="
                               f"{self.select_after}, epochs={self.epochs}")
         variant_flags(self.counting)
+        if self.grow and not 1 <= self.n_cat_heads < self.grow:
+            raise TpcoreError(f"grow={self.grow} trains a wider model first and keeps "
+                              f"n_cat_heads={self.n_cat_heads} of its categorical heads per "
+                              "layer; expected 1 <= n_cat_heads < grow")
+        if self.grow and self.init_from:
+            raise TpcoreError(f"grow={self.grow} starts the model from the wider model's program; "
+                              f"it cannot also start from init_from={self.init_from!r}")
         if self.init_from or self.init_parts:
             if not (self.init_from and self.init_parts):
                 raise TpcoreError("init_from and init_parts go together; got init_from="
@@ -199,9 +217,14 @@ class LearnConfig:
                 raise TpcoreError(f"init_strength must be a finite number > 0, got "
                                   f"{self.init_strength}")
         V, N = self.task_size()
-        check_memory(self.memory_estimate(),
+        check_memory(max(self.memory_estimate(), self.grown().memory_estimate()),
                      f"learn {self.task} (|V| {V}, N {N}, {self.n_layers} layers, d_mlp "
                      f"{self.d_mlp}, batch {self.batch_size}, n_samples {self.n_samples})")
+
+    def grown(self) -> LearnConfig:
+        """The wider model's configuration (``grow`` categorical heads per layer, no growing);
+        this configuration itself when it does not grow."""
+        return dataclasses.replace(self, n_cat_heads=self.grow, grow=0) if self.grow else self
 
     def task_size(self) -> tuple[int, int]:
         """``(vocab_size, max_len)`` with the task's defaults in place of 0."""
@@ -335,30 +358,85 @@ def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool =
                lambda m: evaluate_supervised(m, task.splits["val"], EVAL_BATCH), resume)
 
 
+Start = tuple[LearnConfig, Callable[[], ProgramModel]]
+"""A candidate: its configuration and how to build its starting model."""
+
+
+def _best_start(starts: list[Start], task: TaskData, select_after: int, quiet: bool,
+                threads: int | None
+                ) -> tuple[LearnConfig, ProgramModel, TrainState | None, list[dict[str, Any]]]:
+    """Train each start ``select_after`` epochs and keep the one whose discrete model has the best
+    validation token accuracy then (the first on ties): its configuration, model and paused
+    state (where the backend's generator cannot pause, a fresh model and None, so it trains
+    again from the start), and per start ``seed``, ``val_acc``, ``train_seconds``."""
+    best: tuple[float, LearnConfig, ProgramModel, TrainState | None, Callable] | None = None
+    records = []
+    for one, make in starts:
+        model = make()
+        result = fit_run(one, task, model, quiet, None, threads, None, select_after)
+        acc = evaluate_supervised(model, task.splits["val"], EVAL_BATCH)["acc"]
+        records.append({"seed": one.seed, "val_acc": acc, "train_seconds": result.seconds})
+        if best is None or acc > best[0]:
+            best = (acc, one, model, result.paused, make)
+    assert best is not None
+    _, one, model, paused, make = best
+    return one, model if paused is not None else make(), paused, records
+
+
 def pick_candidate(cfg: LearnConfig, task: TaskData, quiet: bool = True,
                    threads: int | None = None
                    ) -> tuple[LearnConfig, ProgramModel, TrainState | None,
                               list[dict[str, Any]]]:
     """Train ``cfg.candidates`` models, candidate ``k`` as ``cfg`` with seed
-    ``cfg.seed * cfg.candidates + k``, for ``cfg.select_after`` epochs each, and keep the one
-    whose discrete model has the best validation token accuracy then (the first on ties).
-    Returns its configuration, its model and paused state (resuming it finishes the same run as
-    training that seed alone would; where the backend's generator cannot pause, a fresh model
-    of that seed and None, so the seed trains again from the start), and per candidate
-    ``seed``, ``val_acc``, ``train_seconds``."""
-    best: tuple[float, LearnConfig, ProgramModel, TrainState | None] | None = None
-    records = []
-    for k in range(cfg.candidates):
-        one = dataclasses.replace(cfg, seed=cfg.seed * cfg.candidates + k, candidates=1)
-        model = build_model(one, task)
-        result = fit_run(one, task, model, quiet, None, threads, None, cfg.select_after)
-        acc = evaluate_supervised(model, task.splits["val"], EVAL_BATCH)["acc"]
-        records.append({"seed": one.seed, "val_acc": acc, "train_seconds": result.seconds})
-        if best is None or acc > best[0]:
-            best = (acc, one, model, result.paused)
-    assert best is not None
-    _, one, model, paused = best
-    return one, model if paused is not None else build_model(one, task), paused, records
+    ``cfg.seed * cfg.candidates + k``, for ``cfg.select_after`` epochs each, and keep the best on
+    validation (:func:`_best_start`; resuming its paused state finishes the same run as
+    training that seed alone would)."""
+    ones = [dataclasses.replace(cfg, seed=cfg.seed * cfg.candidates + k, candidates=1)
+            for k in range(cfg.candidates)]
+    return _best_start([(one, functools.partial(build_model, one, task)) for one in ones],
+                       task, cfg.select_after, quiet, threads)
+
+
+def grow_then_prune(cfg: LearnConfig, task: TaskData, quiet: bool = True,
+                    threads: int | None = None
+                    ) -> tuple[LearnConfig, ProgramModel, TrainState | None, dict[str, Any]]:
+    """Grow, then prune: train the wider model ``cfg.grown()`` (``cfg.grow`` categorical heads
+    per layer, the rest of ``cfg`` as it is, candidates included) and extract its program; then
+    for every way to keep ``cfg.n_cat_heads`` of its heads per layer
+    (:func:`tpcore.programs.prune.head_choices`), start ``cfg``'s model from the cut-down program
+    (read gates and predicates, margin ``init_strength``; :mod:`tpcore.models.init_from`), train
+    each ``select_after`` epochs and keep the best on validation, as candidates are kept.
+
+    Why: a circuit of heads that only pay together (the in-context task's previous-token head
+    and the head keyed on its output) is found far more often with several heads per layer, and
+    once found it fits in one head per layer. Returns the configuration to go on with, its model
+    and paused state, and ``grown``: the wider run's ``seed``, ``val``/``test`` metrics,
+    ``candidates`` when it had some, its ``program`` (IR dict), and per head choice ``heads`` and
+    ``val_acc``."""
+    wide_model, wide = train(cfg.grown(), task, quiet, threads=threads)
+    program = extract(wide_model, task)
+    narrow = dataclasses.replace(cfg, grow=0, candidates=1)
+    choices = head_choices(program, cfg.n_cat_heads)
+    if not choices:
+        raise TpcoreError(f"no way to keep {cfg.n_cat_heads} categorical heads per layer of the "
+                          f"{cfg.grow}-head model: every choice drops a head a kept module reads")
+
+    def start(choice: HeadChoice) -> ProgramModel:
+        model = build_model(narrow, task)
+        init_from_program(model, keep_heads(program, choice), ["read", "predicate"],
+                          task.vocab, task.classes, cfg.init_strength)
+        return model
+
+    starts = [(narrow, functools.partial(start, c)) for c in choices]
+    one, model, paused, records = _best_start(starts, task, cfg.select_after, quiet, threads)
+    grown = {k: wide[k] for k in ("seed", "val", "test", "candidates", "train_seconds")
+             if k in wide}
+    grown["heads"] = [{"heads": [list(hs) for hs in c], "val_acc": r["val_acc"],
+                       "train_seconds": r["train_seconds"]} for c, r in zip(choices, records)]
+    grown["kept"] = grown["heads"][max(range(len(records)),
+                                       key=lambda i: (records[i]["val_acc"], -i))]["heads"]
+    grown["program"] = to_dict(program)
+    return one, model, paused, grown
 
 
 def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
@@ -373,17 +451,24 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     ``resume``: a paused state of this run to finish (:func:`fit_run`). With
     ``cfg.candidates > 1`` (and neither ``model`` nor ``resume``) the best candidate
     (:func:`pick_candidate`) is trained to the end; ``candidates`` in the metrics lists them
-    all, ``seed`` is the one kept and ``train_seconds`` counts every candidate's training."""
+    all, ``seed`` is the one kept and ``train_seconds`` counts every candidate's training.
+    With ``cfg.grow`` (and neither ``model`` nor ``resume``) the model starts from the wider
+    model's program (:func:`grow_then_prune`); ``grown`` in the metrics describes that run and
+    ``train_seconds`` counts it."""
     cfg.check()
     per_epoch = steps_per_epoch(cfg, task)
-    run_cfg, candidates = cfg, None
-    if cfg.candidates > 1 and model is None and resume is None:
+    run_cfg, candidates, grown, spent = cfg, None, None, 0.0
+    if cfg.grow and model is None and resume is None:
+        run_cfg, model, resume, grown = grow_then_prune(cfg, task, quiet, threads)
+        spent = grown["train_seconds"] + sum(h["train_seconds"] for h in grown["heads"])
+    elif cfg.candidates > 1 and model is None and resume is None:
         run_cfg, model, resume, candidates = pick_candidate(cfg, task, quiet, threads)
+        spent = sum(c["train_seconds"] for c in candidates)
     model = build_model(cfg, task) if model is None else model
     result = fit_run(run_cfg, task, model, quiet, checkpoint, threads, resume)
-    seconds = result.seconds + sum(c["train_seconds"] for c in candidates or [])
-    if candidates and resume is not None:
-        seconds -= resume.seconds  # the kept candidate's first epochs are counted in result
+    seconds = result.seconds + spent
+    if spent and resume is not None:
+        seconds -= resume.seconds  # the kept start's first epochs are counted in result
     metrics: dict[str, Any] = {
         "task": task.name, "config": cfg.settings(), "seed": run_cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
@@ -392,6 +477,8 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     }
     if candidates:
         metrics["candidates"] = candidates
+    if grown:
+        metrics["grown"] = grown
     for name, split in task.splits.items():
         metrics[name] = evaluate_supervised(model, split, EVAL_BATCH)
     metrics["peak_rss_mb"] = peak_rss_mb()
@@ -416,6 +503,8 @@ def paused_dir(out: str | Path) -> Path:
     return out.with_name(f".{out.name}.partial")
 
 
+GROWN = "grown.json"
+"""The program IR of a growing run's wider model, in its run directory."""
 PAUSED = "paused.json"
 """The summary of a paused run inside its :func:`paused_dir`."""
 
@@ -447,9 +536,9 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
                           f"{not is_causal(cfg.task)}, but {cfg.task} models are causal="
                           f"{is_causal(cfg.task)}; {OVERWRITE}")
     pause = pause_after is not None and pause_after < cfg.epochs
-    if pause and cfg.candidates > 1:
-        raise TpcoreError(f"a run of {cfg.candidates} candidates cannot pause (successive "
-                          "halving pauses runs); expected candidates=1")
+    if pause and (cfg.candidates > 1 or cfg.grow):
+        raise TpcoreError(f"a run of {cfg.candidates} candidates or grow={cfg.grow} cannot pause "
+                          "(successive halving pauses runs); expected candidates=1, grow=0")
     where = paused_dir(run.path)  # only looked at when it exists or a pause is asked for
     paused = RunDir(where, cfg.settings(), overwrite) if pause or where.exists() else None
     resumable = paused is not None and paused.finished
@@ -472,6 +561,8 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
         task = make_data(cfg)
         start = time.perf_counter()
         model, metrics = train(cfg, task, quiet=quiet, threads=threads, resume=state)
+        if "grown" in metrics:
+            write_json(tmp / GROWN, metrics["grown"].pop("program"))
         save(model, tmp / "model.npz", {"task": task.name, "vocab": list(task.vocab),
                                         "classes": list(task.classes)})
         try:
