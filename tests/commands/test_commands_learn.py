@@ -20,26 +20,29 @@ def test_cli_learn_runs_and_prints_summary(tmp_path, capsys):
 
 
 def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
-    """The in-context task trains its own recipe by default (2 layers of 4 categorical heads,
-    the best of 16 candidates); options given on the command line win, a run too short for the
-    selection trains one candidate, and the API builds the same configurations."""
+    """The in-context task trains its own recipe by default (2 layers of one categorical head,
+    grown from 4 heads per layer, the best of 16 candidates); options given on the command line
+    win, a run too short for the selection trains one candidate without growing, and the API
+    builds the same configurations."""
     small = ["--n-samples", "200", "--batch-size", "64", "--quiet", "--json"]
-    assert TASK_RECIPES["induction"] == dict(n_layers=2, n_cat_heads=4, n_num_heads=0,
-                                             n_cat_mlps=0, n_num_mlps=0, candidates=16,
+    assert TASK_RECIPES["induction"] == dict(n_layers=2, n_cat_heads=1, n_num_heads=0,
+                                             n_cat_mlps=0, n_num_mlps=0, grow=4, candidates=16,
                                              select_after=10)
     assert main(["learn", "in-context", *small, "--epochs", "2", "--select-after", "1",
                  "--out", str(tmp_path / "a")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {k: out["config"][k] for k in TASK_RECIPES["induction"]} == \
         {**TASK_RECIPES["induction"], "select_after": 1}
-    assert main(["learn", "induction", *small, "--epochs", "1", "--cat-heads", "1",
+    assert main(["learn", "induction", *small, "--epochs", "1", "--cat-heads", "2",
                  "--layers", "3", "--out", str(tmp_path / "b")]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
-    assert (config["n_layers"], config["n_cat_heads"], config["n_cat_mlps"]) == (3, 1, 0)
-    assert "candidates" not in config  # 1 epoch: one candidate
+    assert (config["n_layers"], config["n_cat_heads"], config["n_cat_mlps"]) == (3, 2, 0)
+    assert "candidates" not in config and "grow" not in config  # 1 epoch: one candidate
     assert task_config("hist") == LearnConfig(task="hist")
-    assert task_config("induction", epochs=10).candidates == 1
-    assert task_config("induction", epochs=11).candidates == 16
+    assert (task_config("induction", epochs=10).candidates,
+            task_config("induction", epochs=10).grow) == (1, 0)
+    assert (task_config("induction", epochs=11).candidates,
+            task_config("induction", epochs=11).grow) == (16, 4)
     assert main(["learn", "hist", *small, "--epochs", "1", "--gate-tau", "3",
                  "--out", str(tmp_path / "d")]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["gate_tau"] == 3.0

@@ -298,10 +298,12 @@ def test_a_grown_run_starts_from_the_best_pruning_of_its_wider_program(tmp_path,
 
 
 @pytest.mark.parametrize("fields, match", [
-    (dict(grow=1), "expected 1 <= n_cat_heads < grow"),
-    (dict(grow=2, n_cat_heads=0), "expected 1 <= n_cat_heads < grow"),
+    (dict(grow=1, select_after=1), "expected 1 <= n_cat_heads < grow"),
+    (dict(grow=2, select_after=1, n_cat_heads=0), "expected 1 <= n_cat_heads < grow"),
+    (dict(grow=2), "expected 1 <= select_after < epochs=2"),
     (dict(grow=-1), "grow must be >= 0"),
-    (dict(grow=2, init_from="p.json", init_parts="read"), "cannot also start from"),
+    (dict(grow=2, select_after=1, init_from="p.json", init_parts="read"),
+     "cannot also start from"),
 ])
 def test_grow_settings_that_cannot_work_are_refused(fields, match):
     with pytest.raises(TpcoreError, match=match):

@@ -17,8 +17,9 @@ the discrete model beside the paper's numbers and the accuracy targets). Budgets
 With matplotlib installed it also draws each selected run's training curves into its run
 directory (``runs/<task>/<run>/curves.png``, :func:`figures`).
 
-A budget's seeds count from the ``seed`` given (``seed, seed + 1, ...``). Except at ``defaults``,
-the in-context task uses the paper's model (2 layers, one categorical head each, no MLPs).
+A budget's seeds count from the ``seed`` given (``seed, seed + 1, ...``). The in-context task
+uses the paper's model (2 layers, one categorical head each, no MLPs), at ``defaults`` trained
+by its recipe (grown from 4 heads per layer, :data:`tpcore.pipelines.learn.TASK_RECIPES`).
 
 ``halving=ETA`` runs each task's sweep by successive halving
 (:func:`tpcore.pipelines.sweep.halve`): every run trains the first 1/ETA^(rungs-1) of its

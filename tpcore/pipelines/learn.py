@@ -201,6 +201,10 @@ class LearnConfig:
                               f"< epochs; got candidates={self.candidates}, select_after="
                               f"{self.select_after}, epochs={self.epochs}")
         variant_flags(self.counting)
+        if self.grow and not 1 <= self.select_after < self.epochs:
+            raise TpcoreError(f"grow={self.grow} compares its starts after select_after="
+                              f"{self.select_after} epochs; expected 1 <= select_after < epochs="
+                              f"{self.epochs}")
         if self.grow and not 1 <= self.n_cat_heads < self.grow:
             raise TpcoreError(f"grow={self.grow} trains a wider model first and keeps "
                               f"n_cat_heads={self.n_cat_heads} of its categorical heads per "
@@ -256,31 +260,33 @@ class LearnConfig:
 
 
 TASK_RECIPES: dict[str, dict[str, int]] = {
-    "induction": dict(n_layers=2, n_cat_heads=4, n_num_heads=0, n_cat_mlps=0, n_num_mlps=0,
-                      candidates=16, select_after=10),
+    "induction": dict(n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0, n_num_mlps=0,
+                      grow=4, candidates=16, select_after=10),
 }
 """The settings ``tpcore learn TASK`` trains with where they differ from :class:`LearnConfig`'s
-(3 layers of 4 + 4 heads and 2 + 2 MLPs, one candidate). The in-context task: 2 layers of 4
-categorical heads, no MLPs, and the best of 16 candidates after 10 epochs. Its program needs
-two heads that only pay together (a previous-token head, and a head keyed on its output): with
-the paper's one head per layer the read gates commit to other variables before that pair is
-useful; with four heads per layer some pair finds it on about one seed in five or six, and
-those seeds are ahead after 10 epochs (87-99 % validation token accuracy where measured, against
-at most 72 % for seeds that stayed on the plateau), so 16 candidates all miss it with
-probability about 0.83^16 = 5 % (docs/programs_model.md)."""
+(3 layers of 4 + 4 heads and 2 + 2 MLPs, one candidate). The in-context task: the paper's model
+(2 layers of one categorical head, no MLPs), grown from 4 heads per layer, whose run is the best
+of 16 candidates after 10 epochs (:func:`grow_then_prune`). Its program needs two heads that only
+pay together (a previous-token head, and a head keyed on its output): with one head per layer
+the read gates commit to other variables before that pair is useful; with four heads per layer
+some pair finds it on about one seed in five or six, and those seeds are ahead after 10 epochs
+(87-99 % validation token accuracy where measured, against at most 72 % for seeds that stayed
+on the plateau), so 16 candidates all miss it with probability about 0.83^16 = 5 %; the pair
+found is then cut out into the one-head model (docs/programs_model.md)."""
 
 
 def task_config(task: str, **fields: Any) -> LearnConfig:
     """The :class:`LearnConfig` of ``task`` (a name or alias): its :data:`TASK_RECIPES`
     entry, then ``fields``. A run too short for the recipe's selection (``epochs`` at most its
-    ``select_after``, neither ``candidates`` nor ``select_after`` given) trains one candidate."""
+    ``select_after``, none of ``candidates``, ``select_after`` and ``grow`` given) trains one
+    candidate of the model it names, without growing."""
     name = task_name(task)
     recipe = dict(TASK_RECIPES.get(name, {}))
     epochs = fields.get("epochs", LearnConfig.epochs)
     if (recipe.get("select_after", 0) >= epochs
-            and not {"candidates", "select_after"} & set(fields)):
-        recipe.pop("candidates", None)
-        recipe.pop("select_after")
+            and not {"candidates", "select_after", "grow"} & set(fields)):
+        for selecting in ("candidates", "select_after", "grow"):
+            recipe.pop(selecting, None)
     return LearnConfig(task=name, **{**recipe, **fields})
 
 
