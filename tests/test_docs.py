@@ -73,6 +73,7 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("program", "eval"): {"--n-samples": ["200"]},
     ("program", "export"): {},
     ("program", "stats"): NO_PLOTS,
+    ("program", "prune"): {},
     ("sweep", "sort"): {"--layers": ["1", "2"], "--heads": ["2"], "--mlps": ["1"],
                         "--seeds": ["0"], "--jobs": ["1"], **TINY_LEARN},
     ("sweep", "dyck1"): {"--layers": ["1"], "--heads": ["2"], "--mlps": ["1"], "--seeds": ["0"],

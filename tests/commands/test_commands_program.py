@@ -1,4 +1,4 @@
-"""``tpcore program show|run|eval|export|stats`` on each kind of PATH, and their bad input."""
+"""``tpcore program show|run|eval|export|stats|prune`` on each kind of PATH, and their bad input."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
 from tpcore.pipelines.decompile import load_program
 from tpcore.programs import codegen, ir
-from tpcore.programs.examples import reverse_program
+from tpcore.programs.examples import random_program, reverse_program
+from tpcore.programs.prune import head_choices, keep_heads
 
 LETTERS = list("abcdefgh")
 
@@ -199,3 +200,33 @@ def test_stats_bad_input_is_one_line_naming_the_path(tmp_path, capsys, monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert "matplotlib is needed for --plot: pip install 'tpcore[plot]'" in _stats_error(
         capsys, [str(runs[0]), "--plot", str(tmp_path / "x.png")])
+
+
+def test_program_prune_lists_the_choices_and_writes_the_one_kept(tmp_path, capsys):
+    p = random_program(4, layers=2, cat_heads=3, num_heads=0, cat_mlps=0, num_mlps=0)
+    ir.save(p, tmp_path / "p.json")
+    assert main(["program", "prune", str(tmp_path / "p.json"), "--choices", "1", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["choices"]
+    assert listed == [[list(h) for h in c] for c in head_choices(p, 1)] and listed
+    first = "/".join(",".join(map(str, hs)) for hs in listed[0])
+    out = tmp_path / "cut" / "q.json"
+    assert main(["program", "prune", str(tmp_path / "p.json"), "--keep", first,
+                 "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert ir.to_dict(ir.load(out)) == ir.to_dict(keep_heads(p, tuple(map(tuple, listed[0]))))
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--keep", "0/x", "--out", "q.json"], "--keep '0/x': expected head indices per layer"),
+    (["--keep", "0/0"], "--keep writes a program; expected --out FILE.json"),
+    (["--keep", "0/0/0", "--out", "q.json"], "head choice ((0,), (0,), (0,)) names 3 layers"),
+    (["--choices", "4"], "keeping 4 categorical heads per layer; expected 1 .. the fewest"),
+])
+def test_program_prune_refuses_what_does_not_fit_in_one_line(tmp_path, capsys, extra, msg):
+    extra = [str(tmp_path / x) if x == "q.json" else x for x in extra]
+    ir.save(random_program(4, layers=2, cat_heads=3, num_heads=0, cat_mlps=0, num_mlps=0),
+            tmp_path / "p.json")
+    assert main(["program", "prune", str(tmp_path / "p.json"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "q.json").exists()

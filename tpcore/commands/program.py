@@ -1,5 +1,7 @@
 """``tpcore program show|run|eval|export PATH``: read, run, score and export Transformer Programs;
-``tpcore program stats PATH...``: which variables their heads read, by layer (Figure 12).
+``tpcore program stats PATH...``: which variables their heads read, by layer (Figure 12);
+``tpcore program prune PATH``: keep some categorical heads per layer, as a narrower model names
+them (:mod:`tpcore.programs.prune`), e.g. to start one with ``tpcore learn --init-from``.
 
 PATH may be a run directory (``tpcore learn``), a saved IR (``.json``), a generated program or a
 program in the authors' published format (``.py``, imported with ``ast``, never executed), or a
@@ -19,7 +21,7 @@ from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import MIN_SAMPLES
 from tpcore.pipelines.score import evaluate_on_task
-from tpcore.programs import analysis, codegen, reads
+from tpcore.programs import analysis, codegen, ir, prune, reads
 from tpcore.programs.interpret import predict, run_tokens
 from tpcore.rundir import check_out_dir
 
@@ -138,6 +140,37 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_heads(spec: str) -> prune.HeadChoice:
+    """``"0,1/2,3"`` -> ``((0, 1), (2, 3))``: head indices per layer, layers separated by ``/``."""
+    try:
+        return tuple(tuple(int(h) for h in layer.split(",")) for layer in spec.split("/"))
+    except ValueError:
+        raise TpcoreError(f"--keep {spec!r}: expected head indices per layer, layers separated "
+                          "by '/', e.g. 0,1/2 (layer 0 keeps heads 0 and 1, layer 1 head 2)"
+                          ) from None
+
+
+def _prune(args: argparse.Namespace) -> int:
+    p = load_program(args.path)
+    if args.keep is None:
+        choices = prune.head_choices(p, args.choices)
+        emit(args, {"path": args.path, "per_layer": args.choices,
+                    "choices": [[list(hs) for hs in c] for c in choices]},
+             lambda: "\n".join(["/".join(",".join(map(str, hs)) for hs in c) for c in choices]
+                               or [f"no way to keep {args.choices} heads per layer"]))
+        return 0
+    if not args.out:
+        raise TpcoreError("--keep writes a program; expected --out FILE.json")
+    pruned = prune.keep_heads(p, parse_heads(args.keep))
+    out = Path(args.out)
+    check_out_dir(out.parent)
+    ir.save(pruned, out)
+    emit(args, {"path": args.path, "keep": args.keep, "out": out,
+                "modules": [m.name for m in pruned.modules]},
+         f"wrote {out}: modules {', '.join(m.name for m in pruned.modules)}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("program", help="show, run, evaluate, export or count Transformer "
                                        "Programs",
@@ -193,3 +226,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     stats.add_argument("--title", help="the figure's title")
     add_json_option(stats)
     stats.set_defaults(func=_stats)
+    cut = verbs.add_parser("prune", help="keep some categorical heads per layer, renumbered as a "
+                                         "narrower model names them")
+    cut.add_argument("path")
+    what = cut.add_mutually_exclusive_group(required=True)
+    what.add_argument("--keep", metavar="HEADS",
+                      help="head indices per layer, layers separated by '/': 0,1/2 keeps heads "
+                           "0 and 1 of layer 0 and head 2 of layer 1 (with --out)")
+    what.add_argument("--choices", type=positive_int, metavar="K",
+                      help="list every way to keep K heads per layer in which no kept module "
+                           "reads a dropped head")
+    cut.add_argument("--out", help="the pruned program's IR file (.json)")
+    add_json_option(cut)
+    cut.set_defaults(func=_prune)
