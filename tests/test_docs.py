@@ -399,27 +399,35 @@ def table1_tasks() -> dict[str, dict]:
     return {t["task"]: t for t in TABLE1["tasks"]}
 
 
+RECIPE_ROWS = {"double hist, `tpcore learn` recipe": ("recipe_double_hist/six_after_100",
+                                                     list(range(400, 410))),
+               "in-context, `tpcore learn` recipe": ("recipe_grow", list(range(110, 115)))}
+"""README's Table 1 rows of the tasks' own recipes: their results folder and fresh seeds."""
+
+
 def test_readme_table1_matches_the_results():
     """README's Table 1 is results/success_rates (the paper's architectures over fresh seeds),
-    and its last row the in-context task's own recipe (results/recipe_grow)."""
+    and its last rows the tasks' own recipes (:data:`RECIPE_ROWS`)."""
     section = (REPO / "README.md").read_text(encoding="utf-8").split("(paper Table 1)", 1)[1]
     rows = table_rows(section, "| task | test token acc")
     tasks = {t["task"]: t for t in results("success_rates/table1.json")["tasks"]}
-    [recipe] = results("recipe_grow/table1.json")["tasks"]
-    assert [r["task"] for r in rows][-1] == "in-context, `tpcore learn` recipe"
-    assert sorted(README_TASKS[r["task"]] for r in rows[:-1]) == sorted(tasks)
+    recipes = {name: results(f"{folder}/table1.json")["tasks"][0]
+               for name, (folder, _) in RECIPE_ROWS.items()}
+    plain = [r for r in rows if r["task"] not in recipes]
+    assert [r["task"] for r in rows[len(plain):]] == list(RECIPE_ROWS)
+    assert sorted(README_TASKS[r["task"]] for r in plain) == sorted(tasks)
     for row in rows:
-        t = recipe if row is rows[-1] else tasks[README_TASKS[row["task"]]]
+        t = recipes.get(row["task"]) or tasks[README_TASKS[row["task"]]]
         acc = row["test token acc"]
         assert acc.strip("*") == f"{t['test_acc']:.2f}", row["task"]
         assert acc.startswith("**") == (t["test_acc"] >= t["target"]), f"{row['task']}: bold"
         assert row["runs within 1 point of the paper"] == f"{t['success']} of {t['runs']}"
-        assert t["seeds"] == ([110, 111, 112, 113, 114] if t is recipe else
+        assert t["seeds"] == (RECIPE_ROWS[row["task"]][1] if row["task"] in recipes else
                               [100, 101, 102, 103, 104])
         assert float(row["paper"]) == t["paper"] and float(row["target"]) == t["target"]
         assert t["selected"]["fidelity"] == 1.0   # "every decompiled program agrees ... 100 %"
     protocol = {t["task"]: t for t in results("table1_paper/table1.json")["tasks"]}
-    for row in rows[:-1]:
+    for row in plain:
         t = protocol.get(README_TASKS[row["task"]])
         cells = (row["the paper's protocol (40 runs)"], row["its wall time"])
         assert cells == (("not yet", "-") if t is None else

@@ -39,6 +39,10 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
     assert (config["n_layers"], config["n_cat_heads"], config["n_cat_mlps"]) == (3, 2, 0)
     assert "candidates" not in config and "grow" not in config  # 1 epoch: one candidate
     assert task_config("hist") == LearnConfig(task="hist")
+    assert TASK_RECIPES["double_hist"] == dict(n_cat_mlps=1, n_num_mlps=1, candidates=6,
+                                               select_after=100)
+    assert (task_config("double-hist").candidates, task_config("double_hist", epochs=100)
+            .candidates, task_config("double_hist", epochs=100).n_cat_mlps) == (6, 1, 1)
     assert (task_config("induction", epochs=10).candidates,
             task_config("induction", epochs=10).grow) == (1, 0)
     assert (task_config("induction", epochs=11).candidates,
