@@ -446,8 +446,8 @@ def grow_then_prune(cfg: LearnConfig, task: TaskData, quiet: bool = True,
              if k in wide}
     grown["heads"] = [{"heads": [list(hs) for hs in c], "val_acc": r["val_acc"],
                        "train_seconds": r["train_seconds"]} for c, r in zip(choices, records)]
-    grown["kept"] = grown["heads"][max(range(len(records)),
-                                       key=lambda i: (records[i]["val_acc"], -i))]["heads"]
+    kept = records.index(max(records, key=lambda r: r["val_acc"]))  # the first on ties
+    grown["kept"] = grown["heads"][kept]["heads"]
     grown["program"] = to_dict(program)
     return one, model, paused, grown
 

@@ -123,7 +123,8 @@ def head_choices(program: Program, per_layer: int) -> list[HeadChoice]:
     if count > MAX_CHOICES:
         raise TpcoreError(f"{count} ways to keep {per_layer} of {[len(h) for h in heads]} "
                           f"categorical heads per layer; expected at most {MAX_CHOICES}")
-    heads_out = {m.name: m.output for m in program.modules if m.name in _heads(program)}
+    names = _heads(program)
+    heads_out = {m.name: m.output for m in program.modules if m.name in names}
     choices = []
     for choice in itertools.product(*(itertools.combinations(hs, per_layer) for hs in heads)):
         kept = {f"attn_{layer}_{h}" for layer, hs in enumerate(choice) for h in hs}
