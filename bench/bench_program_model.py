@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from sidebyside import compare, threads
 
-from tpcore.backend import blas_threads
+from tpcore.cpu import blas_threads
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.optim import Adam
 from tpcore.pipelines.learn import program_step
@@ -33,12 +33,13 @@ from tpcore.train import StepContext
 AUTHORS_VARIABLE = "TPCORE_AUTHORS_CODE"
 
 
-def train_step(model: Any, batch: dict, lr: float):
-    """A zero-argument training step (forward, backward, Adam) on a fixed batch, with one BLAS
-    thread; shared with ``bench_counting.py``."""
+def train_step(model: Any, batch: dict, lr: float, tau: float = 1.0):
+    """A zero-argument training step (forward, backward, Adam) on a fixed batch at Gumbel
+    temperature ``tau``, with one BLAS thread; shared with ``bench_counting.py`` and
+    ``bench_training.py``."""
     blas_threads(1)
     opt = Adam(model.parameters(), lr=lr)
-    ctx = StepContext(0, 1.0, np.random.default_rng(0))
+    ctx = StepContext(0, tau, np.random.default_rng(0))
 
     def step():
         opt.zero_grad()
@@ -61,9 +62,11 @@ def make_step(n_layers: int, b: int = 512, n: int = 8):
     return train_step(ProgramModel(cfg), rasp_batch(b, n), lr=0.05)
 
 
-def authors_step(n_layers: int, b: int = 512, n: int = 8):
+def authors_step(n_layers: int, b: int = 512, n: int = 8, temp: float = 1.0,
+                 tokens: np.ndarray | None = None, targets: np.ndarray | None = None):
     """The authors' model at the same configuration and their training step (per-token loss,
-    Adam at lr 0.05, Gumbel-softmax samples)."""
+    Adam at lr 0.05, Gumbel-softmax samples at temperature ``temp``) on ``tokens`` and
+    ``targets`` (their convention: target 0 carries no loss; default: random ones)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("einops")
     root = os.environ.get(AUTHORS_VARIABLE)
@@ -79,9 +82,11 @@ def authors_step(n_layers: int, b: int = 512, n: int = 8):
         n_heads_num=4, d_mlp=64, n_cat_mlps=2, n_num_mlps=2, mlp_vars_in=2, n_layers=n_layers,
         n_ctx=n, sample_fn=gumbel_soft, attention_type="cat", rel_pos_bias="fixed",
         one_hot_embed=True, count_only=True, selector_width=0)
+    model.set_temp(temp)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.05)
     data = rasp_batch(b, n)
-    x, y = torch.as_tensor(data["tokens"]), torch.as_tensor(data["targets"])
+    x = torch.as_tensor(data["tokens"] if tokens is None else tokens)
+    y = torch.as_tensor(data["targets"] if targets is None else targets)
 
     def step():
         opt.zero_grad()

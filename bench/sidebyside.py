@@ -8,6 +8,11 @@ minimum wall-clock milliseconds of the interleaved calls (blocks of a few calls 
 one library's spinning thread pool does not land in the other's timings), the ratios of
 tpcore's to each anchor's (``ratio_<name>``: of the medians; ``ratio_<name>_min``: of the
 minima), the thread count and the load average before and after.
+
+Both sides run with subnormal floats flushed to zero, as tpcore trains float32 models
+(:func:`tpcore.cpu.flush_subnormals`, on the calling thread and OpenBLAS's); the anchor gets the
+same mode, which can only help it. :func:`kept` runs a function with subnormals kept instead, to
+measure what flushing changes.
 """
 
 from __future__ import annotations
@@ -20,22 +25,42 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from tpcore.train import limit_threads
+from tpcore.cpu import flush_subnormals, flush_unsupported, limit_threads
 
 
 @contextmanager
 def threads(n: int) -> Iterator[None]:
-    """NumPy's BLAS, the fused kernels and PyTorch (when imported) on ``n`` threads."""
+    """NumPy's BLAS, the fused kernels and PyTorch (when imported) on ``n`` threads, subnormals
+    flushed to zero."""
     torch = sys.modules.get("torch")
     before = torch.get_num_threads() if torch else None
     if torch:
         torch.set_num_threads(n)
     try:
-        with limit_threads(n):
+        with limit_threads(n), flush_subnormals():
             yield
     finally:
         if torch:
             torch.set_num_threads(before)
+
+
+def kept(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with subnormals kept on the calling thread (flush-to-zero and
+    denormals-are-zero cleared for the call); for one-thread timings, where BLAS computes on the
+    calling thread too. Where flushing is unsupported, ``fn`` itself."""
+    if flush_unsupported():
+        return fn
+    from tpcore.kernels.fpmode import DAZ, FTZ, get_mxcsr, set_mxcsr
+
+    def call() -> object:
+        before = get_mxcsr()
+        set_mxcsr(before & ~(FTZ | DAZ))
+        try:
+            return fn()
+        finally:
+            set_mxcsr(before)
+
+    return call
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int = 15, block: int = 3,

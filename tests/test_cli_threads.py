@@ -6,7 +6,7 @@ import os
 import pytest
 
 from tpcore import cli
-from tpcore.train import THREADS_VARIABLE, default_threads
+from tpcore.cpu import THREADS_VARIABLE, default_threads
 
 
 def test_threads_option_sets_the_training_threads(monkeypatch, capsys):

@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from tpcore.backend import blas_threads, to_host
+from tpcore.backend import to_host
+from tpcore.cpu import blas_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.models import load
 from tpcore.nn.module import Module, Parameter
@@ -162,6 +163,10 @@ def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses)
     assert resumed.steps == 14 and len(result.history) == 5
     for (name, a), b in zip(model.state_dict().items(), again.state_dict().values()):
         assert np.array_equal(a, b), name
+    # each session's first step is not timed; the tenths of the whole run add up over sessions
+    assert result.tenth_steps == [1, 1, 2, 1, 1, 2, 1, 2, 1, 1]
+    assert sum(resumed.tenth_steps) == 14 - 1 - len(pauses)
+    assert all(t is None or t > 0 for t in resumed.ms_per_step_by_tenth())
 
 
 @pytest.mark.host_only("pausing saves a NumPy generator's state")

@@ -218,7 +218,7 @@ def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
     ``seed``, ``n_samples``, ...; the task's architecture where not given,
     :func:`~tpcore.pipelines.learn.task_config`); ``quiet=False`` shows a progress bar on a
     terminal; ``threads``: BLAS threads (default: ``TPCORE_THREADS``, else up to 2
-    cores, :func:`tpcore.train.default_threads`)."""
+    cores, :func:`tpcore.cpu.default_threads`)."""
     fields = {f.name for f in dataclasses.fields(pipeline.LearnConfig)} - {"task"}
     settings = {}
     for key, value in options.items():

@@ -11,22 +11,19 @@ conversions and NumPy functions as a GPU run would, so that a CPU test run finds
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib
 import importlib.util
 import os
-import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from tpcore import strict
-from tpcore.errors import BackendError, TpcoreError
+from tpcore.errors import BackendError
 
 BACKENDS = ("numpy", "numpy-strict", "cupy")
 DEFAULT_FLOAT = np.float32
@@ -152,53 +149,6 @@ def scatter_add(target: Any, index: Any, values: Any) -> Any:
     else:
         xp.add.at(target, index, values)
     return target
-
-
-def blas_threads(n: int) -> int | None:
-    """Limit NumPy's bundled OpenBLAS to ``n`` threads in this process (via ctypes) and return
-    the previous count, or None when no OpenBLAS is loaded.
-
-    The products of these small models are tiny; on shared cores multi-threaded BLAS spends its
-    time waiting, so training and the tests run single-threaded (``OPENBLAS_NUM_THREADS=1``
-    does the same when set before NumPy loads).
-    """
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return None
-    for lib in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
-        handle = ctypes.CDLL(lib)
-        for prefix in ("scipy_openblas", "openblas"):
-            for suffix in ("64_", ""):
-                get = getattr(handle, f"{prefix}_get_num_threads{suffix}", None)
-                put = getattr(handle, f"{prefix}_set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    before = int(get())
-                    put(ctypes.c_int(n))
-                    return before
-    return None
-
-
-THREADS_VARIABLE = "TPCORE_THREADS"
-"""Environment variable: threads of training when none are asked for."""
-MAX_DEFAULT_THREADS = 2
-"""The default never takes more cores than this: the products of these small models are split
-too finely beyond two threads for the synchronisation to pay."""
-
-
-def default_threads() -> int:
-    """Threads of training when none are asked for: ``TPCORE_THREADS`` when set, else the cores
-    this process may run on, at most :data:`MAX_DEFAULT_THREADS`. On cores that other jobs keep
-    busy a second thread mostly waits: set ``TPCORE_THREADS=1`` (or ``--threads 1``) there.
-    """
-    text = os.environ.get(THREADS_VARIABLE, "").strip()
-    if not text:
-        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                 else os.cpu_count() or 1)
-        return max(1, min(MAX_DEFAULT_THREADS, cores))
-    if not text.isdigit() or int(text) < 1:
-        raise TpcoreError(f"{THREADS_VARIABLE}={text!r}; expected an integer >= 1")
-    return int(text)
 
 
 def use_kernels(on: bool | None = None) -> bool:

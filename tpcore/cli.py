@@ -21,8 +21,8 @@ from typing import NoReturn
 
 import tpcore
 from tpcore.backend import BACKENDS
+from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
-from tpcore.train import THREADS_VARIABLE
 
 COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
             "nlp", "plot")

@@ -13,11 +13,13 @@ position, the selection so far and the history; :func:`save_state`, :func:`load_
 resumed run the same, bit for bit, as one that never paused. Schedules are those of the whole
 run: a paused run has trained the first ``pause_at`` steps of it.
 
-Training runs on :func:`default_threads` threads (``TPCORE_THREADS``, else up to two of the
-cores this process may use) unless :attr:`TrainConfig.threads` says otherwise, whether it starts
-from the CLI or from Python: NumPy's BLAS runs the matrix products on them, the fused kernels
-between the products run on one (a second thread pool would spin against BLAS's on two cores);
-the previous count is restored afterwards (:func:`limit_threads`).
+Training runs on :func:`tpcore.cpu.default_threads` threads (``TPCORE_THREADS``, else up to two
+of the cores this process may use) unless :attr:`TrainConfig.threads` says otherwise, whether it
+starts from the CLI or from Python: NumPy's BLAS runs the matrix products on them, the fused
+kernels between the products run on one (a second thread pool would spin against BLAS's on two
+cores); the previous count is restored afterwards. A float32 model trains with subnormal numbers
+flushed to zero (:func:`tpcore.cpu.flush_subnormals`), the caller's floating-point mode restored
+afterwards.
 """
 
 from __future__ import annotations
@@ -28,21 +30,15 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tpcore.backend import (
-    THREADS_VARIABLE,
-    asarray,
-    backend_name,
-    blas_threads,
-    default_threads,
-)
+from tpcore.backend import asarray, backend_name
 from tpcore.backend import rng as make_rng
+from tpcore.cpu import flush_subnormals, flush_wanted, limit_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.io import write_json, write_npz
 from tpcore.nn.losses import (
@@ -55,27 +51,12 @@ from tpcore.nn.module import Module, save
 from tpcore.nn.optim import Optimizer, Schedule, clip_grad_norm, geometric
 
 __all__ = [
-    "STATE_FILES", "THREADS_VARIABLE", "Batch", "Batches", "StepContext", "TrainConfig",
-    "TrainResult", "TrainState", "default_threads", "evaluate_supervised", "fit", "limit_threads",
-    "load_state", "progress", "save_state", "shuffled_batches", "supervised_step",
+    "STATE_FILES", "Batch", "Batches", "StepContext", "TrainConfig", "TrainResult", "TrainState",
+    "evaluate_supervised", "fit", "load_state", "progress", "save_state", "shuffled_batches",
+    "supervised_step",
 ]
 
 Batch = dict[str, Any]
-
-@contextmanager
-def limit_threads(n: int | None = None) -> Iterator[None]:
-    """Run the block with NumPy's BLAS on ``n`` threads (:func:`default_threads` when None),
-    restoring the previous count afterwards (a no-op where no OpenBLAS is loaded)."""
-    n = default_threads() if n is None else n
-    if n < 1:
-        raise TpcoreError(f"threads must be >= 1, got {n}")
-    before = blas_threads(n)
-    try:
-        yield
-    finally:
-        if before is not None:
-            blas_threads(before)
-
 
 @dataclass
 class StepContext:
@@ -98,9 +79,12 @@ class TrainConfig:
     stopping; the best parameters (the latest among equals) are restored at the end.
     ``patience`` counts evaluations without improvement before stopping. ``checkpoint`` saves
     the best model there. ``threads``: BLAS threads while training (None:
-    :func:`default_threads`). ``pause_at``: stop after this many of the ``steps`` and return the
-    paused state (:attr:`TrainResult.paused`) to resume from; nothing extra is evaluated there,
-    so pause where an evaluation falls to know the selection at that point.
+    :func:`tpcore.cpu.default_threads`). ``pause_at``: stop after this many of the ``steps`` and
+    return the paused state (:attr:`TrainResult.paused`) to resume from; nothing extra is
+    evaluated there, so pause where an evaluation falls to know the selection at that point.
+    ``flush_subnormals``: train with subnormal floats flushed to zero
+    (:func:`tpcore.cpu.flush_subnormals`); None: when every parameter is float32 and
+    ``TPCORE_SUBNORMALS`` is not ``keep``.
     """
 
     steps: int
@@ -117,6 +101,7 @@ class TrainConfig:
     desc: str = "train"
     threads: int | None = None
     pause_at: int | None = None
+    flush_subnormals: bool | None = None
 
 
 @dataclass
@@ -127,8 +112,8 @@ class TrainState:
     now and at the best evaluation (None before one); ``optimizer``:
     :meth:`tpcore.nn.optim.Optimizer.state_dict`; ``rng``: the noise generator's state;
     ``best_score``/``stale``: the selection's best score and evaluations since it improved;
-    ``history``/``best``/``last_loss``/``last_step``/``seconds``: as in :class:`TrainResult`
-    (``last_step``: the step of ``last_loss``).
+    ``history``/``best``/``last_loss``/``last_step``/``seconds``/``tenth_seconds``/
+    ``tenth_steps``: as in :class:`TrainResult` (``last_step``: the step of ``last_loss``).
     """
 
     step: int
@@ -143,13 +128,26 @@ class TrainState:
     last_loss: float = float("nan")
     last_step: int = -1
     seconds: float = 0.0
+    tenth_seconds: list[float] = field(default_factory=lambda: [0.0] * TENTHS)
+    tenth_steps: list[int] = field(default_factory=lambda: [0] * TENTHS)
+
+
+TENTHS = 10
+"""A run's steps are timed in this many equal parts (:attr:`TrainResult.tenth_seconds`)."""
 
 
 @dataclass
 class TrainResult:
     """What :func:`fit` returns: per-evaluation history, best metrics, and timing (over all the
     sessions of a resumed run); ``paused``: the state to resume from when the run paused
-    (``TrainConfig.pause_at``) before its last step, else None."""
+    (``TrainConfig.pause_at``) before its last step, else None.
+
+    ``tenth_seconds[k]``, ``tenth_steps[k]``: seconds spent in the timed training steps
+    (forward, backward, update; evaluations left out) of the ``k``-th tenth of the run's steps,
+    and how many they are, so that a step that gets slower as training goes on shows
+    (:meth:`ms_per_step_by_tenth`). The first step of each call of :func:`fit` is not timed: it
+    compiles or loads the kernels.
+    """
 
     history: list[dict[str, float]] = field(default_factory=list)
     best: dict[str, float] = field(default_factory=dict)
@@ -158,6 +156,13 @@ class TrainResult:
     stopped_early: bool = False
     last_loss: float = float("nan")
     paused: TrainState | None = None
+    tenth_seconds: list[float] = field(default_factory=lambda: [0.0] * TENTHS)
+    tenth_steps: list[int] = field(default_factory=lambda: [0] * TENTHS)
+
+    def ms_per_step_by_tenth(self) -> list[float | None]:
+        """Mean milliseconds per timed training step in each tenth of the run (None for a tenth
+        without one: the run stopped early, or has few steps)."""
+        return [1000 * s / c if c else None for s, c in zip(self.tenth_seconds, self.tenth_steps)]
 
 
 def progress(total: int, desc: str, quiet: bool) -> Any:
@@ -203,14 +208,17 @@ def fit(
     last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
     ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
     ``config.select``; the history row of an evaluation is ``{"step": s, "train_loss": the
-    step's training loss, **evaluate(model)}``. BLAS runs on ``config.threads`` threads
-    (:func:`limit_threads`).
+    step's training loss, **evaluate(model)}``. BLAS runs on ``config.threads`` threads, and
+    subnormals are flushed as ``config.flush_subnormals`` says (:mod:`tpcore.cpu`).
 
     ``resume``: a paused run's state to go on from (its step onwards; the batches from that step:
     a function of it is called with it, an iterator is advanced past the batches used). With
     ``config.pause_at`` the run stops there and returns its state in ``paused``.
     """
-    with limit_threads(config.threads):
+    flush = config.flush_subnormals
+    if flush is None:
+        flush = flush_wanted() and all(p.data.dtype == np.float32 for p in model.parameters())
+    with limit_threads(config.threads), flush_subnormals(flush):
         return _fit(model, optimizer, batches, step_fn, config, evaluate, resume)
 
 
@@ -242,6 +250,8 @@ def _fit(
         best_state = None if resume.best_params is None else _copy(resume.best_params)
         last_finite, last_finite_step = resume.last_loss, resume.last_step
         result.history, result.best = list(resume.history), dict(resume.best)
+        result.tenth_seconds = list(resume.tenth_seconds)
+        result.tenth_steps = list(resume.tenth_steps)
     if callable(batches):
         batches = batches(first)
     else:
@@ -256,6 +266,7 @@ def _fit(
             if config.lr_schedule is not None:
                 optimizer.lr = config.lr_schedule(step)
             ctx = StepContext(step, tau_at(step) if tau_at else None, rng)
+            began = time.perf_counter()
             optimizer.zero_grad()
             loss = float(step_fn(model, next(batches), ctx))
             if not math.isfinite(loss):
@@ -267,6 +278,10 @@ def _fit(
             if config.grad_clip:
                 clip_grad_norm(optimizer.params, config.grad_clip)
             optimizer.step()
+            if step > first:
+                tenth = step * TENTHS // config.steps
+                result.tenth_seconds[tenth] += time.perf_counter() - began
+                result.tenth_steps[tenth] += 1
             bar.update()
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{loss:.4f}")
@@ -298,7 +313,8 @@ def _fit(
             step=result.steps, params=model.state_dict(), optimizer=optimizer.state_dict(),
             rng=_generator_state(rng), best_params=best_state, best_score=best_score,
             stale=stale, history=list(result.history), best=dict(result.best),
-            last_loss=last_finite, last_step=last_finite_step, seconds=result.seconds)
+            last_loss=last_finite, last_step=last_finite_step, seconds=result.seconds,
+            tenth_seconds=list(result.tenth_seconds), tenth_steps=list(result.tenth_steps))
     if best_state is not None:
         model.load_state_dict(best_state)
     return result
@@ -350,7 +366,8 @@ def save_state(state: TrainState, folder: str | Path) -> None:
         "step": state.step, "optimizer": {"t": state.optimizer["t"], "lr": state.optimizer["lr"]},
         "rng": state.rng, "best_score": state.best_score, "stale": state.stale,
         "history": state.history, "best": state.best, "last_loss": state.last_loss,
-        "last_step": state.last_step, "seconds": state.seconds})
+        "last_step": state.last_step, "seconds": state.seconds,
+        "tenth_seconds": state.tenth_seconds, "tenth_steps": state.tenth_steps})
 
 
 def load_state(folder: str | Path) -> TrainState:
@@ -368,9 +385,19 @@ def load_state(folder: str | Path) -> TrainState:
             best_params=arrays.get("best"), best_score=float(meta["best_score"]),
             stale=int(meta["stale"]), history=meta["history"], best=meta["best"],
             last_loss=float(meta["last_loss"]), last_step=int(meta["last_step"]),
-            seconds=float(meta["seconds"]))
+            seconds=float(meta["seconds"]), tenth_seconds=_tenths(meta, "tenth_seconds", float),
+            tenth_steps=_tenths(meta, "tenth_steps", int))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TpcoreError(f"{folder}: not a readable paused training state ({exc})") from None
+
+
+def _tenths(meta: dict[str, Any], key: str, kind: type) -> list[Any]:
+    """``meta[key]``: :data:`TENTHS` finite numbers >= 0 of ``kind`` (a float list takes ints)."""
+    value = meta[key]
+    if not (isinstance(value, list) and len(value) == TENTHS
+            and all(type(x) in (int, kind) and 0 <= x < math.inf for x in value)):
+        raise ValueError(f"{key} {str(value)[:60]}: expected {TENTHS} numbers >= 0")
+    return [kind(x) for x in value]
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

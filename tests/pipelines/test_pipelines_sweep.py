@@ -26,7 +26,8 @@ from tpcore.pipelines.sweep import (
 
 TINY = dict(task="induction", n_layers=2, n_cat_heads=1, n_num_heads=0, n_cat_mlps=0,
             n_num_mlps=0, batch_size=64, eval_every=1, n_samples=300)
-MEASURED = ("train_seconds", "ms_per_step", "peak_rss_mb", "wall_seconds", "program")
+MEASURED = ("train_seconds", "ms_per_step", "ms_per_step_by_tenth", "peak_rss_mb", "wall_seconds",
+            "program")
 
 
 @pytest.mark.parametrize("epochs,every,eta,rungs,expected", [

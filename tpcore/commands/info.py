@@ -1,4 +1,5 @@
-"""``tpcore info``: backend, versions, and which optional packages are available."""
+"""``tpcore info``: backend, versions, which optional packages are available, the processor and
+what float32 training does with subnormal numbers on it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import tpcore
 from tpcore.backend import _load_cupy, backend_name
 from tpcore.commands.output import add_json_option, emit
+from tpcore.cpu import cpu_name, subnormal_mode
 
 OPTIONAL = ("numba", "scipy", "tqdm", "cupy", "matplotlib", "torch", "dask")
 
@@ -36,7 +38,8 @@ def _cupy_status() -> str:
 def run(args: argparse.Namespace) -> int:
     info = {"tpcore": tpcore.__version__, "python": platform.python_version(),
             "numpy": np.__version__, "backend": backend_name(),
-            **{pkg: _version(pkg) for pkg in OPTIONAL}, "cupy_backend": _cupy_status()}
+            **{pkg: _version(pkg) for pkg in OPTIONAL}, "cupy_backend": _cupy_status(),
+            "cpu": cpu_name(), "subnormals": subnormal_mode()}
     width = max(len(k) for k in info)
     emit(args, info, lambda: "\n".join(f"{key.replace('_', ' '):<{width}}  {value}"
                                        for key, value in info.items()))
@@ -44,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="backend, versions and optional packages")
+    p = sub.add_parser("info", help="backend, versions, optional packages, the CPU and what "
+                       "training does with subnormal floats")
     add_json_option(p)
     p.set_defaults(func=run)

@@ -149,8 +149,9 @@ def config_from_args(args: argparse.Namespace, **arch: Any) -> LearnConfig:
     return cfg
 
 
-SUMMARY = ("train", "val", "test", "steps", "train_seconds", "ms_per_step", "selected_at_step",
-           "peak_rss_mb", "program", "seed", "candidates", "grown")
+SUMMARY = ("train", "val", "test", "steps", "train_seconds", "ms_per_step",
+           "ms_per_step_by_tenth", "selected_at_step", "peak_rss_mb", "program", "seed",
+           "candidates", "grown")
 """The entries of a run's ``metrics.json`` that ``tpcore learn`` prints."""
 
 
@@ -169,8 +170,11 @@ def summary(metrics: dict) -> str:
         rows.append(f"grown from {metrics['config']['grow']} heads per layer (test token acc "
                     f"{100 * g['test']['acc']:.2f}%), kept heads {g['kept']} of "
                     f"{len(g['heads'])} choices")
+    tenths = [t for t in metrics.get("ms_per_step_by_tenth", ()) if t]
+    trend = f"; the last tenth's steps {tenths[-1] / tenths[0]:.2f}x the first's" if len(
+        tenths) > 1 else ""
     rows.append(f"{metrics['steps']} steps in {metrics['train_seconds']:.1f} s "
-                f"({metrics['ms_per_step']:.1f} ms/step), selected at step "
+                f"({metrics['ms_per_step']:.1f} ms/step{trend}), selected at step "
                 f"{metrics['selected_at_step']}, peak memory {metrics['peak_rss_mb']:.0f} MiB")
     prog = metrics.get("program", {})
     if "path" in prog:

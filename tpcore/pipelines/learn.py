@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpcore.cpu import limit_threads
 from tpcore.errors import TpcoreError, unknown_name
 from tpcore.io import write_json
 from tpcore.limits import check_memory
@@ -61,7 +62,6 @@ from tpcore.train import (
     cannot_pause,
     evaluate_supervised,
     fit,
-    limit_threads,
     load_state,
     save_state,
     shuffled_batches,
@@ -460,7 +460,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
     :func:`build_model`'s; ``threads``: BLAS threads
-    (:func:`tpcore.train.limit_threads`);
+    (:func:`tpcore.cpu.limit_threads`);
     ``resume``: a paused state of this run to finish (:func:`fit_run`). With
     ``cfg.candidates > 1`` (and neither ``model`` nor ``resume``) the best candidate
     (:func:`pick_candidate`) is trained to the end; ``candidates`` in the metrics lists them
@@ -486,6 +486,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
         "task": task.name, "config": cfg.settings(), "seed": run_cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
         "train_seconds": seconds, "ms_per_step": 1000 * result.seconds / result.steps,
+        "ms_per_step_by_tenth": result.ms_per_step_by_tenth(),
         "selected_at_step": result.best.get("step"), "history": result.history,
     }
     if candidates:
@@ -529,7 +530,7 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     finished run of ``cfg``, read back instead of retrained. ``out`` holding a run of other
     settings is refused before any work, unless ``overwrite``, which replaces it whole; so is
     a finished run whose model files are missing (``overwrite`` trains it again).
-    ``threads``: threads of the whole run (None: :func:`tpcore.train.default_threads`).
+    ``threads``: threads of the whole run (None: :func:`tpcore.cpu.default_threads`).
 
     ``pause_after`` (epochs, below ``cfg.epochs``): train only that far and keep the paused state
     in :func:`paused_dir` instead of writing ``out``; returns its summary

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from tpcore.backend import THREADS_VARIABLE
+from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import TpcoreError
 from tpcore.io import write_json, write_text
 from tpcore.pipelines import learn
