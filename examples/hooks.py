@@ -31,8 +31,8 @@ for head in run.program.heads:
         print(f"without {head}: {out}")
 
 # %% Patch a head: the corrupted run with one head's output taken from the clean run
-patched = run.decode(patch_head(model, clean, corrupted, "num_attn_0_1"))
-print(patched)                   # ['a', 'a', 'd', 'e']: the count it carries moved the output
+patched = run.decode(patch_head(model, clean, corrupted, "num_attn_0_3"))
+print(patched)                   # ['a', 'c', 'c', 'e']: the count it carries moved the output
 assert patched != run.decode(model.forward(corrupted))
 
 # %% The same vocabulary for the standard transformer (TransformerLens' hook names)

@@ -146,3 +146,33 @@ def test_info_names_the_cpu_and_the_subnormal_mode(capsys):
              for line in capsys.readouterr().out.splitlines()}
     assert lines["cpu"] == cpu.cpu_name()
     assert lines["subnormals"] == cpu.subnormal_mode()
+
+
+@needs_x86
+@pytest.mark.host_only("decompiles the trained model (host code generation)")
+def test_learn_returns_or_is_interrupted_with_the_callers_mode(tmp_path, monkeypatch):
+    import tpcore
+    from tpcore.pipelines import learn as pipeline
+
+    options = dict(layers=1, cat_heads=1, num_heads=0, cat_mlps=0, num_mlps=0, epochs=1,
+                   n_samples=300, batch_size=64)
+    before = register()
+    seen = []
+    step = pipeline.program_step
+
+    def watched(*args, **kwargs):
+        seen.append(flushes())
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr("tpcore.pipelines.learn.program_step", watched)
+    tpcore.learn("induction", out=tmp_path / "done", **options)
+    assert seen and all(seen) and register() == before and not flushes()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tpcore.pipelines.learn.program_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tpcore.learn("induction", out=tmp_path / "interrupted", **options)
+    assert register() == before and not flushes()
+    assert not (tmp_path / "interrupted").exists()
