@@ -46,7 +46,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RESULTS = REPO / "results"
 TABLE1 = json.loads((RESULTS / "table1" / "table1.json").read_text(encoding="utf-8"))
 PLOT = importlib.util.find_spec("matplotlib") is not None
-"""matplotlib (the ``plot`` extra, which CI's ``.[test]`` does not install) is here."""
+"""matplotlib (the ``plot`` extra, which CI's ``.[test,dask]`` does not install) is here."""
 NO_PLOTS: dict[str, list[str] | None] = {} if PLOT else {"--plots": None, "--plot": None}
 """Without matplotlib ``--plots`` and ``--plot`` are dropped (tests/test_cli_contract.py and
 the commands' tests check the one-line error they then give)."""
@@ -96,14 +96,19 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
 }
 """How each command runs here (see the module docstring); keyed by its first two words."""
 
+CLUSTER = ("needs a Dask cluster at that address (tests/pipelines/test_pipelines_dask.py runs "
+           "sweeps on a local one)")
 NOT_RUN = {
     "tpcore reproduce NAME --budget ...": "a template: NAME stands for the reproductions its "
                                           "comment lists (tests/test_readme_tour.py runs "
                                           "--help of each)",
     "tpcore program run path/to/sort.py ...": "a template for a file of the reader's",
-    "tpcore sweep sort --scheduler tcp://10.0.0.5:8786": "needs a Dask cluster at that address "
-                                                         "(tests/pipelines runs a sweep on a "
-                                                         "local one)",
+    "tpcore sweep sort --scheduler tcp://10.0.0.5:8786": CLUSTER,
+    "tpcore sweep sort --scheduler tcp://HOST:8786 --out /shared/sweeps/sort": CLUSTER,
+    "tpcore sweep sort --halving 3 --scheduler tcp://HOST:8786 --out /shared/sweeps/sort":
+        CLUSTER,
+    "tpcore sweep sort --scheduler tcp://127.0.0.1:8786 --out runs/sweep/sort": CLUSTER,
+    "tpcore sweep sort --scheduler tcp://LOGIN:8786 --out /shared/sweeps/sort": CLUSTER,
     "tpcore reproduce fleq --budget small --seed 0": "minutes even at its smallest budget "
                                                      "(tests/fleq checks every block and "
                                                      "application)",
@@ -114,10 +119,12 @@ OTHER_PROGRAMS = {
     "pip": None,
     "pytest": None,
     "python": "run",
+    "dask": None,
+    "sbatch": None,
 }
 """Programs other than ``tpcore`` that the docs quote: ``run`` in a child process, or None: not
 run here (``pip`` installs the package these tests run on; ``pytest`` runs this suite or the
-benchmarks, minutes of timing)."""
+benchmarks, minutes of timing; ``dask`` and ``sbatch`` start the servers of a cluster)."""
 
 CONLL = """-DOCSTART- -X- O O
 
@@ -258,6 +265,8 @@ PYTHON_ELSEWHERE = {
     "interpretability.md": "tests/models/test_hooks.py runs its examples (the second one needs "
                            "a model and tokens of the reader's)",
     "counting.md": "an excerpt of a generated program",
+    "cluster.md": "a Dask cluster's sweeps of the paper's grid, one on SLURM "
+                  "(tests/pipelines/test_pipelines_dask.py runs small ones on a local cluster)",
 }
 """Pages with Python blocks that do not run here, with the reason."""
 

@@ -1,4 +1,4 @@
-"""learn and sweep: run directories, resuming, Dask."""
+"""learn and sweep: run directories, resuming (sweeps on Dask: test_pipelines_dask.py)."""
 
 import json
 
@@ -122,18 +122,6 @@ def test_sweep_resumes(tmp_path, monkeypatch):
     # a rerun reusing every run adds its own wall time to the sweep's, which it keeps
     rerun = sweep(configs, tmp_path)
     assert rerun["wall_seconds"] >= result["wall_seconds"] > 0
-
-
-def test_sweep_on_dask_local_cluster(tmp_path):
-    distributed = pytest.importorskip("distributed")
-    configs = grid(LearnConfig(**TINY), layers=[1], heads=[1], mlps=[1], seeds=[0, 1])
-    for c in configs:
-        c.n_num_heads, c.n_num_mlps, c.n_cat_mlps = 0, 0, 0
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
-        rows = execute(configs, tmp_path, scheduler=cluster)
-    assert [r["seed"] for r in rows] == [0, 1]
-    assert all((tmp_path / r["run"] / "metrics.json").is_file() for r in rows)
 
 
 def test_learn_runs_on_its_threads_and_leaves_the_count_as_it_found_it(tmp_path, monkeypatch):

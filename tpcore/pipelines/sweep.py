@@ -23,6 +23,11 @@ nothing that a rung already did.
 
 A sweep can so be run in chunks: stopped, then the same command again. The wall time it
 reports, per rung and in all, is every chunk's together (:mod:`tpcore.pipelines.wall_clock`).
+
+On a Dask cluster (:func:`dask_client`) the sweep first makes sure that the scheduler answers and
+that its workers import tpcore, before it writes anything. A run whose worker dies is run again
+on another: a run directory is written whole or not at all, and a run that finished before its
+worker died is read back, not trained again.
 """
 
 from __future__ import annotations
@@ -35,12 +40,13 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tpcore.cpu import THREADS_VARIABLE
-from tpcore.errors import TpcoreError
+from tpcore.errors import TpcoreError, missing_package
 from tpcore.io import write_json, write_text
 from tpcore.pipelines import learn
 from tpcore.pipelines.learn import LearnConfig, paused_dir, run_dir
@@ -48,6 +54,10 @@ from tpcore.pipelines.wall_clock import WallClock
 from tpcore.rundir import RunDir, check_out_dir
 
 PAPER_GRID = {"layers": (2, 3), "heads": (4, 8), "mlps": (2, 4), "seeds": (0, 1, 2, 3, 4)}
+CONNECT_SECONDS = 5
+"""How long a sweep waits for a Dask scheduler to answer."""
+WORKER_IMPORT = "import tpcore.pipelines.sweep"
+"""What every Dask worker runs before a run is sent: the import of the runs' entry points."""
 
 
 def grid(base: LearnConfig, layers: Iterable[int], heads: Iterable[int], mlps: Iterable[int],
@@ -112,16 +122,15 @@ def summarise(path: Path) -> dict[str, Any]:
             "fidelity": m.get("program", {}).get("fidelity")}
 
 
-def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str | None = None,
+def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any = None,
             on_done: Callable[[dict[str, Any]], None] | None = None, overwrite: bool = False
             ) -> list[dict[str, Any]]:
-    """Run ``configs`` into ``out/<run name>``: ``jobs`` local processes, or the Dask scheduler at
-    ``scheduler`` (an address, or a ``distributed.Client``/``LocalCluster`` object). Finished
-    runs of the same configuration are read back, not repeated; every run directory is checked
-    before the first run starts (one of another configuration is refused unless ``overwrite``).
-    Returns one summary per run, in ``configs`` order."""
+    """Run ``configs`` into ``out/<run name>``: ``jobs`` local processes, or on the Dask
+    ``scheduler`` (:func:`dask_client`). Finished runs of the same configuration are read back,
+    not repeated; every run directory is checked before the first run starts (one of another
+    configuration is refused unless ``overwrite``). Returns one summary per run, in ``configs``
+    order."""
     names = run_names(configs)
-    out = check_out_dir(out)
     results: dict[str, dict[str, Any]] = {}
 
     def done(row: dict[str, Any]) -> None:
@@ -129,28 +138,74 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: str
         if on_done:
             on_done(row)
 
-    todo = []
-    for cfg, name in zip(configs, names):
-        if run_dir(cfg, out / name, overwrite).finished:
-            done(summarise(out / name))
-        else:
-            todo.append((cfg.settings(), str(out / name), overwrite))
-    run_all(run_one, todo, jobs, scheduler, done)
+    with dask_client(scheduler) as client:
+        out = sweep_dir(out, client)
+        todo = []
+        for cfg, name in zip(configs, names):
+            if run_dir(cfg, out / name, overwrite).finished:
+                done(summarise(out / name))
+            else:
+                todo.append((cfg.settings(), str(out / name), overwrite))
+        run_all(run_one, todo, jobs, client, done)
     return [results[n] for n in names]
 
 
+@contextmanager
+def dask_client(scheduler: Any) -> Iterator[Any]:
+    """The ``distributed.Client`` that runs go through: ``scheduler`` itself when it is one;
+    else a client of ``scheduler`` (an address such as ``tcp://host:8786``, or a cluster object
+    such as a ``LocalCluster``), closed at the end, once the scheduler has answered within
+    :data:`CONNECT_SECONDS` and every worker it has can import tpcore (:data:`WORKER_IMPORT`;
+    workers that join later are not asked). None when ``scheduler`` is None. A scheduler that
+    does not answer, or a worker that cannot import tpcore, raises a :class:`TpcoreError`
+    naming it."""
+    if scheduler is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise missing_package("distributed", "--scheduler") from exc
+    if isinstance(scheduler, Client):
+        yield scheduler
+        return
+    try:
+        client = Client(scheduler, timeout=CONNECT_SECONDS)
+    except Exception as exc:  # refused, unreachable, or something other than a Dask scheduler
+        raise TpcoreError(f"no Dask scheduler answers at {scheduler!r} within "
+                          f"{CONNECT_SECONDS} s ({exc})") from exc
+    with client:
+        imported = client.run(exec, WORKER_IMPORT, on_error="return")
+        for worker, error in sorted(imported.items()):
+            if error is not None:
+                raise TpcoreError(f"Dask worker {worker} cannot import tpcore ({error}); "
+                                  "install tpcore in the environment of every worker")
+        yield client
+
+
+def sweep_dir(out: Path, client: Any) -> Path:
+    """The folder ``out`` of a sweep, checked (:func:`check_out_dir`); absolute when the runs go
+    through a Dask ``client``, whose workers have working directories of their own."""
+    out = check_out_dir(out)
+    return out.absolute() if client is not None else out
+
+
 def run_all(worker: Callable[..., dict[str, Any]], todo: list[tuple], jobs: int = 1,
-            scheduler: Any = None, done: Callable[[dict[str, Any]], None] = lambda row: None
+            client: Any = None, done: Callable[[dict[str, Any]], None] = lambda row: None
             ) -> None:
     """Call ``worker(*args)`` for every ``args`` of ``todo`` (a function of this module, so
-    that other processes can import it): on the Dask ``scheduler`` when one is given, else in
-    ``jobs`` local processes (in this one when 1); ``done(row)`` takes each result as it
-    comes. Local processes are started fresh (``spawn``), so each reads its thread settings as
-    it loads NumPy, one thread unless ``TPCORE_THREADS`` says otherwise, and none inherits a
-    copy of this process's thread pools (the GNU OpenMP runtime does not survive a fork). They
-    end when this process ends, however it ends (:func:`exit_with_parent`)."""
-    if scheduler is not None and todo:
-        _run_dask(worker, todo, scheduler, done)
+    that other processes can import it): through the Dask ``client`` when one is given (a run
+    whose worker dies is run again on another, as Dask retries a task), else in ``jobs`` local
+    processes (in this one when 1); ``done(row)`` takes each result as it comes. Local
+    processes are started fresh (``spawn``), so each reads its thread settings as it loads
+    NumPy, one thread unless ``TPCORE_THREADS`` says otherwise, and none inherits a copy of
+    this process's thread pools (the GNU OpenMP runtime does not survive a fork). They end
+    when this process ends, however it ends (:func:`exit_with_parent`)."""
+    if client is not None and todo:
+        from distributed import as_completed  # the dask extra, there when a client is
+
+        for fut in as_completed([client.submit(worker, *a, pure=False) for a in todo]):
+            done(fut.result())
     elif jobs > 1 and len(todo) > 1:
         for var in ("OPENBLAS_NUM_THREADS", THREADS_VARIABLE):
             os.environ.setdefault(var, "1")
@@ -177,23 +232,6 @@ def exit_with_parent(parent: int, poll: float = 1.0) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def _run_dask(worker: Callable, todo: list[tuple], scheduler: Any, done: Callable) -> None:
-    try:
-        from distributed import Client, as_completed
-    except ImportError as exc:
-        raise TpcoreError("--scheduler needs dask.distributed: pip install 'dask[distributed]'"
-                          ) from exc
-    own = not isinstance(scheduler, Client)
-    client = Client(scheduler) if own else scheduler
-    try:
-        futures = [client.submit(worker, *a, pure=False) for a in todo]
-        for fut in as_completed(futures):
-            done(fut.result())
-    finally:
-        if own:
-            client.close()
 
 
 def rung_epochs(epochs: int, eval_every: int, eta: int, rungs: int) -> list[int]:
@@ -250,7 +288,8 @@ def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, j
     run's score, the ``survivors`` and its ``wall_seconds``, those of earlier chunks included, as
     ``clock`` keeps them: by default the folder's own). Every run and paused directory is
     checked before the first run starts (one of another configuration is refused unless
-    ``overwrite``); ``on_rung(rung)`` takes each rung's record as it ends."""
+    ``overwrite``); ``on_rung(rung)`` takes each rung's record as it ends. ``jobs`` local
+    processes, or the Dask ``scheduler`` (:func:`dask_client`), run the runs of a rung."""
     epochs = {(c.epochs, c.eval_every) for c in configs}
     if len(epochs) != 1:
         raise TpcoreError(f"successive halving needs one epochs and eval_every for every run; "
@@ -258,30 +297,31 @@ def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, j
     (total, eval_every), = epochs
     schedule = rung_epochs(total, eval_every, eta, rungs)
     names = run_names(configs)
-    out = check_out_dir(out)
-    for cfg, name in zip(configs, names):
-        run_dir(cfg, out / name, overwrite)
-        RunDir(paused_dir(out / name), cfg.settings(), overwrite)
-    clock = clock or WallClock(out, fresh=overwrite)
-    alive = list(configs)
-    record: dict[str, Any] = {"eta": eta, "epochs": schedule, "configs": len(configs),
-                              "rungs": []}
-    for i, e in enumerate(schedule[:-1]):
-        got: list[dict[str, Any]] = []
-        phase = f"rung {i}: {e} epochs"
-        run_all(run_rung, [(c.settings(), str(out / run_name(c)), overwrite, e) for c in alive],
-                jobs, scheduler, _timed(got.append, clock, phase))
-        rows = {row["run"]: row for row in got}
-        scores = rank([rows[run_name(c)] for c in alive], e)
-        kept = {s["run"] for s in scores[:math.ceil(len(alive) / eta)]}
-        alive = [c for c in alive if run_name(c) in kept]
-        rung = {"epochs": e, "runs": scores, "survivors": [run_name(c) for c in alive],
-                "wall_seconds": clock.tick(phase)}
-        record["rungs"].append(rung)
-        if on_rung:
-            on_rung(rung)
-        if len(alive) == 1:  # nothing left to rank: the survivor finishes
-            break
+    with dask_client(scheduler) as client:
+        out = sweep_dir(out, client)
+        for cfg, name in zip(configs, names):
+            run_dir(cfg, out / name, overwrite)
+            RunDir(paused_dir(out / name), cfg.settings(), overwrite)
+        clock = clock or WallClock(out, fresh=overwrite)
+        alive = list(configs)
+        record: dict[str, Any] = {"eta": eta, "epochs": schedule, "configs": len(configs),
+                                  "rungs": []}
+        for i, e in enumerate(schedule[:-1]):
+            got: list[dict[str, Any]] = []
+            phase = f"rung {i}: {e} epochs"
+            todo = [(c.settings(), str(out / run_name(c)), overwrite, e) for c in alive]
+            run_all(run_rung, todo, jobs, client, _timed(got.append, clock, phase))
+            rows = {row["run"]: row for row in got}
+            scores = rank([rows[run_name(c)] for c in alive], e)
+            kept = {s["run"] for s in scores[:math.ceil(len(alive) / eta)]}
+            alive = [c for c in alive if run_name(c) in kept]
+            rung = {"epochs": e, "runs": scores, "survivors": [run_name(c) for c in alive],
+                    "wall_seconds": clock.tick(phase)}
+            record["rungs"].append(rung)
+            if on_rung:
+                on_rung(rung)
+            if len(alive) == 1:  # nothing left to rank: the survivor finishes
+                break
     return alive, record
 
 
@@ -344,16 +384,17 @@ def sweep(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any =
     adds only its own; ``overwrite`` starts the count again).
     ``halving``: run ``rungs`` rungs of successive halving with that ``eta`` first
     (:func:`halve`); then only the survivors finish, and ``halving`` in the JSON holds the
-    rungs and the cost (:func:`halving_cost`)."""
-    out = check_out_dir(out)
-    clock = WallClock(out, fresh=overwrite)
-    record = None
-    if halving is not None:
-        finals, record = halve(configs, out, halving, rungs, jobs, scheduler, overwrite, on_rung,
-                               clock)
-        configs = finals
-    rows = execute(configs, out, jobs, scheduler,
-                   _timed(on_done or (lambda row: None), clock, "final"), overwrite)
+    rungs and the cost (:func:`halving_cost`). On a Dask ``scheduler`` (:func:`dask_client`)
+    one client serves every rung."""
+    with dask_client(scheduler) as client:
+        out = check_out_dir(out)
+        clock = WallClock(out, fresh=overwrite)
+        record = None
+        if halving is not None:
+            configs, record = halve(configs, out, halving, rungs, jobs, client, overwrite,
+                                    on_rung, clock)
+        rows = execute(configs, out, jobs, client,
+                       _timed(on_done or (lambda row: None), clock, "final"), overwrite)
     result: dict[str, Any] = {"task": configs[0].task, "runs": rows, "selected": select(rows)}
     text = table(rows) + "\n"
     if record is not None:
