@@ -17,7 +17,7 @@ from tpcore.io import remove_stale_temps, write_text
 from tpcore.pipelines import learn as program_train
 from tpcore.pipelines import sweep as program_sweep
 from tpcore.pipelines.learn import LearnConfig, learn
-from tpcore.rundir import RECORD, RunDir, cached, check_out_dir
+from tpcore.rundir import RECORD, SCHEMA, RunDir, cached, check_out_dir
 
 TINY = dict(task="sort", n_layers=1, n_cat_heads=1, n_num_heads=1, n_cat_mlps=1, n_num_mlps=1,
             epochs=1, batch_size=64, eval_every=1, n_samples=200)
@@ -216,16 +216,21 @@ def test_learn_overwrite_replaces_the_whole_run(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["task"] == "reverse"
 
 
-def test_runs_written_before_run_json_are_read_by_their_metrics(tmp_path, monkeypatch):
-    """A run directory of an older tpcore (no run.json) counts as finished for the
-    configuration in its metrics.json, and only for it."""
+@pytest.mark.parametrize("rec", [{"config": {}}, {"schema": 0, "config": {}}, [], "x"])
+def test_a_run_recorded_by_another_tpcore_is_refused_or_overwritten(tmp_path, monkeypatch, rec):
+    """A run.json of another record version (or none, or not a record) is never reused: one
+    line names the run, the version and the remedy; overwrite trains the run again."""
     out = tmp_path / "run"
     learn(LearnConfig(**TINY), out)
-    (out / RECORD).unlink()
-    monkeypatch.setattr(program_train, "train", _no_work)
-    assert learn(LearnConfig(**TINY), out)["reused"]
-    with pytest.raises(TpcoreError, match="seed: 0 recorded, 1 requested"):
-        learn(LearnConfig(**{**TINY, "seed": 1}), out)
+    (out / RECORD).write_text(json.dumps(rec))
+    with monkeypatch.context() as m:
+        m.setattr(program_train, "train", _no_work)
+        with pytest.raises(TpcoreError, match=r"^the run in .* was written by another tpcore "
+                           r"\(record (no version|version 0), this one reads version 1\); "
+                           "pass --overwrite"):
+            learn(LearnConfig(**TINY), out)
+    assert not learn(LearnConfig(**TINY), out, overwrite=True)["reused"]
+    assert json.loads((out / RECORD).read_text())["schema"] == SCHEMA
 
 
 # ---------------------------------------------------------------- sweeps resume their own runs
@@ -259,13 +264,14 @@ def test_cached_result_is_reused_only_for_its_configuration(tmp_path):
     assert saved["record"]["config"] == {"n": 2} and len(saved["record"]["config_sha256"]) == 64
 
 
-def test_cached_result_without_a_record(tmp_path):
+def test_cached_result_without_a_current_record(tmp_path):
     path = tmp_path / "old.json"
-    path.write_text(json.dumps({"acc": 0.5, "n": 1}))
-    with pytest.raises(TpcoreError, match="records no configuration"):
-        cached(path, {"n": 1}, _no_work)
-    assert cached(path, {"n": 1}, _no_work, legacy=lambda row: {"n": row["n"]})["acc"] == 0.5
-    assert json.loads(path.read_text()) == {"acc": 0.5, "n": 1}  # a legacy file is not rewritten
+    for old in ({"acc": 0.5, "n": 1}, {"acc": 0.5, "record": {"config": {"n": 1}}}):
+        path.write_text(json.dumps(old))
+        with pytest.raises(TpcoreError, match="was written by another tpcore"):
+            cached(path, {"n": 1}, _no_work)
+        assert cached(path, {"n": 1}, lambda: {"acc": 0.7}, overwrite=True)["acc"] == 0.7
+        assert json.loads(path.read_text())["record"]["schema"] == SCHEMA
 
 
 # ---------------------------------------------------------------- permissions follow the umask

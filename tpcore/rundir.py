@@ -2,19 +2,21 @@
 configuration. Every command that writes runs or reuses results goes through this module.
 
 A *run directory* ``NAME`` (e.g. ``runs/sort``) is built in a temporary sibling
-``.NAME.<host>-<pid>-<random>.tmp`` (:class:`RunDir`). When the run completes, its completion record
-``run.json`` is written into it last, ``{"config": ..., "config_sha256": ...}``, and the folder
-is renamed to ``NAME``; so an interrupted run leaves no ``NAME`` at all, and a ``NAME`` with
-``run.json`` is finished. A single-file result, one JSON object such as one run of a
-reproduction, carries the same record under its key ``"record"`` (:func:`cached`).
+``.NAME.<host>-<pid>-<random>.tmp`` (:class:`RunDir`). When the run completes, its completion
+record ``run.json`` is written into it last, ``{"schema": 1, "config": ..., "config_sha256":
+...}``, and the folder is renamed to ``NAME``; so an interrupted run leaves no ``NAME`` at all,
+and a ``NAME`` with ``run.json`` is finished. A single-file result, one JSON object such as one
+run of a reproduction, carries the same record under its key ``"record"`` (:func:`cached`). A
+record carries the version of its layout, ``"schema"`` (:data:`SCHEMA`); one of another version,
+or of none, was written by another tpcore and is never reused: it is refused in one line naming
+the remedy, and replaced when the caller overwrites.
 
 A finished run or a cached result is reused when, and only when, its recorded configuration
 equals the requested one exactly (compared as JSON reads it back). Any other recorded
 configuration is refused with one line naming the settings that differ, unless ``overwrite``:
 then the run is redone and replaces the old one whole; a run of the requested configuration is
-reused even then, so a command rerun after an interruption resumes. Results written before records
-existed are read through a ``legacy`` function returning the configuration they were made with
-(None when unknown: never reused). A folder that holds files but no run is never replaced.
+reused even then, so a command rerun after an interruption resumes. A folder that holds files
+but no run is never replaced.
 
 Each start removes the temporaries that killed processes of this machine left beside the target
 (:func:`tpcore.io.remove_stale_temps`; a run in progress on another host of a cluster keeps
@@ -37,16 +39,32 @@ from tpcore.io import json_value, remove_stale_temps, temp_sibling, write_json
 
 RECORD = "run.json"
 """The completion record inside a run directory, written last."""
+SCHEMA = 1
+"""The version of a record's layout (its configuration's fields included): a record of another
+version is refused, not read."""
 OVERWRITE = "pass --overwrite to replace it, or choose another --out"
 """What a refused run or result tells the user to do, unless the caller says otherwise."""
 
 
 def record(config: Any) -> dict[str, Any]:
-    """The completion record of ``config``: the configuration as JSON reads it back and the
-    SHA-256 of its canonical JSON (sorted keys)."""
+    """The completion record of ``config``: the layout's version :data:`SCHEMA`, the
+    configuration as JSON reads it back and the SHA-256 of its canonical JSON (sorted keys)."""
     plain = json_value(config)
     text = json.dumps(plain, sort_keys=True)
-    return {"config": plain, "config_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return {"schema": SCHEMA, "config": plain,
+            "config_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def recorded_config(rec: Any, what: str, remedy: str = OVERWRITE) -> dict[str, Any]:
+    """The configuration of the record ``rec`` (a completion record read back), checked to be
+    of this :data:`SCHEMA`; else a :class:`TpcoreError` naming ``what``, the version found and
+    ``remedy``."""
+    schema = rec.get("schema") if isinstance(rec, dict) else None
+    if schema != SCHEMA or not isinstance(rec.get("config"), dict):
+        found = "no version" if schema is None else f"version {json.dumps(schema)[:20]}"
+        raise TpcoreError(f"{what} was written by another tpcore (record {found}, this one "
+                          f"reads version {SCHEMA}); {remedy}")
+    return rec["config"]
 
 
 def differences(recorded: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
@@ -107,29 +125,34 @@ class RunDir:
 
     Creating one reads what ``path`` holds: :attr:`finished` says that it is a finished run of
     ``config``, to be reused. Otherwise the parent folder is checked to be writable, and
-    ``path`` must be absent, an empty folder, or a run (one of other settings only with
-    ``overwrite``); anything else raises a :class:`TpcoreError` at once. ``legacy(path)`` gives
-    the configuration of a folder written before ``run.json`` existed (None: unknown).
+    ``path`` must be absent, an empty folder, or a run (one of other settings, or written by
+    another tpcore, only with ``overwrite``); anything else raises a :class:`TpcoreError` at
+    once.
     """
 
-    def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False,
-                 legacy: Callable[[Path], dict[str, Any] | None] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False) -> None:
         self.path = Path(path)
         if self.path.name in ("", ".."):  # "." or "..": name the folder itself
             self.path = Path(os.path.abspath(self.path))
         self.config = json_value(config)
         self.overwrite = overwrite
-        self.legacy = legacy
         self.finished = self._reusable()
         if not self.finished:
             check_out_dir(self.path.parent)
 
     def recorded(self) -> dict[str, Any] | None:
-        """The configuration recorded in ``path`` (None: no run there, or an unknown one)."""
+        """The configuration recorded in ``path`` (None: no run there); a record of another
+        tpcore raises a :class:`TpcoreError`, unless ``overwrite``, when it counts as a run of
+        other settings."""
         rec = self.path / RECORD
-        if rec.is_file():
-            return json.loads(rec.read_text())["config"]
-        return self.legacy(self.path) if self.legacy and self.path.is_dir() else None
+        if not rec.is_file():
+            return None
+        try:
+            return recorded_config(json.loads(rec.read_text()), f"the run in {str(self.path)!r}")
+        except (TpcoreError, ValueError):
+            if self.overwrite:
+                return {}
+            raise
 
     def _reusable(self) -> bool:
         """Whether ``path`` is a finished run of ``config``; raises where it may not be
@@ -174,19 +197,23 @@ class RunDir:
                 shutil.rmtree(tmp)
 
 
-def saved(path: str | os.PathLike, config: Any,
-          legacy: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
-          remedy: str = OVERWRITE, overwrite: bool = False) -> dict[str, Any] | None:
+def saved(path: str | os.PathLike, config: Any, remedy: str = OVERWRITE,
+          overwrite: bool = False) -> dict[str, Any] | None:
     """The JSON object saved at ``path`` when it records ``config``; None when there is no
-    file, or (with ``overwrite``) one of other settings. Otherwise a :class:`TpcoreError` names
-    the differing settings and ``remedy``. ``legacy(saved)`` gives the configuration of a file
-    written before records existed (None: unknown)."""
+    file, or (with ``overwrite``) one of other settings or of another tpcore. Otherwise a
+    :class:`TpcoreError` names the differing settings (or the record's version) and
+    ``remedy``."""
     path = Path(path)
     if not path.is_file():
         return None
     row = json.loads(path.read_text())
-    recorded = (row["record"]["config"] if "record" in row
-                else legacy(row) if legacy else None)
+    try:
+        recorded = recorded_config(row.get("record") if isinstance(row, dict) else None,
+                                   str(path), remedy)
+    except TpcoreError:
+        if overwrite:
+            return None
+        raise
     if recorded == json_value(config):
         return row
     if not overwrite:
@@ -195,9 +222,7 @@ def saved(path: str | os.PathLike, config: Any,
 
 
 def cached(path: str | os.PathLike, config: Any, compute: Callable[[], dict[str, Any]],
-           overwrite: bool = False,
-           legacy: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
-           remedy: str = OVERWRITE) -> dict[str, Any]:
+           overwrite: bool = False, remedy: str = OVERWRITE) -> dict[str, Any]:
     """The JSON object saved at ``path`` when it records ``config`` (:func:`saved`); otherwise
     ``compute()``, saved there atomically with its record under ``"record"``, and returned.
 
@@ -205,7 +230,7 @@ def cached(path: str | os.PathLike, config: Any, compute: Callable[[], dict[str,
     that ``compute`` writes beside it never sit next to a stale result."""
     path = Path(path)
     remove_stale_temps(path.parent)
-    row = saved(path, config, legacy, remedy, overwrite)
+    row = saved(path, config, remedy, overwrite)
     if row is not None:
         return row
     path.unlink(missing_ok=True)

@@ -37,7 +37,7 @@ def test_cli_learn_trains_the_tasks_recipe_unless_told(tmp_path, capsys):
                  "--layers", "3", "--out", str(tmp_path / "b")]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
     assert (config["n_layers"], config["n_cat_heads"], config["n_cat_mlps"]) == (3, 2, 0)
-    assert "candidates" not in config and "grow" not in config  # 1 epoch: one candidate
+    assert (config["candidates"], config["grow"]) == (1, 0)  # 1 epoch: one candidate
     assert task_config("hist") == LearnConfig(task="hist")
     assert TASK_RECIPES["double_hist"] == dict(n_cat_mlps=1, n_num_mlps=1, candidates=6,
                                                select_after=100)

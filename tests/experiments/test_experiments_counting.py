@@ -132,8 +132,8 @@ def test_prefix_ablation_removes_what_the_classifier_reads(rng):
 
 
 def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, monkeypatch):
-    """A saved run is reused for exactly its recorded configuration (runs saved before records
-    existed: read from their fields); one of another budget is refused before training."""
+    """A saved run is reused for exactly its recorded configuration; one without a current
+    record, or of another budget, is refused before training."""
     import json
 
     from tpcore.experiments import counting
@@ -156,9 +156,9 @@ def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, mo
     assert calls == [256]
     path = tmp_path / "runs" / "hist-base-none-s0.json"
     row = json.loads(path.read_text())
-    path.write_text(json.dumps({k: v for k, v in row.items() if k != "record"}))  # an old run
-    counting.run(smoke, tmp_path, 0, **kw)
-    assert calls == [256]
     with pytest.raises(TpcoreError, match="n_train: 256 recorded, 4000 requested"):
         counting.run(small, tmp_path, 0, **kw)
+    path.write_text(json.dumps({k: v for k, v in row.items() if k != "record"}))  # an old run
+    with pytest.raises(TpcoreError, match="written by another tpcore"):
+        counting.run(smoke, tmp_path, 0, **kw)
     assert calls == [256]

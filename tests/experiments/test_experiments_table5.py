@@ -30,6 +30,6 @@ def test_smoke_budget_writes_every_row(tmp_path):
     assert runs == [f"row{r}-s0" for r in range(len(table5.ROWS))]
     configs = [json.loads((tmp_path / "runs" / r / "run.json").read_text())["config"]
                for r in runs]
-    assert "init_from" not in configs[0]
+    assert configs[0]["init_from"] == ""
     assert configs[2]["init_parts"] == ("attn_0_0.read,attn_0_0.predicate,mlp_0_0.read,"
                                         "attn_1_0.read")

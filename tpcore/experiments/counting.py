@@ -312,12 +312,6 @@ def run_config(task: str, regime: str, variant: str, budget: Budget, seed: int,
             "test_regime": test_regime}
 
 
-def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
-    """The :func:`run_config` of a run saved before runs recorded one, from its fields."""
-    return {"learn": row["config"], "regime": row["regime"], "variant": row["variant"],
-            "n_train": row["n_train"], "test_regime": row.get("test_regime")}
-
-
 def saved_runs(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every finished run under ``out/runs``: the table's cells and the length tests."""
     rows = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*-s*.json"))
@@ -490,11 +484,11 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
                  for v in variants]
     for name, task, regime, v, s, test in plan:  # refuse other settings before training
         saved(runs / f"{name}.json", run_config(task, regime, v, b, s, epochs, test),
-              _legacy_config, SEPARATE)
+              SEPARATE)
     for name, task, regime, v, s, test in plan:
         cached(runs / f"{name}.json", run_config(task, regime, v, b, s, epochs, test),
                partial(train_run, task, regime, v, b, s, epochs, test_regime=test,
-                       out=runs / f"{name}-model.npz"), legacy=_legacy_config, remedy=SEPARATE)
+                       out=runs / f"{name}-model.npz"), remedy=SEPARATE)
         write()
     result = write()
     draw_or_note(lambda: figures(result, out))

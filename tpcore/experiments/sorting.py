@@ -166,13 +166,6 @@ def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
             else max(1000, round(SEARCH_LISTS * scale))}
 
 
-def _legacy_config(row: dict[str, Any]) -> dict[str, Any]:
-    """The :func:`run_config` of a result written before results recorded one."""
-    return {"task": row["task"], "steps": row["steps"], "lr_drop": row["lr_drop"],
-            "clip": row["clip"], "seed": row["seed"],
-            "search_lists": row["search"]["n"] if "search" in row else None}
-
-
 def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
         overwrite: bool = False, plots: bool = False) -> dict[str, Any]:
     """Train each task's model (``budget`` scales the training steps and the failure search),
@@ -192,11 +185,10 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
         raise missing_package("matplotlib", "--plots")
     out = check_out_dir(out)
     for name in tasks:
-        saved(out / f"{name}_result.json", run_config(name, scale, seed), _legacy_config,
-              overwrite=overwrite)
+        saved(out / f"{name}_result.json", run_config(name, scale, seed), overwrite=overwrite)
     for name in tasks:
         cached(out / f"{name}_result.json", run_config(name, scale, seed),
-               partial(_run_task, out, name, budget, seed), overwrite, _legacy_config)
+               partial(_run_task, out, name, budget, seed), overwrite)
     summary = write_summary(out)
     analyse(out, plots)
     return summary

@@ -4,8 +4,6 @@ what ``tpcore reproduce ner-demo`` and ``classify-demo`` share. Minutes on two c
 from __future__ import annotations
 
 import dataclasses
-import json
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,22 +45,6 @@ def config(name: str, program: ProgramSettings, transformer: TransformerSettings
             **settings_config(program, transformer)}
 
 
-def legacy_config(path: Path) -> dict[str, Any] | None:
-    """The configuration of a demo folder written before run directories recorded one: from
-    the command and the settings in its ``results.json`` (None when it has none)."""
-    results = path / "results.json"
-    if not results.is_file():
-        return None
-    row = json.loads(results.read_text())
-    words = shlex.split(row.get("command", ""))
-    if len(words) < 3 or "--seed" not in words:
-        return None
-    seed = int(words[words.index("--seed") + 1])
-    return {"demo": words[2], "corpus": {"sizes": SIZES, "seed": seed},
-            **{kind: [row[kind]["settings"]] for kind in ("transformer", "program")
-               if kind in row}}
-
-
 def run_demo(name: str, corpus: Callable[..., dict[str, list]],
              prepare: Callable[[dict[str, list]], Corpus], compare: Callable[..., dict[str, Any]],
              budget: Budget, out: Path, seed: int, quiet: bool,
@@ -72,7 +54,7 @@ def run_demo(name: str, corpus: Callable[..., dict[str, list]],
     reused before any work, one of other settings refused unless ``overwrite``. The results
     record the command that reproduces them."""
     program, transformer = settings(budget, seed)
-    run_dir = RunDir(out, config(name, program, transformer, seed), overwrite, legacy_config)
+    run_dir = RunDir(out, config(name, program, transformer, seed), overwrite)
     if run_dir.finished:
         return read_results(run_dir)
     data = prepare(corpus(*SIZES.values(), seed=seed))

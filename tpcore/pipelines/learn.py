@@ -52,7 +52,7 @@ from tpcore.programs.ir import to_dict
 from tpcore.programs.prune import HeadChoice, head_choices, keep_heads
 from tpcore.rundir import OVERWRITE, RunDir
 from tpcore.tasks.data import TaskData
-from tpcore.tasks.registry import DEFAULTS, is_causal, make_task, task_name
+from tpcore.tasks.registry import DEFAULTS, make_task, task_name
 from tpcore.train import (
     Batch,
     StepContext,
@@ -69,7 +69,7 @@ from tpcore.train import (
 
 __all__ = [
     "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
-    "TASK_RECIPES", "LearnConfig", "build_model", "causal_as_task", "fidelity", "fit_run",
+    "TASK_RECIPES", "LearnConfig", "build_model", "fidelity", "fit_run",
     "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary", "peak_rss_mb",
     "pick_candidate", "program_step", "run_dir", "steps_per_epoch", "task_config", "train",
 ]
@@ -138,29 +138,8 @@ class LearnConfig:
     grow: int = 0
 
     def settings(self) -> dict[str, Any]:
-        """The configuration as recorded in run directories and results: every field, but the
-        ``init_*`` fields only when a program initialises the model, ``counting`` only when
-        it is not ``none``, ``candidates``/``select_after`` only with more than one
-        candidate, ``grad_clip`` only when it clips, ``lr_schedule`` only when it is not
-        constant, ``gate_tau`` only when it is not 1 and ``grow`` only when it is not 0 (runs
-        recorded before they existed stay reusable)."""
-        out = dataclasses.asdict(self)
-        if not self.init_from:
-            for name in ("init_from", "init_parts", "init_strength"):
-                del out[name]
-        if self.counting == "none":
-            del out["counting"]
-        if self.candidates == 1:
-            del out["candidates"], out["select_after"]
-        if not self.grad_clip:
-            del out["grad_clip"]
-        if self.lr_schedule == "constant":
-            del out["lr_schedule"]
-        if self.gate_tau == 1.0:
-            del out["gate_tau"]
-        if not self.grow:
-            del out["grow"]
-        return out
+        """The configuration as recorded in run directories and results: every field."""
+        return dataclasses.asdict(self)
 
     def check(self) -> None:
         """Reject settings that cannot work, naming the value and what is allowed: counts, finite
@@ -500,14 +479,9 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
 
 
 def run_dir(cfg: LearnConfig, out: Path, overwrite: bool = False) -> RunDir:
-    """The run directory of ``cfg`` at ``out``; its configuration is :meth:`LearnConfig.settings`
-    (a run written before ``run.json`` existed: the ``config`` of its ``metrics.json``)."""
-    return RunDir(out, cfg.settings(), overwrite, legacy=_metrics_config)
-
-
-def _metrics_config(path: Path) -> dict[str, Any] | None:
-    metrics = path / "metrics.json"
-    return json.loads(metrics.read_text()).get("config") if metrics.is_file() else None
+    """The run directory of ``cfg`` at ``out``; its configuration is
+    :meth:`LearnConfig.settings`."""
+    return RunDir(out, cfg.settings(), overwrite)
 
 
 def paused_dir(out: str | Path) -> Path:
@@ -540,15 +514,11 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     out = Path(out)
     run = run_dir(cfg, out, overwrite)
     missing = [n for n in ("model.json", "model.npz") if not (run.path / n).is_file()]
-    if run.finished and not missing and causal_as_task(run.path, cfg.task):
+    if run.finished and not missing:
         return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
-    if run.finished and missing and not overwrite:
+    if run.finished and not overwrite:
         raise TpcoreError(f"{run.path} holds the metrics of a finished run of these settings "
                           f"but not its model ({', '.join(missing)} missing); {OVERWRITE}")
-    if run.finished and not overwrite:
-        raise TpcoreError(f"{run.path} holds a {cfg.task} model trained with causal="
-                          f"{not is_causal(cfg.task)}, but {cfg.task} models are causal="
-                          f"{is_causal(cfg.task)}; {OVERWRITE}")
     pause = pause_after is not None and pause_after < cfg.epochs
     if pause and (cfg.candidates > 1 or cfg.grow):
         raise TpcoreError(f"a run of {cfg.candidates} candidates or grow={cfg.grow} cannot pause "
@@ -590,14 +560,6 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     if paused is not None:
         shutil.rmtree(paused.path, ignore_errors=True)
     return {**metrics, "reused": False}
-
-
-def causal_as_task(path: Path, task: str) -> bool:
-    """Whether the finished run at ``path`` has its task's causal mask. :func:`learn` refuses
-    one that does not (a Dyck run of a tpcore that trained Dyck bidirectionally: reusing it
-    would report another model) unless ``overwrite`` trains it again."""
-    saved = json.loads((path / "model.json").read_text()).get("config", {}).get("causal")
-    return saved is None or saved == is_causal(task)
 
 
 def paused_summary(cfg: LearnConfig, state: TrainState, per_epoch: int) -> dict[str, Any]:
