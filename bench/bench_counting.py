@@ -23,7 +23,7 @@ from tpcore.models.counting import VARIANTS, CountingConfig, CountingProgramMode
 V, T, B = 19, 17, 512  # 16 symbols + <pad>, <s>; 16 content positions + <s>
 
 
-def make_step(variant: str):
+def make_step(variant: str, tau: float = 1.0):
     cfg = CountingConfig(vocab_size=V, max_len=T, n_classes=16, n_layers=3, n_cat_heads=2,
                          n_num_heads=2, n_cat_mlps=1, n_num_mlps=1, d_mlp=64,
                          **variant_flags(variant))
@@ -32,7 +32,7 @@ def make_step(variant: str):
     tokens[:, 0] = 1
     batch = {"tokens": tokens, "targets": gen.integers(0, 16, (B, T)),
              "mask": np.ones((B, T), bool), "pad": np.zeros((B, T), bool)}
-    return train_step(CountingProgramModel(cfg), batch, lr=0.02)
+    return train_step(CountingProgramModel(cfg), batch, lr=0.02, tau=tau)
 
 
 def interleaved_ratios(base, other, rounds: int = 15) -> tuple[float, float]:

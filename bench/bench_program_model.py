@@ -35,8 +35,8 @@ AUTHORS_VARIABLE = "TPCORE_AUTHORS_CODE"
 
 def train_step(model: Any, batch: dict, lr: float, tau: float = 1.0):
     """A zero-argument training step (forward, backward, Adam) on a fixed batch at Gumbel
-    temperature ``tau``, with one BLAS thread; shared with ``bench_counting.py`` and
-    ``bench_training.py``."""
+    temperature ``tau``, with one BLAS thread; its optimiser is ``step.optimizer``. Shared with
+    ``bench_counting.py`` and ``bench_training.py``."""
     blas_threads(1)
     opt = Adam(model.parameters(), lr=lr)
     ctx = StepContext(0, tau, np.random.default_rng(0))
@@ -47,6 +47,7 @@ def train_step(model: Any, batch: dict, lr: float, tau: float = 1.0):
         opt.step()
         return loss
 
+    step.optimizer = opt
     return step
 
 

@@ -40,15 +40,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_counting import make_step as counting_step
 from bench_program_model import authors_step, train_step
 from sidebyside import compare, kept
 
 import tpcore
-from tpcore.cpu import SUBNORMALS_VARIABLE, blas_threads, cpu_name, flush_unsupported
-from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
-from tpcore.nn.optim import Adam
-from tpcore.pipelines.learn import build_model, make_data, program_step, task_config
-from tpcore.train import StepContext
+from tpcore.cpu import SUBNORMALS_VARIABLE, cpu_name, flush_unsupported
+from tpcore.pipelines.learn import build_model, make_data, task_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINED = ROOT / "results" / "learn_sort"
@@ -91,21 +89,10 @@ def test_program_late_step_vs_authors(benchmark, sort_data, n_threads):
     benchmark.extra_info["cpu"] = cpu_name()
 
 
-def counting_step(tau: float):
-    cfg = CountingConfig(vocab_size=19, max_len=17, n_classes=16, n_layers=3, n_cat_heads=2,
-                         n_num_heads=2, n_cat_mlps=1, n_num_mlps=1, d_mlp=64,
-                         **variant_flags("both"))
-    gen = np.random.default_rng(0)
-    tokens = gen.integers(2, 19, (B, 17))
-    tokens[:, 0] = 1
-    batch = {"tokens": tokens, "targets": gen.integers(0, 16, (B, 17)),
-             "mask": np.ones((B, 17), bool), "pad": np.zeros((B, 17), bool)}
-    return train_step(CountingProgramModel(cfg), batch, lr=0.02, tau=tau)
-
-
 def test_counting_step_regimes(benchmark):
-    info = compare(benchmark, {"tpcore": counting_step(0.1), "early": counting_step(3.0),
-                               "kept": kept(counting_step(0.1))}, 1)
+    info = compare(benchmark, {"tpcore": counting_step("both", 0.1),
+                               "early": counting_step("both", 3.0),
+                               "kept": kept(counting_step("both", 0.1))}, 1)
     benchmark.extra_info["cpu"] = cpu_name()
     print(f"\ncounting: late / early {info['ratio_early']:.3f}, flushed / kept "
           f"{info['ratio_kept']:.3f}")
@@ -116,20 +103,16 @@ def census(data, flush: bool, steps: int = 20) -> dict:
     of subnormals among gradients and Adam's moments, and the register's flags afterwards."""
     from tpcore.kernels.fpmode import DAZ, FTZ, get_mxcsr, set_mxcsr
 
-    model = tpcore.load(TRAINED).model
-    opt = Adam(model.parameters(), lr=0.05)
-    ctx, batch = StepContext(0, 0.01, np.random.default_rng(0)), sort_batch(data)
-    blas_threads(1)
+    step = late_step(data)
     before = get_mxcsr()
     set_mxcsr((before | FTZ | DAZ if flush else before & ~(FTZ | DAZ)) & ~0x3F)  # flags cleared
     try:
         for _ in range(steps):
-            opt.zero_grad()
-            program_step(model, batch, ctx)
-            opt.step()
+            step()
         flags = get_mxcsr()
     finally:
         set_mxcsr(before)
+    opt = step.optimizer
     arrays = [p.grad for p in opt.params] + opt.m + opt.v
     tiny = np.finfo(np.float32).tiny
     sub = sum(int(((a != 0) & (np.abs(a) < tiny)).sum()) for a in arrays)

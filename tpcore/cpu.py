@@ -49,6 +49,12 @@ SUBNORMALS_VARIABLE = "TPCORE_SUBNORMALS"
 _X86_64 = ("x86_64", "amd64")
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1)
+
+
 def default_threads() -> int:
     """Threads of training when none are asked for: ``TPCORE_THREADS`` when set, else the cores
     this process may run on, at most :data:`MAX_DEFAULT_THREADS`. On cores that other jobs keep
@@ -56,9 +62,7 @@ def default_threads() -> int:
     """
     text = os.environ.get(THREADS_VARIABLE, "").strip()
     if not text:
-        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                 else os.cpu_count() or 1)
-        return max(1, min(MAX_DEFAULT_THREADS, cores))
+        return max(1, min(MAX_DEFAULT_THREADS, _cores()))
     if not text.isdigit() or int(text) < 1:
         raise TpcoreError(f"{THREADS_VARIABLE}={text!r}; expected an integer >= 1")
     return int(text)
@@ -129,10 +133,8 @@ def cpu_name() -> str:
                 break
     except OSError:
         pass
-    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count() or 1)
     machine = platform.machine() or "unknown architecture"
-    return f"{name or platform.processor() or 'unknown processor'} ({machine}, {cores} cores)"
+    return f"{name or platform.processor() or 'unknown processor'} ({machine}, {_cores()} cores)"
 
 
 def flush_unsupported() -> str | None:

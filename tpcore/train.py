@@ -104,6 +104,10 @@ class TrainConfig:
     flush_subnormals: bool | None = None
 
 
+TENTHS = 10
+"""A run's steps are timed in this many equal parts (:attr:`TrainResult.tenth_seconds`)."""
+
+
 @dataclass
 class TrainState:
     """A paused run: everything :func:`fit` needs to go on as if it had never stopped.
@@ -130,10 +134,6 @@ class TrainState:
     seconds: float = 0.0
     tenth_seconds: list[float] = field(default_factory=lambda: [0.0] * TENTHS)
     tenth_steps: list[int] = field(default_factory=lambda: [0] * TENTHS)
-
-
-TENTHS = 10
-"""A run's steps are timed in this many equal parts (:attr:`TrainResult.tenth_seconds`)."""
 
 
 @dataclass
