@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sidebyside import compare, threads
+from sidebyside import compare, threads, wait
 
+from tpcore.backend import asarray, rng
 from tpcore.cpu import blas_threads
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.optim import Adam
@@ -39,12 +40,14 @@ def train_step(model: Any, batch: dict, lr: float, tau: float = 1.0):
     ``bench_counting.py`` and ``bench_training.py``."""
     blas_threads(1)
     opt = Adam(model.parameters(), lr=lr)
-    ctx = StepContext(0, tau, np.random.default_rng(0))
+    ctx = StepContext(0, tau, rng(0))
+    batch = {k: asarray(v) for k, v in batch.items()}
 
     def step():
         opt.zero_grad()
         loss = program_step(model, batch, ctx)
         opt.step()
+        wait()
         return loss
 
     step.optimizer = opt
@@ -64,10 +67,12 @@ def make_step(n_layers: int, b: int = 512, n: int = 8):
 
 
 def authors_step(n_layers: int, b: int = 512, n: int = 8, temp: float = 1.0,
-                 tokens: np.ndarray | None = None, targets: np.ndarray | None = None):
+                 tokens: np.ndarray | None = None, targets: np.ndarray | None = None,
+                 device: str = "cpu"):
     """The authors' model at the same configuration and their training step (per-token loss,
     Adam at lr 0.05, Gumbel-softmax samples at temperature ``temp``) on ``tokens`` and
-    ``targets`` (their convention: target 0 carries no loss; default: random ones)."""
+    ``targets`` (their convention: target 0 carries no loss; default: random ones), on
+    ``device`` (on CUDA the step waits for the device before returning)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("einops")
     root = os.environ.get(AUTHORS_VARIABLE)
@@ -82,12 +87,13 @@ def authors_step(n_layers: int, b: int = 512, n: int = 8, temp: float = 1.0,
         d_vocab=8, d_vocab_out=8, n_vars_cat=1, n_vars_num=1, d_var=max(8, n), n_heads_cat=4,
         n_heads_num=4, d_mlp=64, n_cat_mlps=2, n_num_mlps=2, mlp_vars_in=2, n_layers=n_layers,
         n_ctx=n, sample_fn=gumbel_soft, attention_type="cat", rel_pos_bias="fixed",
-        one_hot_embed=True, count_only=True, selector_width=0)
+        one_hot_embed=True, count_only=True, selector_width=0).to(device)
     model.set_temp(temp)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.05)
     data = rasp_batch(b, n)
-    x = torch.as_tensor(data["tokens"] if tokens is None else tokens)
-    y = torch.as_tensor(data["targets"] if targets is None else targets)
+    x = torch.as_tensor(data["tokens"] if tokens is None else tokens, device=device)
+    y = torch.as_tensor(data["targets"] if targets is None else targets, device=device)
+    wait = torch.cuda.synchronize if device != "cpu" else (lambda: None)
 
     def step():
         opt.zero_grad()
@@ -98,6 +104,7 @@ def authors_step(n_layers: int, b: int = 512, n: int = 8, temp: float = 1.0,
         loss = (losses.sum(-1) / (y != 0).sum(-1)).mean()
         loss.backward()
         opt.step()
+        wait()
 
     return step
 
@@ -108,7 +115,7 @@ def test_program_train_step(benchmark, n_layers):
     with threads(1):
         step()
         loss = benchmark(step)
-    assert np.isfinite(loss)
+    assert np.isfinite(float(loss))
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

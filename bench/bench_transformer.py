@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from sidebyside import compare, threads
+from sidebyside import compare, threads, wait
 
 from tpcore.backend import asarray, get_xp
 from tpcore.models.transformer import Transformer, TransformerConfig
@@ -26,10 +26,8 @@ B, N, D, H, L, MLP, V = 256, 16, 64, 4, 2, 256, 16
 
 
 def _sync(x):
-    """Wait for the device (a no-op on NumPy) so timings include the work."""
-    xp = get_xp()
-    if xp is not np:
-        xp.cuda.Stream.null.synchronize()
+    """``x``, after the device has finished (a no-op on NumPy), so timings include the work."""
+    wait()
     return x
 
 
@@ -57,10 +55,11 @@ def batch(b=B, n=N):
     return {"tokens": x, "targets": np.roll(x, 1, axis=1)}
 
 
-def tpcore_step(b=B, n=N, layers=L):
-    """A zero-argument training step (forward, backward, Adam) of the bench's model."""
-    cfg = TransformerConfig(vocab_size=V, max_len=n, d_model=D, n_layers=layers, n_heads=H,
-                            d_mlp=MLP, layer_norm="pre", causal=True)
+def tpcore_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP):
+    """A zero-argument training step (forward, backward, Adam) of the bench's model (other sizes
+    by the arguments), on the active backend; it waits for the device before returning."""
+    cfg = TransformerConfig(vocab_size=V, max_len=n, d_model=d, n_layers=layers, n_heads=h,
+                            d_mlp=d_mlp, layer_norm="pre", causal=True)
     model = Transformer(cfg)
     opt = Adam(model.parameters(), lr=1e-3)
     data, ctx = {k: asarray(v) for k, v in batch(b, n).items()}, StepContext(0, None, None)
@@ -74,20 +73,22 @@ def tpcore_step(b=B, n=N, layers=L):
     return step
 
 
-def torch_step(b=B, n=N, layers=L):
-    """The same model and step in PyTorch (``nn.TransformerEncoder``, pre-LN, GELU)."""
+def torch_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP, device="cpu"):
+    """The same model and step in PyTorch (``nn.TransformerEncoder``, pre-LN, GELU; eager, its
+    default Adam) on ``device``; on CUDA it waits for the device before returning."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(D, H, MLP, dropout=0.0, activation="gelu",
+    layer = torch.nn.TransformerEncoderLayer(d, h, d_mlp, dropout=0.0, activation="gelu",
                                              batch_first=True, norm_first=True)
     model = torch.nn.ModuleDict({
-        "tok": torch.nn.Embedding(V, D), "pos": torch.nn.Embedding(n, D),
+        "tok": torch.nn.Embedding(V, d), "pos": torch.nn.Embedding(n, d),
         "enc": torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False),
-        "ln": torch.nn.LayerNorm(D), "out": torch.nn.Linear(D, V)})
+        "ln": torch.nn.LayerNorm(d), "out": torch.nn.Linear(d, V)}).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    data = {k: torch.as_tensor(v) for k, v in batch(b, n).items()}
-    causal = torch.nn.Transformer.generate_square_subsequent_mask(n)
-    positions = torch.arange(n)
+    data = {k: torch.as_tensor(v, device=device) for k, v in batch(b, n).items()}
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(n, device=device)
+    positions = torch.arange(n, device=device)
+    wait = torch.cuda.synchronize if device != "cpu" else (lambda: None)
 
     def step():
         opt.zero_grad()
@@ -96,6 +97,7 @@ def torch_step(b=B, n=N, layers=L):
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), data["targets"].ravel())
         loss.backward()
         opt.step()
+        wait()
 
     return step
 

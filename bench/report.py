@@ -36,9 +36,11 @@ def side_by_side(rows: list[dict]) -> str:
         a = _anchor(r)
         if a is None or "axis" in r:
             continue
-        lines.append(f"| `{r['name']}` | {r['threads']} | {r['tpcore_ms']:.1f} | {a} | "
-                     f"{r[f'{a}_ms']:.1f} | {r[f'ratio_{a}']:.3f} | {r[f'ratio_{a}_min']:.3f} | "
-                     f"{r['load_before']:.1f}-{r['load_after']:.1f} |")
+        minima = r.get(f"ratio_{a}_min")
+        load = f"{r['load_before']:.1f}-{r['load_after']:.1f}" if "load_before" in r else "-"
+        lines.append(f"| `{r['name']}` | {r.get('threads', '-')} | {r['tpcore_ms']:.1f} | {a} | "
+                     f"{r[f'{a}_ms']:.1f} | {r[f'ratio_{a}']:.3f} | "
+                     f"{'-' if minima is None else f'{minima:.3f}'} | {load} |")
     return "\n".join(lines) + "\n"
 
 

@@ -25,7 +25,16 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from tpcore.backend import get_xp
 from tpcore.cpu import flush_subnormals, flush_unsupported, limit_threads
+
+
+def wait() -> None:
+    """Wait for the active backend's device to finish its queued work (a no-op on NumPy), so that
+    a timed step includes it."""
+    xp = get_xp()
+    if xp.__name__ == "cupy":
+        xp.cuda.get_current_stream().synchronize()
 
 
 @contextmanager

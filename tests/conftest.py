@@ -2,9 +2,9 @@
 The program fixtures (generated programs and label conversion) are helpers as fixtures: tests
 import no modules from here.
 
-Under ``TPCORE_BACKEND=numpy-strict`` (the device-strict backend, :mod:`tpcore.strict`) the tests
-marked ``host_only(reason)`` are skipped with their reason; every other test runs on device
-arrays."""
+On a device backend (``TPCORE_BACKEND=cupy``, or ``numpy-strict``: the device-strict backend of
+:mod:`tpcore.strict`) the tests marked ``host_only(reason)`` are skipped with their reason; every
+other test runs on device arrays."""
 
 import importlib.util
 import os
@@ -39,8 +39,8 @@ def rng():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every ``host_only`` mark names its reason; under the strict backend those tests skip."""
-    strict = SESSION_BACKEND == "numpy-strict"
+    """Every ``host_only`` mark names its reason; on a device backend those tests skip."""
+    device = SESSION_BACKEND != "numpy"
     for item in items:
         mark = item.get_closest_marker("host_only")
         if mark is None:
@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config, items):
         reason = mark.args[0] if mark.args else mark.kwargs.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             raise pytest.UsageError(f"{item.nodeid}: host_only needs a reason")
-        if strict:
+        if device:
             item.add_marker(pytest.mark.skip(reason=f"host only: {reason}"))
 
 

@@ -102,6 +102,14 @@ def test_size_errors_name_estimate_and_limit(capsys):
     assert "needs about" in line and "GiB of memory; the limit is" in line
 
 
+def test_a_run_larger_than_the_gpus_free_memory_is_refused_before_training(capsys, monkeypatch,
+                                                                             tmp_path):
+    monkeypatch.setattr("tpcore.limits.device_memory", lambda: (2**20, 80 * 2**30))
+    line = one_line_error(capsys, ["learn", "sort", "--out", str(tmp_path / "run")])
+    assert "of GPU memory; the GPU has 1 MiB free of 80 GiB" in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_learn_config_estimate_is_near_the_measured_peak():
     from tpcore.pipelines.learn import LearnConfig
 

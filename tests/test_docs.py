@@ -38,6 +38,7 @@ from pathlib import Path
 
 import pytest
 
+from tpcore.backend import backend_name
 from tpcore.cli import build_parser, main
 from tpcore.errors import TpcoreError
 
@@ -99,6 +100,8 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
 CLUSTER = ("needs a Dask cluster at that address (tests/pipelines/test_pipelines_dask.py runs "
            "sweeps on a local one)")
 NOT_RUN = {
+    "tpcore --backend cupy learn sort": "needs an NVIDIA GPU (bench/gpu_check.sh runs the suite "
+                                        "and the main job there)",
     "tpcore reproduce NAME --budget ...": "a template: NAME stands for the reproductions its "
                                           "comment lists (tests/test_readme_tour.py runs "
                                           "--help of each)",
@@ -121,10 +124,12 @@ OTHER_PROGRAMS = {
     "python": "run",
     "dask": None,
     "sbatch": None,
+    "bash": None,
 }
 """Programs other than ``tpcore`` that the docs quote: ``run`` in a child process, or None: not
 run here (``pip`` installs the package these tests run on; ``pytest`` runs this suite or the
-benchmarks, minutes of timing; ``dask`` and ``sbatch`` start the servers of a cluster)."""
+benchmarks, minutes of timing; ``dask`` and ``sbatch`` start the servers of a cluster; ``bash``
+runs the GPU check, on a GPU machine)."""
 
 CONLL = """-DOCSTART- -X- O O
 
@@ -351,8 +356,11 @@ def test_python_blocks_run(page, tmp_path):
     code = "\n\n".join(body for lang, body in fenced_blocks(page) if lang == "python")
     (tmp_path / "results").symlink_to(RESULTS, target_is_directory=True)
     (tmp_path / "blocks.py").write_text(code, encoding="utf-8")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    if backend_name() == "cupy":  # the pages' figures are NumPy's; CuPy draws other noise
+        env["TPCORE_BACKEND"] = "numpy"
     out = subprocess.run([sys.executable, "blocks.py"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+                         text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
 
 

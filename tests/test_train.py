@@ -1,12 +1,13 @@
 """The shared training loop: selection, early stopping, checkpoints, divergence, schedules."""
 
 import itertools
+import json
 import os
 
 import numpy as np
 import pytest
 
-from tpcore.backend import to_host
+from tpcore.backend import backend_name, step_rng, to_host
 from tpcore.cpu import blas_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.models import load
@@ -152,7 +153,6 @@ def _dropout_run(pauses, tmp_path, callable_batches=True):
     return model, result, taus
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 @pytest.mark.parametrize("pauses", [(6,), (4, 5, 11), (13,)])
 def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses):
     model, result, taus = _dropout_run((), tmp_path / "none")
@@ -169,7 +169,6 @@ def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses)
     assert all(t is None or t > 0 for t in resumed.ms_per_step_by_tenth())
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_an_iterator_of_batches_resumes_past_the_batches_used(tmp_path):
     model, result, _ = _dropout_run((), tmp_path, callable_batches=False)
     again, resumed, _ = _dropout_run((5,), tmp_path, callable_batches=False)
@@ -178,7 +177,6 @@ def test_an_iterator_of_batches_resumes_past_the_batches_used(tmp_path):
                                                      again.state_dict().values()))
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_a_paused_state_is_refused_past_the_run_or_unreadable(tmp_path):
     model = Scalar()
     opt = SGD(model.parameters(), lr=0.1)
@@ -188,6 +186,23 @@ def test_a_paused_state_is_refused_past_the_run_or_unreadable(tmp_path):
         fit(model, opt, _batches(1.0), _step, TrainConfig(steps=4, quiet=True), resume=paused)
     with pytest.raises(TpcoreError, match="not a readable paused training state"):
         load_state(tmp_path)
+    other = "numpy" if backend_name() != "numpy" else "numpy-strict"
+    paused.backend = other
+    with pytest.raises(TpcoreError, match=f"trained on the {other} backend"):
+        fit(model, opt, _batches(1.0), _step, TrainConfig(steps=8, quiet=True), resume=paused)
+    save_state(paused, tmp_path)
+    assert load_state(tmp_path).backend == other
+    state = json.loads((tmp_path / "state.json").read_text())
+    (tmp_path / "state.json").write_text(json.dumps({**state, "backend": "gpu"}))
+    with pytest.raises(TpcoreError, match="backend 'gpu': expected one of"):
+        load_state(tmp_path)
+
+
+def test_a_steps_noise_depends_on_the_seed_and_the_step_alone():
+    draw = [to_host(step_rng(seed, step).random(3)) for seed, step in
+            ((0, 0), (0, 1), (1, 0), (0, 0))]
+    assert np.array_equal(draw[0], draw[3])
+    assert not np.array_equal(draw[0], draw[1]) and not np.array_equal(draw[0], draw[2])
 
 
 def test_checkpoint_loads_back(tmp_path):

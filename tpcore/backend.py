@@ -11,6 +11,7 @@ conversions and NumPy functions as a GPU run would, so that a CPU test run finds
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -78,7 +79,8 @@ def backend_name() -> str:
     return "numpy" if xp is np else "numpy-strict" if xp is strict.xp else "cupy"
 
 
-def _is_cupy_array(a: Any) -> bool:
+def on_gpu(a: Any) -> bool:
+    """Whether ``a`` is a CuPy array (checked without importing CuPy)."""
     return type(a).__module__.split(".")[0] == "cupy"
 
 
@@ -91,7 +93,7 @@ def xp_of(*arrays: Any) -> ModuleType:
     for a in arrays:
         if isinstance(a, strict.StrictArray):
             return strict.xp
-        if _is_cupy_array(a):
+        if on_gpu(a):
             import cupy
 
             return cupy
@@ -105,7 +107,7 @@ def asarray(a: Any, dtype: Any = None) -> Any:
 
 def to_host(a: Any) -> Any:
     """``a`` as a NumPy array (no copy when it already is one); scalars pass through."""
-    if _is_cupy_array(a):
+    if on_gpu(a):
         return a.get()
     if isinstance(a, strict.StrictArray):
         return strict.to_host(a)
@@ -119,6 +121,27 @@ def rng(seed: int | None = None, xp: ModuleType | None = None) -> Any:
     """
     xp = get_xp() if xp is None else xp
     return xp.random.default_rng(seed)
+
+
+def no_host_sync() -> contextlib.AbstractContextManager:
+    """A context in which the strict backend refuses the conversions that would wait for a GPU
+    (:func:`tpcore.strict.no_sync`); a no-op on the other backends. Training steps run in it."""
+    return strict.no_sync() if get_xp() is strict.xp else contextlib.nullcontext()
+
+
+def step_rng(seed: int, step: int, xp: ModuleType | None = None) -> Any:
+    """The noise generator of training step ``step`` of a run seeded ``seed``: a fresh generator
+    seeded by the pair (a counter-based stream), so that a step's noise depends on nothing but
+    ``(seed, step)`` and a run paused after any step resumes bit for bit, on every backend.
+
+    NumPy (and the strict backend): PCG64 seeded by ``SeedSequence([seed, step])``. CuPy: cuRAND's
+    Philox4x32-10 seeded the same way, whose per-generator set-up is one short kernel (XORWOW's,
+    CuPy's default, skips ahead for each of its states). The two backends draw different numbers.
+    """
+    xp = get_xp() if xp is None else xp
+    if xp is np or xp is strict.xp:
+        return xp.random.default_rng([seed, step])
+    return xp.random.Generator(xp.random.Philox4x3210([seed, step]))
 
 
 def float_dtype(name: str | None = None) -> Any:
@@ -136,10 +159,8 @@ def scatter_add(target: Any, index: Any, values: Any) -> Any:
     ``target: (V, ...)``, ``index: (M,)`` ints, ``values: (M, ...)``. Returns ``target``.
     """
     xp = xp_of(target)
-    if _is_cupy_array(target):
-        import cupyx
-
-        cupyx.scatter_add(target, index, values)
+    if on_gpu(target):
+        _one_hot_add(target, index, values)
     elif xp is np and target.ndim == 2:
         # bincount over flattened (row, column) cells: twice as fast as np.add.at
         d = target.shape[1]
@@ -151,38 +172,70 @@ def scatter_add(target: Any, index: Any, values: Any) -> Any:
     return target
 
 
+def _one_hot_add(target: Any, index: Any, values: Any, cells: int = 1 << 24) -> None:
+    """``scatter_add`` on a GPU, deterministically: ``target += onehot(index)^T values``, as matrix
+    products over chunks of rows whose one-hot block holds at most ``cells`` entries (atomic
+    adds, ``cupyx.scatter_add``'s way, sum in a different order on every run, and a paused run
+    could not resume bit for bit)."""
+    xp = xp_of(target)
+    rows = target.shape[0]
+    flat_values = values.reshape(len(index), -1).astype(target.dtype)
+    ids = xp.arange(rows)
+    chunk = max(1, cells // max(1, rows))
+    total = None
+    for start in range(0, len(index), chunk):
+        hot = (index[start:start + chunk, None] == ids).astype(target.dtype)
+        part = hot.T @ flat_values[start:start + chunk]
+        total = part if total is None else total + part
+    if total is not None:
+        target += total.reshape(target.shape)
+
+
 def use_kernels(on: bool | None = None) -> bool:
-    """Whether the fused numba kernels replace the NumPy references on host float arrays; ``on``
-    turns them on or off for this process. The default: on when numba is importable, unless
-    ``TPCORE_KERNELS=0``."""
+    """Whether the fused kernels replace the references (:func:`kernel`): numba's on host float
+    arrays, CuPy's on GPU arrays; ``on`` turns them on or off for this process. The default: on
+    unless ``TPCORE_KERNELS=0`` (numba's only where numba is importable)."""
     global _kernels
     if on is not None:
         _kernels = bool(on)
     if _kernels is None:
-        _kernels = (os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
-                    and importlib.util.find_spec("numba") is not None)
+        _kernels = os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
     return _kernels
 
 
-def kernel(module: str) -> Callable[[Callable], Callable]:
-    """Decorator: run ``tpcore.kernels.MODULE.NAME`` (``NAME``: the decorated function's) in place
-    of the decorated NumPy reference when the first argument is a NumPy float32/float64 array and
-    :func:`use_kernels` says so. The kernel takes the reference's arguments (defaults filled in)
-    and returns what it returns, or ``NotImplemented`` for a case it does not take, when the
-    reference runs. CuPy and the strict backend always run the reference; ``f.__wrapped__`` is
-    the reference itself."""
+@functools.cache
+def _has_numba() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+GPU_KERNELS = "gpu"
+"""The module of :mod:`tpcore.kernels` that holds the CuPy kernels."""
+
+
+def kernel(module: str | None, gpu: bool = False) -> Callable[[Callable], Callable]:
+    """Decorator: run a kernel in place of the decorated reference when :func:`use_kernels` says
+    so: ``tpcore.kernels.MODULE.NAME`` (numba; ``NAME``: the decorated function's) when the first
+    argument is a NumPy float32/float64 array (``module=None``: no such kernel), and with
+    ``gpu=True`` ``tpcore.kernels.gpu.NAME`` (CuPy) when it is a CuPy float array. The kernel
+    takes the reference's arguments (defaults filled in) and returns what it returns, or
+    ``NotImplemented`` for a case it does not take, when the reference runs. The strict backend
+    always runs the reference; ``f.__wrapped__`` is the reference itself."""
 
     def decorate(reference: Callable) -> Callable:
         code = reference.__code__
         names = code.co_varnames[: code.co_argcount]
         defaults = dict(zip(names[len(names) - len(reference.__defaults__ or ()):],
                             reference.__defaults__ or ()))
-        name, path = reference.__name__, f"tpcore.kernels.{module}"
+        name = reference.__name__
+        host = None if module is None else f"tpcore.kernels.{module}"
+        device = f"tpcore.kernels.{GPU_KERNELS}" if gpu else None
 
         @functools.wraps(reference)
         def dispatch(*args: Any, **kwargs: Any) -> Any:
             first = args[0] if args else None
-            if type(first) is np.ndarray and first.dtype.char in "fd" and use_kernels():
+            path = (host if type(first) is np.ndarray and _has_numba() else
+                    device if on_gpu(first) else None)
+            if path is not None and first.dtype.char in "fd" and use_kernels():
                 fast = getattr(sys.modules.get(path) or importlib.import_module(path), name)
                 full = args + tuple(kwargs[n] if n in kwargs else defaults[n]
                                     for n in names[len(args):])

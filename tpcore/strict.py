@@ -24,7 +24,14 @@ CuPy's rules:
   ``cupy.random.Generator`` (no ``normal``, ``choice``, ``permutation``, ``shuffle``), drawing the
   same numbers as NumPy's generator of that seed;
 - the array methods are those CuPy and NumPy share; a CuPy-only one (``get``) is absent, so code
-  that would run only on CuPy fails here too.
+  that would run only on CuPy fails here too;
+- inside :func:`no_sync` (every training step of :func:`tpcore.train.fit` runs in it) the
+  conversions that wait for a GPU are refused too: ``float``/``int``/``bool``/``format`` of a
+  device array, ``item``, ``tolist``, ``tobytes``, ``nonzero`` (and ``xp.nonzero``,
+  ``flatnonzero``, ``argwhere``, ``unique``, one-argument ``where``), indexing by a device
+  boolean mask (the size of those results is data) and ``to_host``, so that a CPU test run
+  finds a host synchronisation that a new line of a forward, backward or optimiser would add
+  to every step.
 
 Not modelled: CuPy functions that NumPy lacks (``cupyx``), CuPy's narrower acceptance of Python
 lists as array arguments, numerical differences of GPU kernels.
@@ -33,12 +40,34 @@ lists as array arguments, numerical differences of GPU kernels.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 PYTHON_SCALARS = (bool, int, float, complex)
+_no_sync = False
+
+
+@contextmanager
+def no_sync() -> Iterator[None]:
+    """Refuse, while inside, the conversions of device arrays that wait for the device (module
+    docstring); a no-op outside the strict backend's arrays."""
+    global _no_sync
+    before, _no_sync = _no_sync, True
+    try:
+        yield
+    finally:
+        _no_sync = before
+
+
+def _synchronising(what: str) -> None:
+    if _no_sync:
+        raise TypeError(f"{what} of a device array inside a training step waits for the device "
+                        "(a host synchronisation on a GPU); keep the value on the device, or read "
+                        "it outside the step")
 
 
 class StrictArray:
@@ -62,21 +91,26 @@ class StrictArray:
 
     # explicit host conversions that CuPy allows (each synchronises with the device on a GPU)
     def __float__(self) -> float:
+        _synchronising("float()")
         return float(self._a)
 
     def __int__(self) -> int:
+        _synchronising("int()")
         return int(self._a)
 
     def __complex__(self) -> complex:
+        _synchronising("complex()")
         return complex(self._a)
 
     def __bool__(self) -> bool:
+        _synchronising("bool()")
         return bool(self._a)
 
     def __repr__(self) -> str:
         return f"strict_{self._a!r}"
 
     def __format__(self, spec: str) -> str:
+        _synchronising("format()")
         return format(self._a, spec)
 
     def __len__(self) -> int:
@@ -88,6 +122,8 @@ class StrictArray:
         return (self[i] for i in range(len(self._a)))
 
     def __getitem__(self, key: Any) -> StrictArray:
+        if isinstance(key, StrictArray) and key.dtype == bool:
+            _synchronising("indexing by a boolean mask")
         return _device(self._a[_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -125,8 +161,16 @@ def _unary(op: Any) -> Any:
     return lambda self: _device(op(self._a))
 
 
+_SYNCHRONISING_METHODS = frozenset({"item", "tolist", "tobytes", "nonzero"})
+_SYNCHRONISING_FUNCTIONS = frozenset({"nonzero", "flatnonzero", "argwhere", "unique"})
+"""Methods and functions whose result (a host value, or an array sized by the data) waits for
+the device."""
+
+
 def _method(name: str) -> Any:
     def call(self: StrictArray, *args: Any, **kwargs: Any) -> Any:
+        if name in _SYNCHRONISING_METHODS:
+            _synchronising(f".{name}()")
         return _device(getattr(self._a, name)(*_numpy(args), **_numpy(kwargs)))
 
     call.__name__ = name
@@ -212,6 +256,9 @@ class _Function:
         self._f, self._host_ok = f, host_ok
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(self._f, "__name__", "")
+        if name in _SYNCHRONISING_FUNCTIONS or (name == "where" and len(args) == 1):
+            _synchronising(f"xp.{name}")
         return _device(self._f(*_numpy(args, self._host_ok), **_numpy(kwargs, self._host_ok)))
 
     def __getattr__(self, name: str) -> Any:
@@ -277,4 +324,5 @@ xp = _Namespace(np)
 
 def to_host(a: StrictArray) -> np.ndarray:
     """A host copy of device array ``a`` (as ``cupy.ndarray.get``)."""
+    _synchronising("to_host")
     return a._a.copy()

@@ -2,16 +2,19 @@
 checkpoints, early stopping and divergence checks, shared by every model.
 
 A model plugs in through a *step function* ``step_fn(model, batch, ctx) -> loss`` that runs the
-forward and the backward (filling ``Parameter.grad``) and returns the loss as a float, and an
+forward and the backward (filling ``Parameter.grad``) and returns the loss (a float, or a 0-d
+array left on the device: the loop reads losses every :data:`LOSS_EVERY` steps, so that no step
+waits for a GPU; the strict backend refuses host conversions inside a step), and an
 optional *evaluate* function ``evaluate(model) -> dict`` of metrics. :func:`supervised_step` and
 :func:`evaluate_supervised` serve models whose ``forward(tokens, ...)`` returns logits and whose
 ``backward(dlogits)`` accumulates gradients.
 
 A run can *pause* after ``TrainConfig.pause_at`` of its ``steps`` and *resume* later: the paused
-:class:`TrainState` (parameters, optimiser moments and step, the noise generator, the data
-position, the selection so far and the history; :func:`save_state`, :func:`load_state`) makes a
-resumed run the same, bit for bit, as one that never paused. Schedules are those of the whole
-run: a paused run has trained the first ``pause_at`` steps of it.
+:class:`TrainState` (parameters, optimiser moments and step, the backend, the data position, the
+selection so far and the history; :func:`save_state`, :func:`load_state`) makes a resumed run the
+same, bit for bit, as one that never paused: each step draws its noise from a generator of the
+run's seed and the step alone (:func:`tpcore.backend.step_rng`). Schedules are those of the
+whole run: a paused run has trained the first ``pause_at`` steps of it.
 
 Training runs on :func:`tpcore.cpu.default_threads` threads (``TPCORE_THREADS``, else up to two
 of the cores this process may use) unless :attr:`TrainConfig.threads` says otherwise, whether it
@@ -36,8 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray, backend_name
-from tpcore.backend import rng as make_rng
+from tpcore.backend import (
+    BACKENDS,
+    asarray,
+    backend_name,
+    no_host_sync,
+    step_rng,
+    to_host,
+    xp_of,
+)
 from tpcore.cpu import flush_subnormals, flush_wanted, limit_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.io import write_json, write_npz
@@ -61,7 +71,8 @@ Batch = dict[str, Any]
 @dataclass
 class StepContext:
     """What a step function may need besides the batch: the step index, the Gumbel temperature
-    ``tau`` (None when no temperature schedule is set) and a generator for noise and dropout."""
+    ``tau`` (None when no temperature schedule is set) and the step's generator for noise and
+    dropout (:func:`tpcore.backend.step_rng` of the run's seed and the step)."""
 
     step: int
     tau: float | None
@@ -114,7 +125,9 @@ class TrainState:
 
     ``step``: steps taken; ``params``/``best_params``: host copies of the model's parameters
     now and at the best evaluation (None before one); ``optimizer``:
-    :meth:`tpcore.nn.optim.Optimizer.state_dict`; ``rng``: the noise generator's state;
+    :meth:`tpcore.nn.optim.Optimizer.state_dict`; ``backend``: the backend it trained on (the
+    noise of a step is drawn from :func:`tpcore.backend.step_rng`, whose streams differ between
+    backends, so a state resumes on its own backend only);
     ``best_score``/``stale``: the selection's best score and evaluations since it improved;
     ``history``/``best``/``last_loss``/``last_step``/``seconds``/``tenth_seconds``/
     ``tenth_steps``: as in :class:`TrainResult` (``last_step``: the step of ``last_loss``).
@@ -123,7 +136,7 @@ class TrainState:
     step: int
     params: dict[str, np.ndarray]
     optimizer: dict[str, Any]
-    rng: dict[str, Any]
+    backend: str
     best_params: dict[str, np.ndarray] | None = None
     best_score: float = -math.inf
     stale: int = 0
@@ -204,12 +217,14 @@ def fit(
     """Train ``model`` for ``config.steps`` steps and return a :class:`TrainResult`.
 
     Each step: set ``optimizer.lr`` from the schedule, compute ``tau``, zero gradients, run
-    ``step_fn``, check the loss is finite (else :class:`TrainingDiverged` naming the step and the
-    last finite loss), clip gradients, update. Every ``eval_every`` steps (or after the steps
-    ``eval_at`` picks) and at the end, run ``evaluate`` and keep the best parameters by
-    ``config.select``; the history row of an evaluation is ``{"step": s, "train_loss": the
-    step's training loss, **evaluate(model)}``. BLAS runs on ``config.threads`` threads, and
-    subnormals are flushed as ``config.flush_subnormals`` says (:mod:`tpcore.cpu`).
+    ``step_fn``, clip gradients, update. The losses are read every :data:`LOSS_EVERY` steps,
+    before each evaluation and at the end; the first that is not finite raises
+    :class:`TrainingDiverged` naming its step and the last finite loss. Every ``eval_every``
+    steps (or after the steps ``eval_at`` picks) and at the end, run ``evaluate`` and keep the
+    best parameters by ``config.select``; the history row of an evaluation is ``{"step": s,
+    "train_loss": the step's training loss, **evaluate(model)}``. BLAS runs on
+    ``config.threads`` threads, and subnormals are flushed as ``config.flush_subnormals`` says
+    (:mod:`tpcore.cpu`).
 
     ``resume``: a paused run's state to go on from (its step onwards; the batches from that step:
     a function of it is called with it, an iterator is advanced past the batches used). With
@@ -233,7 +248,6 @@ def _fit(
         raise TpcoreError("model selection needs an evaluate function")
     if config.pause_at is not None and config.pause_at < 1:
         raise TpcoreError(f"pause_at must be >= 1, got {config.pause_at}")
-    rng = make_rng(config.seed)
     tau_at = geometric(*config.tau, config.steps) if config.tau else None
     result = TrainResult()
     best_score, best_state, stale = -math.inf, None, 0
@@ -242,9 +256,12 @@ def _fit(
         if resume.step > config.steps:
             raise TpcoreError(f"the paused state is at step {resume.step}, past this run's "
                               f"{config.steps} steps")
+        if resume.backend != backend_name():
+            raise TpcoreError(f"the paused state trained on the {resume.backend} backend, whose "
+                              f"noise differs from the {backend_name()} backend's; resume it with "
+                              f"--backend {resume.backend}")
         model.load_state_dict(_copy(resume.params))  # training updates them in place
         optimizer.load_state_dict(resume.optimizer)
-        _set_generator_state(rng, resume.rng)
         first, before = resume.step, resume.seconds
         best_score, stale = resume.best_score, resume.stale
         best_state = None if resume.best_params is None else _copy(resume.best_params)
@@ -261,35 +278,31 @@ def _fit(
     bar.update(first)
     start = time.perf_counter()
     step = first - 1
+    losses = _Losses(last_finite, last_finite_step)
     try:
         for step in range(first, end):
             if config.lr_schedule is not None:
                 optimizer.lr = config.lr_schedule(step)
-            ctx = StepContext(step, tau_at(step) if tau_at else None, rng)
+            ctx = StepContext(step, tau_at(step) if tau_at else None, step_rng(config.seed, step))
             began = time.perf_counter()
-            optimizer.zero_grad()
-            loss = float(step_fn(model, next(batches), ctx))
-            if not math.isfinite(loss):
-                raise TrainingDiverged(
-                    f"loss became {loss} at step {step}; last finite loss {last_finite:.6g} "
-                    f"at step {last_finite_step}"
-                )
-            last_finite, last_finite_step = loss, step
-            if config.grad_clip:
-                clip_grad_norm(optimizer.params, config.grad_clip)
-            optimizer.step()
+            with no_host_sync():
+                optimizer.zero_grad()
+                losses.add(step, step_fn(model, next(batches), ctx))
+                if config.grad_clip:
+                    clip_grad_norm(optimizer.params, config.grad_clip)
+                optimizer.step()
             if step > first:
                 tenth = step * TENTHS // config.steps
                 result.tenth_seconds[tenth] += time.perf_counter() - began
                 result.tenth_steps[tenth] += 1
             bar.update()
-            if step % 20 == 0:
-                bar.set_postfix(loss=f"{loss:.4f}")
+            if step % LOSS_EVERY == 0:
+                bar.set_postfix(loss=f"{losses.read():.4f}")
             done = step + 1 == config.steps
             due = (config.eval_at(step) if config.eval_at is not None
                    else config.eval_every and (step + 1) % config.eval_every == 0)
             if evaluate is not None and (due or done):
-                metrics = {"step": step + 1, "train_loss": loss, **evaluate(model)}
+                metrics = {"step": step + 1, "train_loss": losses.read(), **evaluate(model)}
                 result.history.append(metrics)
                 if config.select is None:
                     result.best = metrics
@@ -304,49 +317,63 @@ def _fit(
                 if config.patience is not None and stale >= config.patience:
                     result.stopped_early = True
                     break
+        losses.read()
     finally:
         bar.close()
-    result.steps, result.last_loss = step + 1, last_finite
+    result.steps, result.last_loss = step + 1, losses.last
     result.seconds = before + time.perf_counter() - start
-    if result.steps < config.steps and not result.stopped_early and can_pause(rng):
+    if result.steps < config.steps and not result.stopped_early:
         result.paused = TrainState(
             step=result.steps, params=model.state_dict(), optimizer=optimizer.state_dict(),
-            rng=_generator_state(rng), best_params=best_state, best_score=best_score,
+            backend=backend_name(), best_params=best_state, best_score=best_score,
             stale=stale, history=list(result.history), best=dict(result.best),
-            last_loss=last_finite, last_step=last_finite_step, seconds=result.seconds,
+            last_loss=losses.last, last_step=losses.last_step, seconds=result.seconds,
             tenth_seconds=list(result.tenth_seconds), tenth_steps=list(result.tenth_steps))
     if best_state is not None:
         model.load_state_dict(best_state)
     return result
 
 
+LOSS_EVERY = 20
+"""Training losses stay on the device and are read every this many steps (and before each
+evaluation and at the end), so that no step waits for a GPU."""
+
+
+class _Losses:
+    """The losses of the steps since the last read, and the last finite one read."""
+
+    def __init__(self, last: float, last_step: int):
+        self.pending: list[tuple[int, Any]] = []
+        self.last, self.last_step = last, last_step
+
+    def add(self, step: int, loss: Any) -> None:
+        self.pending.append((step, loss))
+
+    def read(self) -> float:
+        """Read the pending losses (one transfer), raise :class:`TrainingDiverged` at the first
+        one that is not finite, and return the last."""
+        if self.pending:
+            values = _to_floats([loss for _, loss in self.pending])
+            for (step, _), value in zip(self.pending, values):
+                if not math.isfinite(value):
+                    raise TrainingDiverged(
+                        f"loss became {value} at step {step}; last finite loss "
+                        f"{self.last:.6g} at step {self.last_step}")
+                self.last, self.last_step = value, step
+            self.pending.clear()
+        return self.last
+
+
+def _to_floats(values: list[Any]) -> list[float]:
+    """Python floats of host or device scalars, with one transfer from a device."""
+    xp = xp_of(*values)
+    if xp is np:
+        return [float(v) for v in values]
+    return to_host(xp.stack([xp.asarray(v, dtype=xp.float64) for v in values])).tolist()
+
+
 def _copy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: np.array(v) for k, v in arrays.items()}
-
-
-def can_pause(rng: Any) -> bool:
-    """Whether a run drawing its noise from ``rng`` can keep a paused state: NumPy generators
-    expose theirs, CuPy's do not (a run there that stops early has ``paused`` None)."""
-    return isinstance(getattr(getattr(rng, "bit_generator", None), "state", None), dict)
-
-
-def cannot_pause() -> TpcoreError:
-    """The error of pausing a run whose generator cannot keep its state (:func:`can_pause`)."""
-    return TpcoreError(f"pausing training saves the noise generator's state, which the "
-                       f"{backend_name()} backend's generator does not expose; pause runs on "
-                       "the numpy backend")
-
-
-def _generator_state(rng: Any) -> dict[str, Any]:
-    """The state of a NumPy generator (its bit generator's, JSON-ready)."""
-    if not can_pause(rng):
-        raise cannot_pause()
-    return rng.bit_generator.state
-
-
-def _set_generator_state(rng: Any, state: dict[str, Any]) -> None:
-    _generator_state(rng)  # the same check as when pausing
-    rng.bit_generator.state = state
 
 
 STATE_FILES = ("state.json", "params.npz", "best.npz", "optimizer.npz")
@@ -364,7 +391,7 @@ def save_state(state: TrainState, folder: str | Path) -> None:
     write_npz(folder / "optimizer.npz", state.optimizer["buffers"])
     write_json(folder / "state.json", {
         "step": state.step, "optimizer": {"t": state.optimizer["t"], "lr": state.optimizer["lr"]},
-        "rng": state.rng, "best_score": state.best_score, "stale": state.stale,
+        "backend": state.backend, "best_score": state.best_score, "stale": state.stale,
         "history": state.history, "best": state.best, "last_loss": state.last_loss,
         "last_step": state.last_step, "seconds": state.seconds,
         "tenth_seconds": state.tenth_seconds, "tenth_steps": state.tenth_steps})
@@ -381,7 +408,8 @@ def load_state(folder: str | Path) -> TrainState:
                   if name != "best" or (folder / "best.npz").is_file()}
         return TrainState(
             step=int(meta["step"]), params=arrays["params"],
-            optimizer={**meta["optimizer"], "buffers": arrays["optimizer"]}, rng=meta["rng"],
+            optimizer={**meta["optimizer"], "buffers": arrays["optimizer"]},
+            backend=_backend(meta["backend"]),
             best_params=arrays.get("best"), best_score=float(meta["best_score"]),
             stale=int(meta["stale"]), history=meta["history"], best=meta["best"],
             last_loss=float(meta["last_loss"]), last_step=int(meta["last_step"]),
@@ -389,6 +417,12 @@ def load_state(folder: str | Path) -> TrainState:
             tenth_steps=_tenths(meta, "tenth_steps", int))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TpcoreError(f"{folder}: not a readable paused training state ({exc})") from None
+
+
+def _backend(name: Any) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"backend {str(name)[:40]!r}: expected one of {', '.join(BACKENDS)}")
+    return name
 
 
 def _tenths(meta: dict[str, Any], key: str, kind: type) -> list[Any]:
@@ -405,13 +439,17 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         return {k: f[k] for k in f.files}
 
 
-def shuffled_batches(data: Batch, batch_size: int, seed: int = 0, start: int = 0
-                     ) -> Iterator[Batch]:
+def shuffled_batches(data: Batch, batch_size: int, seed: int = 0, start: int = 0,
+                     device: bool = True) -> Iterator[Batch]:
     """Endless minibatches of the host arrays in ``data`` (all with the same first dimension),
     reshuffled every epoch (``n // min(batch_size, n)`` batches of ``n`` rows; the remainder of
-    an epoch's order is left out), moved to the active backend. ``start``: begin with batch
-    ``start`` of that sequence, as a resumed run does (the orders before it are drawn, not
-    batched)."""
+    an epoch's order is left out), on the active backend (``device=False``: on the host, for
+    batches transformed there first). ``start``: begin with batch ``start`` of that sequence, as
+    a resumed run does (the orders before it are drawn, not batched).
+
+    The arrays go to the device once and each epoch's order once, and batches are gathered
+    there: a copy from the host's pageable memory waits for the device, so one per batch would
+    make every step wait."""
     n = len(next(iter(data.values())))
     if batch_size < 1:
         raise TpcoreError(f"batch_size must be >= 1, got {batch_size}")
@@ -423,18 +461,22 @@ def shuffled_batches(data: Batch, batch_size: int, seed: int = 0, start: int = 0
     for _ in range(start // per_epoch):
         order_rng.permutation(n)
     skip = start % per_epoch
+    if device:
+        data = {k: asarray(v) for k, v in data.items()}
     while True:
         order = order_rng.permutation(n)
+        if device:
+            order = asarray(order)
         for i in range(skip * size, per_epoch * size, size):
             idx = order[i : i + batch_size]
-            yield {k: asarray(v[idx]) for k, v in data.items()}
+            yield {k: v[idx] for k, v in data.items()}
         skip = 0
 
 
 def supervised_step(
     model: Module, batch: Batch, ctx: StepContext, reduction: str = "token_mean",
     clip: float | None = None, **forward_kwargs: Any,
-) -> float:
+) -> Any:
     """Cross-entropy step for batches with ``tokens`` and ``targets`` (and optional ``mask`` of
     positions that carry a loss, ``pad`` of padding tokens)."""
     logits = model.forward(batch["tokens"], pad=batch.get("pad"), **forward_kwargs)
@@ -457,7 +499,7 @@ def evaluate_supervised(
         mask = part.get("mask")
         count = float(mask.sum()) if mask is not None else float(part["targets"].size)
         l_part, _ = cross_entropy_forward(logits, part["targets"], mask)
-        loss += l_part * count
+        loss += float(l_part) * count
         hits += token_accuracy(logits, part["targets"], mask) * count
         total += count
         seq_hits += sequence_accuracy(logits, part["targets"], mask) * len(part["tokens"])

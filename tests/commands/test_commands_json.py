@@ -39,6 +39,19 @@ def test_info(capsys):
     doc, _ = run_json(["info"], capsys)
     assert doc["tpcore"] == tpcore.__version__ and doc["backend"] == backend_name()
     assert "numba" in doc and "cupy_backend" in doc
+    assert doc["kernels"].startswith("on: ") and "no CUDA graphs" in doc["kernels"]
+
+
+def test_info_says_when_the_kernels_are_off(capsys):
+    from tpcore.backend import use_kernels
+
+    before = use_kernels()
+    use_kernels(False)
+    try:
+        doc, _ = run_json(["info"], capsys)
+    finally:
+        use_kernels(before)
+    assert doc["kernels"].startswith("off")
 
 
 def test_program_show_run_eval_export(program_json, tmp_path, capsys):

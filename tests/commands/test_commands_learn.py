@@ -90,7 +90,6 @@ def test_bad_options_fail_before_training(argv, msg, capsys):
     assert msg in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_cli_sweep_halving_prints_rungs_and_json_has_them(tmp_path, capsys):
     argv = ["sweep", "hist", "--layers", "1", "--heads", "2", "--mlps", "2", "--seeds", "0",
             "1", "2", "--epochs", "3", "--eval-every", "1", "--n-samples", "200",

@@ -3,8 +3,6 @@ settings refused."""
 
 import json
 
-import pytest
-
 from tpcore.cli import main
 
 
@@ -56,7 +54,6 @@ def test_reproduce_table1_refuses_runs_of_other_epochs(tmp_path, capsys):
     assert saved["tasks"][0]["selected"]["epochs"] == 3
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_reproduce_table1_halving_finishes_a_third_of_the_seeds(tmp_path, capsys):
     rc = main(["reproduce", "table1", "--budget", "smoke", "--tasks", "induction", "--seeds",
                "0", "1", "2", "--epochs", "3", "--halving", "3", "--out", str(tmp_path)])

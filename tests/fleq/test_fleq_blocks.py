@@ -119,7 +119,11 @@ def test_corollary6_one_head_sigmoid_sum():
         out = _run(blk, x, n_extra=2)
         errs.append(abs(out[0, 0] - fit(0.7)))
         assert blk.n_heads == 1 and blk.n_layers == 3
-    assert errs[1] < 1e-8 < errs[0]                # off-diagonal leakage ~ e^-C
+    # off-diagonal leakage ~ e^-C; at C = 30 only rounding is left, and the fit's coefficients
+    # (|c| summing to ~1.5e8) cancel, so its floor depends on the summation order (the GPU's
+    # differs from the CPU's): a bound of 100 ulps of sum |c|
+    floor = 100 * np.finfo(np.float64).eps * np.abs(fit.c).sum()
+    assert errs[1] < floor < errs[0]
     with pytest.raises(TpcoreError, match="s >= 3d \\+ m"):
         sigmoid_width_block(2, 10, fit)
 

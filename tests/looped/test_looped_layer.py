@@ -87,7 +87,8 @@ def test_gradients_all_inputs(batched):
             heads[i] = _with(heads[i], "lam", float(lam[0]))
             return float((layer_forward(X, _with(layer, "heads", tuple(heads)))[0] * G).sum())
 
-        assert_gradients(loss_lam, [np.array([h.lam])], [np.array([g.heads[i].lam])], tol=1e-6)
+        assert_gradients(loss_lam, [np.array([h.lam])], [np.array([float(g.heads[i].lam)])],
+                         tol=1e-6)
 
 
 def _with(obj, name, value):

@@ -81,7 +81,7 @@ def test_trained_model_is_its_program(check_fidelity):
     model = ProgramModel(cfg)
     before = extract.extract(model, VOCAB, [str(c) for c in range(7)])
     fit(model, Adam(model.parameters(), lr=0.05), shuffled_batches(train, 128, seed=0),
-        lambda m, b, ctx: supervised_step(m, b, ctx, rng=ctx.rng, tau=ctx.tau),
+        lambda m, b, ctx: supervised_step(m, b, ctx, rng=ctx.rng, tau=ctx.tau, checked=True),
         TrainConfig(steps=40, tau=(3.0, 0.05), quiet=True))
     after = extract.extract(model, VOCAB, [str(c) for c in range(7)])
     assert codegen.source(after) != codegen.source(before)  # training changed the program

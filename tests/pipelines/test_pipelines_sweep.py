@@ -116,7 +116,6 @@ def test_halving_refuses_runs_of_other_lengths(tmp_path):
         halve(configs, tmp_path)
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_halving_sweep_in_two_processes_finishes_the_best_as_a_full_run_would(tmp_path):
     configs = grid(LearnConfig(**TINY, epochs=9), layers=[2], heads=[1], mlps=[1],
                    seeds=range(6))
@@ -146,7 +145,6 @@ def test_halving_sweep_in_two_processes_finishes_the_best_as_a_full_run_would(tm
         assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
 
 
-@pytest.mark.host_only("pausing saves a NumPy generator's state")
 def test_a_rerun_retrains_no_rung_already_done(tmp_path, monkeypatch):
     configs = [LearnConfig(**TINY, epochs=9, seed=s) for s in range(4)]
     for c in configs:  # rung 0 done before an interruption

@@ -81,9 +81,9 @@ def mlm_batches(leaves: np.ndarray, q: int, batch: int, seed: int) -> Iterator[B
     """Endless shuffled MLM batches of ``leaves: (P, N)``, one uniformly drawn leaf masked per
     sequence."""
     gen = np.random.default_rng(derive_seed(seed, "hierarchy", "masked leaves"))
-    for b in shuffled_batches({"leaves": leaves}, batch,
+    for b in shuffled_batches({"leaves": leaves}, batch, device=False,
                               seed=derive_seed(seed, "hierarchy", "batches")):
-        x = to_host(b["leaves"])
+        x = b["leaves"]
         yield {k: asarray(v) for k, v in mask_leaves(x, gen.integers(0, x.shape[1], len(x)),
                                                       q).items()}
 

@@ -69,20 +69,20 @@ class GrammarLogits(Module):
         return transition_from_logits(self.theta.data)
 
 
-def adam_step(model: GrammarLogits, batch: Batch, ctx: StepContext) -> float:
+def adam_step(model: GrammarLogits, batch: Batch, ctx: StepContext) -> Any:
     """Minus the mean log Z of ``batch["evidence"]: (B, N, q)``; its gradient with respect to
     ``theta`` goes into ``theta.grad``."""
     log_z, grad = log_likelihood_grad(model.theta.data, model.p0, batch["evidence"], 0)
     model.theta.accumulate(-grad)
-    return -float(log_z)
+    return -log_z
 
 
-def em_step(model: GrammarLogits, batch: Batch, ctx: StepContext) -> float:
+def em_step(model: GrammarLogits, batch: Batch, ctx: StepContext) -> Any:
     """The E-step: the expected rule counts ``C[a, b, c]`` of ``batch["evidence"]`` go into
     ``theta.grad`` (for :class:`RuleCountUpdate`); returns minus the mean log Z."""
     counts, sum_log_z = expected_rule_counts(model.transitions(), model.p0, batch["evidence"])
     model.theta.accumulate(counts)
-    return -float(sum_log_z) / batch["evidence"].shape[0]
+    return -sum_log_z / batch["evidence"].shape[0]
 
 
 class RuleCountUpdate(Optimizer):

@@ -83,7 +83,7 @@ def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np
         dev = {k: asarray(v) for k, v in part.items()}
         logits = model.forward(dev["tokens"], pad=dev.get("pad"))
         loss, _ = cross_entropy_forward(logits, dev["targets"], dev["mask"])
-        loss_sum += loss * float(part["mask"].sum())
+        loss_sum += float(loss) * float(part["mask"].sum())
         preds.append(sorted_predictions(task, logits, lengths[i : i + batch_size]))
     pred = np.concatenate(preds)
     truth = np.sort(lists, axis=1)

@@ -147,7 +147,7 @@ def check_sizes(data: Corpus, program: Grid, transformer: Grid) -> None:
         for s in grid:
             check_memory(s.memory_estimate(*sizes), f"a {kind} of {s.n_layers} layers x "
                          f"{s.n_heads} heads, batch {s.batch_size}, on a vocabulary of "
-                         f"{sizes[0]} words and sentences of {sizes[1]} tokens")
+                         f"{sizes[0]} words and sentences of {sizes[1]} tokens", device=True)
 
 
 def glove_init(path: str | Path | None, vocab: Vocab, width: int, seed: int) -> np.ndarray | None:
@@ -211,13 +211,13 @@ def predict(model: Module, split: dict[str, np.ndarray],
     return np.concatenate(out)
 
 
-def _program_step(m: Module, b: Batch, ctx: StepContext) -> float:
+def _program_step(m: Module, b: Batch, ctx: StepContext) -> Any:
     if "mask" in b:
         return program_step(m, b, ctx)
-    return supervised_step(m, b, ctx, rng=ctx.rng, tau=ctx.tau)
+    return supervised_step(m, b, ctx, rng=ctx.rng, tau=ctx.tau, checked=True)
 
 
-def _transformer_step(m: Module, b: Batch, ctx: StepContext) -> float:
+def _transformer_step(m: Module, b: Batch, ctx: StepContext) -> Any:
     return supervised_step(m, b, ctx, reduction="sequence_mean", rng=ctx.rng)
 
 
@@ -232,6 +232,8 @@ def train(model: Module, splits: dict[str, dict[str, np.ndarray]], s: Settings,
     steps = max(1, int(round(s.epochs * per_epoch)))
     every = max(1, int(round(s.eval_every * per_epoch)))
     program = is_program(model)
+    if program:
+        getattr(model, "inner", model).check_tokens(tr["tokens"])
     cfg = TrainConfig(steps=steps, tau=(3.0, 0.01) if program else None, eval_every=every,
                       select="score", seed=s.seed, quiet=quiet, desc=desc)
     result = fit(model, Adam(model.parameters(), lr=s.lr),

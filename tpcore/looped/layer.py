@@ -159,7 +159,7 @@ def layer_backward(dY: Any, cache: dict[str, Any]) -> tuple[Any, Layer]:
             dP = _t(h.V @ X) @ dA
             dZ = P * (dP - (P * dP).sum(axis=-2, keepdims=True))
             dS = h.lam * dZ
-            dlam = float((dZ * S).sum())
+            dlam = (dZ * S).sum()
             dKX, dQX = QX @ _t(dS), KX @ dS
             dK = _batch_sum(dKX @ _t(X), batched)
             dQ = _batch_sum(dQX @ _t(X), batched)

@@ -426,17 +426,21 @@ class ProgramModel(Hooked, Module):
             raise TpcoreError(f"token id {bad} outside the vocabulary 0..{cfg.vocab_size - 1}")
 
     def forward(self, tokens: Array, pad: Array | None = None, rng: Any = None,
-                tau: float | None = None, hooks: Hooks | None = None) -> Array:
+                tau: float | None = None, hooks: Hooks | None = None,
+                checked: bool = False) -> Array:
         """Logits ``(B, N, C)`` for ``tokens: (B, N)``; ``pad: (B, N)`` True at padding.
 
         ``tau`` given: training mode, Gumbel-softmax samples at temperature ``tau`` with noise
         from ``rng`` (``rng=None``: no noise, a plain softmax relaxation). ``tau=None``: the
         discrete model (argmax everywhere). ``hooks`` reads or edits variables and patterns
-        (:meth:`hook_names`); the backward follows its edits.
+        (:meth:`hook_names`); the backward follows its edits. ``checked``: the caller has
+        checked the tokens already (:meth:`check_tokens`), as a training loop does with its data
+        once before the loop, so that no step waits for a GPU to read their range.
         """
         cfg, xp = self.config, get_xp()
         tokens, pad = xp.asarray(tokens), None if pad is None else xp.asarray(pad)
-        self.check_tokens(tokens)
+        if not checked:
+            self.check_tokens(tokens)
         b, n = tokens.shape
         d, k, dt = cfg.width, cfg.out_k, cfg.dtype
         m_all, p_all = self.n_vars("categorical"), self.n_vars("numerical")

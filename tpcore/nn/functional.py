@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import kernel, scatter_add, xp_of
+from tpcore.backend import kernel, on_gpu, scatter_add, xp_of
 
 Array = Any
 
@@ -70,7 +70,7 @@ def relu_backward(dy: Array, mask: Array) -> Array:
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def gelu_forward(x: Array) -> tuple[Array, Array]:
     """Tanh GELU: ``y = x/2 (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``, ``c = sqrt(2/pi)``.
 
@@ -99,9 +99,10 @@ SHORT_AXIS = 64
 
 
 def _row_max(x: Array) -> Array:
-    """``max(x, axis=-1, keepdims=True)``; on a short last axis by pairwise maxima of halves,
-    which NumPy runs about twice as fast as its reduction over a short contiguous axis."""
-    if x.shape[-1] > SHORT_AXIS:
+    """``max(x, axis=-1, keepdims=True)``; on a short last axis of a host array by pairwise
+    maxima of halves, which NumPy runs about twice as fast as its reduction over a short
+    contiguous axis (on a GPU, one reduction is one launch)."""
+    if x.shape[-1] > SHORT_AXIS or on_gpu(x):
         return x.max(axis=-1, keepdims=True)
     xp = xp_of(x)
     m = x
@@ -113,11 +114,15 @@ def _row_max(x: Array) -> Array:
 
 
 def _row_sum(x: Array) -> Array:
-    """``sum(x, axis=-1, keepdims=True)`` as a product with a ones vector (a matrix-vector
-    product, about three times faster than NumPy's reduction over a contiguous last axis)."""
+    """``sum(x, axis=-1, keepdims=True)``; for a host array as a product with a ones vector (a
+    matrix-vector product, about three times faster than NumPy's reduction over a contiguous
+    last axis; on a GPU, one reduction is one launch)."""
+    if on_gpu(x):
+        return x.sum(axis=-1, keepdims=True)
     return x @ xp_of(x).ones((x.shape[-1], 1), dtype=x.dtype)
 
 
+@kernel(None, gpu=True)
 def softmax(x: Array, axis: int = -1) -> Array:
     """Numerically stable ``exp(x - max x) / sum exp(x - max x)`` along ``axis`` (no cache; see
     softmax_forward)."""
@@ -136,14 +141,14 @@ def softmax_forward(x: Array, tau: float = 1.0, axis: int = -1) -> tuple[Array, 
     return y, (y, tau, axis)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def softmax_backward(dy: Array, cache: tuple) -> Array:
     """``dx = y * (dy - sum(dy * y)) / tau`` (Jacobian ``diag(y) - y y^T``, over tau)."""
     y, tau, axis = cache
     return y * (dy - (dy * y).sum(axis=axis, keepdims=True)) / tau
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def log_softmax_forward(x: Array, axis: int = -1) -> tuple[Array, tuple]:
     """``y = x - logsumexp(x)`` along ``axis``."""
     xp = xp_of(x)
@@ -152,7 +157,7 @@ def log_softmax_forward(x: Array, axis: int = -1) -> tuple[Array, tuple]:
     return y, (y, axis)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def log_softmax_backward(dy: Array, cache: tuple) -> Array:
     """``dx = dy - softmax(x) * sum(dy)``."""
     y, axis = cache
@@ -160,7 +165,7 @@ def log_softmax_backward(dy: Array, cache: tuple) -> Array:
     return dy - xp.exp(y) * dy.sum(axis=axis, keepdims=True)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def layer_norm_forward(
     x: Array, gamma: Array, beta: Array, eps: float = 1e-5
 ) -> tuple[Array, tuple]:
@@ -173,7 +178,7 @@ def layer_norm_forward(
     return gamma * xhat + beta, (xhat, inv, gamma)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def layer_norm_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array]:
     """With ``g = dy * gamma``: ``dx = inv * (g - mean(g) - xhat * mean(g * xhat))``;
     ``dgamma = sum(dy * xhat)``, ``dbeta = sum(dy)`` over leading dimensions."""

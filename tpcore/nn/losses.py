@@ -15,7 +15,7 @@ REDUCTIONS = ("token_mean", "sequence_mean", "sequence_sum")
 def cross_entropy_forward(
     logits: Array, targets: Array, mask: Array | None = None, reduction: str = "token_mean",
     clip: float | None = None,
-) -> tuple[float, tuple]:
+) -> tuple[Array, tuple]:
     """Cross-entropy ``l_bn = -log softmax(logits_bn)[t_bn]`` over the targets where ``mask``.
 
     ``logits: (B, N, C)`` (or ``(B, C)``), ``targets`` and ``mask: (B, N)`` (or ``(B,)``).
@@ -27,7 +27,8 @@ def cross_entropy_forward(
 
     ``clip``: each individual loss ``l`` below ``clip`` is replaced by the constant ``clip`` (no
     gradient), so well-predicted tokens stop pulling and training spends itself on the hard ones
-    (the sorting paper's clipping at 0.02). Returns the loss and a cache for the backward.
+    (the sorting paper's clipping at 0.02). Returns the loss, a 0-d array on the logits' device
+    (``float(loss)`` reads it, which waits for a GPU), and a cache for the backward.
     """
     if reduction not in REDUCTIONS:
         raise TpcoreError(f"reduction {reduction!r} unknown; expected one of {REDUCTIONS}")
@@ -43,12 +44,12 @@ def cross_entropy_forward(
     if clip is not None:
         losses = xp.maximum(losses, clip)
     if reduction == "token_mean":
-        w = m / max(float(m.sum()), 1.0)
+        w = m / xp.maximum(m.sum(), 1.0)
     elif reduction == "sequence_mean":
         w = m / xp.maximum(m.sum(axis=1, keepdims=True), 1.0) / m.shape[0]
     else:
         w = m / m.shape[0]
-    loss = float((w * losses).sum())
+    loss = (w * losses).sum()
     return loss, (ls_cache, targets, w * active, squeeze)
 
 

@@ -7,6 +7,7 @@ its ``lr`` attribute may be changed between steps by a schedule. Schedules are c
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -69,7 +70,12 @@ class Optimizer:
                 if a is not None and tuple(a.shape) != p.shape:
                     raise TpcoreError(f"optimizer buffer {name}.{i} has shape {tuple(a.shape)}, "
                                       f"its parameter {p.shape}")
-                values[i] = None if a is None else xp_of(p.data).array(a)
+                if a is None:
+                    values[i] = None
+                elif values[i] is not None and values[i].dtype == a.dtype:
+                    values[i][...] = xp_of(p.data).asarray(a)  # in place: it may be a view
+                else:
+                    values[i] = xp_of(p.data).array(a)
         self.t, self.lr = int(state["t"]), float(state["lr"])
 
 
@@ -92,12 +98,58 @@ class SGD(Optimizer):
         p.data -= self.lr * g
 
 
+class Flat:
+    """Parameters of one dtype laid end to end in one buffer ``data``, each ``Parameter.data`` a
+    view of its slice, so that an elementwise update of every parameter is one pass over
+    ``data`` (one kernel launch on a GPU, not one per parameter).
+
+    Code that assigns a new array to ``p.data`` (loading a state, casting) cuts the view;
+    :meth:`bind` lays the parameters out again, and the optimiser calls it when
+    :meth:`intact` says a view was cut."""
+
+    def __init__(self, params: Sequence[Parameter]):
+        self.params = list(params)
+        self.bounds = list(itertools.accumulate((p.data.size for p in self.params), initial=0))
+        self.data: Any = None
+        self.bind()
+
+    def bind(self) -> None:
+        """Copy every parameter into a fresh buffer and make its ``data`` a view of it."""
+        first = self.params[0].data
+        self.data = xp_of(first).empty(self.bounds[-1], dtype=first.dtype)
+        for p, start, end in zip(self.params, self.bounds, self.bounds[1:]):
+            self.data[start:end] = p.data.reshape(-1)
+            p.data = self.data[start:end].reshape(p.shape)
+        self.views = [p.data for p in self.params]
+
+    def intact(self) -> bool:
+        """Whether every parameter's ``data`` is still its view of :attr:`data`."""
+        return all(p.data is view for p, view in zip(self.params, self.views))
+
+    def zeros(self) -> tuple[Any, list[Any]]:
+        """A zero buffer laid out like :attr:`data`, and its per-parameter views."""
+        buffer = xp_of(self.data).zeros_like(self.data)
+        return buffer, [buffer[a:b].reshape(p.shape)
+                        for p, a, b in zip(self.params, self.bounds, self.bounds[1:])]
+
+    def gather(self, arrays: Sequence[Any]) -> Any:
+        """One array per parameter (e.g. the gradients), laid out like :attr:`data`."""
+        xp = xp_of(self.data)
+        return xp.concatenate([a.reshape(-1) for a in arrays]).astype(self.data.dtype,
+                                                                       copy=False)
+
+
 class Adam(Optimizer):
     """Adam: ``m = b1 m + (1-b1) g``, ``v = b2 v + (1-b2) g^2``,
     ``w -= lr m_hat / (sqrt(v_hat) + eps)`` with bias-corrected ``m_hat, v_hat``.
 
     ``weight_decay`` adds ``wd w`` to the gradient (L2, coupled); see :class:`AdamW` for the
-    decoupled form."""
+    decoupled form.
+
+    When the parameters share one dtype they live in one buffer (:class:`Flat`), and so do the
+    moments: a step whose every parameter has a gradient gathers the gradients into one array
+    and updates all parameters in one pass; a step where some have none updates the others one
+    by one. The arithmetic per element is the same either way."""
 
     decoupled = False
     buffers = ("m", "v")
@@ -108,20 +160,44 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         self.b1, self.b2 = betas
         self.eps, self.weight_decay = eps, weight_decay
-        self.m = [xp_of(p.data).zeros_like(p.data) for p in self.params]
-        self.v = [xp_of(p.data).zeros_like(p.data) for p in self.params]
+        dtypes = {p.data.dtype for p in self.params}
+        self.flat = Flat(self.params) if self.params and len(dtypes) == 1 else None
+        if self.flat is not None:
+            self._m, self.m = self.flat.zeros()
+            self._v, self.v = self.flat.zeros()
+        else:
+            self.m = [xp_of(p.data).zeros_like(p.data) for p in self.params]
+            self.v = [xp_of(p.data).zeros_like(p.data) for p in self.params]
+
+    def step(self) -> None:
+        flat = self.flat
+        if flat is None or any(p.grad is None for p in self.params):
+            super().step()
+            return
+        self.t += 1
+        if not flat.intact():
+            if len({p.data.dtype for p in self.params}) != 1:
+                self.flat = None
+                self.t -= 1
+                super().step()
+                return
+            flat.bind()
+        g = flat.gather([p.grad for p in self.params])
+        self._apply(flat.data, g, self._m, self._v)
 
     def _update(self, i: int, p: Parameter) -> None:
-        g = p.grad
+        self._apply(p.data, p.grad, self.m[i], self.v[i])
+
+    def _apply(self, w: Any, g: Any, m: Any, v: Any) -> None:
         if self.weight_decay and not self.decoupled:
-            g = g + self.weight_decay * p.data
+            g = g + self.weight_decay * w
         step = self.lr * math.sqrt(1 - self.b2**self.t) / (1 - self.b1**self.t)
         if self.weight_decay and self.decoupled:
-            p.data *= 1 - self.lr * self.weight_decay
-        adam_update(p.data, g, self.m[i], self.v[i], self.b1, self.b2, step, self.eps)
+            w *= 1 - self.lr * self.weight_decay
+        adam_update(w, g, m, v, self.b1, self.b2, step, self.eps)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def adam_update(w: Any, g: Any, m: Any, v: Any, b1: float, b2: float, step: float,
                 eps: float) -> None:
     """One Adam step in place: ``m = b1 m + (1-b1) g``, ``v = b2 v + (1-b2) g^2``,
@@ -145,16 +221,20 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
-def clip_grad_norm(params: Sequence[Parameter], max_norm: float) -> float:
-    """Scale all gradients by ``min(1, max_norm / ||g||)`` with ``||g||`` the global L2 norm over
-    every parameter; returns ``||g||`` before clipping."""
+def clip_grad_norm(params: Sequence[Parameter], max_norm: float) -> Any:
+    """Scale all gradients by ``min(1, max_norm / (||g|| + 1e-12))`` with ``||g||`` the global L2
+    norm over every parameter; returns ``||g||`` before clipping, a 0-d array on the gradients'
+    device. Nothing waits for the device: the scale is computed there and applied to every
+    gradient (a multiplication by exactly 1 where no clipping is needed)."""
     grads = [p.grad for p in params if p.grad is not None]
-    total = math.sqrt(float(sum((g * g).sum() for g in grads)))  # one device sync, not one each
-    if total > max_norm:
-        scale = max_norm / (total + 1e-12)
-        for p in params:
-            if p.grad is not None:
-                p.grad = p.grad * scale
+    if not grads:
+        return 0.0
+    xp = xp_of(grads[0])
+    total = xp.sqrt(sum((g * g).sum() for g in grads))
+    scale = xp.minimum(1.0, max_norm / (total + 1e-12))
+    for p in params:
+        if p.grad is not None:
+            p.grad = p.grad * scale.astype(p.grad.dtype)
     return total
 
 

@@ -32,7 +32,7 @@ def gumbel_fill(out: Array, rng: Any) -> Array:
     return gumbel_from_uniform(out)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def gumbel_from_uniform(u: Array) -> Array:
     """``u <- -log(-log(clip(u, tiny, 1 - eps)))`` in place, returning ``u``."""
     xp = xp_of(u)
@@ -53,7 +53,7 @@ def argmax_onehot(x: Array, axis: int = -1) -> Array:
     return xp.moveaxis(hot, -1, axis).astype(x.dtype)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def gumbel_softmax_forward(
     logits: Array, noise: Array | None, tau: float, hard: bool = False, axis: int = -1
 ) -> tuple[Array, tuple]:

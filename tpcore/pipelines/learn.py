@@ -59,7 +59,6 @@ from tpcore.train import (
     TrainConfig,
     TrainResult,
     TrainState,
-    cannot_pause,
     evaluate_supervised,
     fit,
     load_state,
@@ -202,7 +201,8 @@ class LearnConfig:
         V, N = self.task_size()
         check_memory(max(self.memory_estimate(), self.grown().memory_estimate()),
                      f"learn {self.task} (|V| {V}, N {N}, {self.n_layers} layers, d_mlp "
-                     f"{self.d_mlp}, batch {self.batch_size}, n_samples {self.n_samples})")
+                     f"{self.d_mlp}, batch {self.batch_size}, n_samples {self.n_samples})",
+                     device=True)
 
     def grown(self) -> LearnConfig:
         """The wider model's configuration (``grow`` categorical heads per layer, no growing);
@@ -302,12 +302,15 @@ def build_model(cfg: LearnConfig, task: TaskData) -> ProgramModel:
     return model
 
 
-def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: int = 1) -> float:
+def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: int = 1) -> Any:
     """Average over ``samples`` Gumbel samples of the loss: cross-entropy per target token,
-    averaged over each sequence's targets then over the batch; gradients accumulate."""
+    averaged over each sequence's targets then over the batch; gradients accumulate. The
+    batch's tokens are taken as checked (:meth:`ProgramModel.check_tokens` on the training data
+    before the loop); returns the loss on the device."""
     total = 0.0
     for _ in range(samples):
-        logits = model.forward(batch["tokens"], batch["pad"], rng=ctx.rng, tau=ctx.tau)
+        logits = model.forward(batch["tokens"], batch["pad"], rng=ctx.rng, tau=ctx.tau,
+                               checked=True)
         loss, cache = cross_entropy_forward(logits, batch["targets"], batch["mask"],
                                             reduction="sequence_mean")
         d = cross_entropy_backward(cache)
@@ -344,6 +347,7 @@ def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool =
                                   if cfg.lr_schedule == "cosine" else None),
                      pause_at=None if pause_after is None else pause_after * per_epoch)
     train_split = task.splits["train"]
+    model.check_tokens(train_split["tokens"])
     return fit(model, Adam(model.parameters(), lr=cfg.lr),
                lambda start: shuffled_batches(train_split, cfg.batch_size, cfg.seed, start),
                lambda m, b, ctx: program_step(m, b, ctx, cfg.samples), tc,
@@ -359,8 +363,8 @@ def _best_start(starts: list[Start], task: TaskData, select_after: int, quiet: b
                 ) -> tuple[LearnConfig, ProgramModel, TrainState | None, list[dict[str, Any]]]:
     """Train each start ``select_after`` epochs and keep the one whose discrete model has the best
     validation token accuracy then (the first on ties): its configuration, model and paused
-    state (where the backend's generator cannot pause, a fresh model and None, so it trains
-    again from the start), and per start ``seed``, ``val_acc``, ``train_seconds``."""
+    state (a fresh model and None where it stopped early, so that it trains again from the
+    start), and per start ``seed``, ``val_acc``, ``train_seconds``."""
     best: tuple[float, LearnConfig, ProgramModel, TrainState | None, Callable] | None = None
     records = []
     for one, make in starts:
@@ -536,7 +540,8 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
             result = fit_run(cfg, task, build_model(cfg, task), quiet, None, threads, state,
                              pause_after)
             if result.paused is None:
-                raise cannot_pause()
+                raise TpcoreError(f"the run stopped early (patience) before epoch {pause_after}, "
+                                  "so it has no paused state to keep; run it without pausing")
             save_state(result.paused, tmp)
             record = paused_summary(cfg, result.paused, steps_per_epoch(cfg, task))
             write_json(tmp / PAUSED, record)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The GPU check, one command on a machine with an NVIDIA GPU, CuPy, PyTorch, pytest-xdist and
+# pytest-benchmark, and no network: installs tpcore from the wheel in .whl/ (made beforehand with
+# `pip wheel --no-deps -w .whl .`) into a scratch folder, runs the test suite on CuPy in parallel,
+# the GPU side-by-side benches (bench/bench_gpu.py), a profile of three training steps
+# (bench/profile_steps.py) and the CUDA-graph probe (bench/gpu_graph_probe.py), writes seven
+# files under $OUT (default /tmp/gpu_check) and prints the table last.
+#
+#   bash bench/gpu_check.sh            # from the repository root
+#
+# SUITE_SECONDS, BENCH_SECONDS, PROFILE_SECONDS bound each part; WORKERS sets the suite's
+# processes; BENCH_SELECT passes a -k expression to the benches. The authors' code for the
+# Transformer Program rows is read from $TPCORE_AUTHORS_CODE (default .anchors, holding their
+# src/ folder); without it those rows skip.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_check}
+SITE=${SITE:-/tmp/tpcore-site}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TPCORE_AUTHORS_CODE=${TPCORE_AUTHORS_CODE:-$PWD/.anchors}
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/tpcore-*.whl \
+    || { echo "gpu_check: no wheel in .whl/ (pip wheel --no-deps -w .whl .)"; exit 2; }
+export PYTHONPATH=$SITE PYTHONSAFEPATH=1  # every python, subprocesses too, imports the wheel
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import cupy, numpy, torch; print('cupy', cupy.__version__, 'numpy',
+numpy.__version__, 'torch', torch.__version__)"; } | tee "$OUT/gpu.txt"
+
+start=$(date +%s)
+TPCORE_BACKEND=cupy timeout "${SUITE_SECONDS:-300}" python3 -m pytest -n "${WORKERS:-12}" \
+    -p no:cacheprovider -rfE tests > "$OUT/suite.log" 2>&1
+echo "suite: exit $? in $(( $(date +%s) - start )) s; $(tail -n 1 "$OUT/suite.log")"
+grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head -n 40
+
+start=$(date +%s)
+TPCORE_BACKEND=cupy timeout "${BENCH_SECONDS:-300}" python3 -m pytest bench/bench_gpu.py \
+    ${BENCH_SELECT:+-k "$BENCH_SELECT"} -p no:cacheprovider -q --benchmark-enable \
+    --benchmark-json="$OUT/bench_gpu.json" 2>&1 | tail -n 5
+echo "benches: exit ${PIPESTATUS[0]} in $(( $(date +%s) - start )) s"
+
+TPCORE_BACKEND=cupy timeout "${PROFILE_SECONDS:-90}" python3 bench/profile_steps.py \
+    > "$OUT/profile.txt" 2>&1
+echo "profile: exit $?"
+grep "^##" "$OUT/profile.txt"
+timeout 60 python3 bench/gpu_graph_probe.py > "$OUT/probe.txt" 2>&1
+echo "graph probe: exit $?"
+tail -n 12 "$OUT/probe.txt"
+
+python3 bench/report.py "$OUT/bench_gpu.json" --out "$OUT" && cat "$OUT/speed.md"
+python3 -c "import json, sys
+for b in json.load(open(sys.argv[1]))['benchmarks']:
+    if 'main_job' in b['name']: print('main job:', b['extra_info'])" "$OUT/bench_gpu.json"

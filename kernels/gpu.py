@@ -1,0 +1,313 @@
+"""CuPy kernels: one launch where the references (:mod:`tpcore.nn.functional`,
+:mod:`tpcore.nn.relax`, :mod:`tpcore.nn.optim`) launch several, for GPU arrays.
+
+Each function takes its reference's arguments and returns what it returns, or ``NotImplemented``
+for a case it does not take (then the reference runs): :func:`tpcore.backend.kernel` dispatches
+here when the first argument is a CuPy array. The arithmetic is the reference's, element by
+element, in the arrays' dtype, without fused multiply-adds (:data:`NO_FMA`); sums along a row
+run in order within one thread, so they round differently from the reference's reductions
+(within float32 rounding; tested against the references on a GPU).
+
+Row kernels (softmax, log-softmax, layer norm and their backwards) give one thread a whole row
+of the last axis: the rows of these models are short (up to a few hundred), and there are many
+of them. CuPy is imported on first use only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_BLOCK = 128
+NO_FMA = ("--fmad=false",)
+"""Compiler options of every kernel here: no fused multiply-adds, so that each product is rounded
+before it is added, as in the references (a fused ``a * b - c`` keeps the product's low bits:
+with ``a * b == c`` it gives the product's rounding error instead of 0)."""
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+@functools.cache
+def _elementwise(name: str) -> Any:
+    cp = _cupy()
+    if name == "adam":
+        return cp.ElementwiseKernel(
+            "T g, T b1, T c1, T b2, T c2, T step, T eps", "T w, T m, T v",
+            "m = b1 * m + c1 * g; v = b2 * v + c2 * (g * g); w -= step * m / (sqrt(v) + eps);",
+            "tpcore_adam", options=NO_FMA)
+    if name == "gumbel":
+        return cp.ElementwiseKernel(
+            "T tiny, T top", "T u", "T x = min(max(u, tiny), top); u = -log(-log(x));",
+            "tpcore_gumbel", options=NO_FMA)
+    if name == "gelu":
+        return cp.ElementwiseKernel(
+            "T x, T c, T half_c", "T y, T deriv",
+            """
+            T x2 = x * x;
+            T t = tanh(c * x * (T(1) + T(0.044715) * x2));
+            T d = (T(1) - t * t) * x * (half_c * (T(1) + T(0.134145) * x2));
+            T h = (t + T(1)) * T(0.5);
+            deriv = d + h;
+            y = x * h;
+            """, "tpcore_gelu", options=NO_FMA)
+    raise KeyError(name)
+
+
+_ROWS = r"""
+typedef {T} T;
+
+extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long rows, int k,
+                                        T tau, int has_g) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* xr = x + r * k;
+    const T* gr = g + r * k;
+    T* yr = y + r * k;
+    T m = (has_g ? xr[0] + gr[0] : xr[0]) / tau;
+    for (int j = 0; j < k; ++j) {
+        T z = (has_g ? xr[j] + gr[j] : xr[j]) / tau;
+        yr[j] = z;
+        m = z > m ? z : m;
+    }
+    T s = 0;
+    for (int j = 0; j < k; ++j) {
+        T e = exp(yr[j] - m);
+        yr[j] = e;
+        s += e;
+    }
+    for (int j = 0; j < k; ++j) yr[j] = yr[j] / s;
+}
+
+extern "C" __global__ void softmax_rows_backward(const T* dy, const T* y, T* dx, long long rows,
+                                                 int k, T tau) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* dyr = dy + r * k;
+    const T* yr = y + r * k;
+    T* dxr = dx + r * k;
+    T s = 0;
+    for (int j = 0; j < k; ++j) s += dyr[j] * yr[j];
+    for (int j = 0; j < k; ++j) dxr[j] = yr[j] * (dyr[j] - s) / tau;
+}
+
+extern "C" __global__ void log_softmax_rows(const T* x, T* y, long long rows, int k) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* xr = x + r * k;
+    T* yr = y + r * k;
+    T m = xr[0];
+    for (int j = 1; j < k; ++j) m = xr[j] > m ? xr[j] : m;
+    T s = 0;
+    for (int j = 0; j < k; ++j) s += exp(xr[j] - m);
+    T ls = log(s);
+    for (int j = 0; j < k; ++j) yr[j] = (xr[j] - m) - ls;
+}
+
+extern "C" __global__ void log_softmax_rows_backward(const T* dy, const T* y, T* dx,
+                                                     long long rows, int k) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* dyr = dy + r * k;
+    const T* yr = y + r * k;
+    T* dxr = dx + r * k;
+    T s = 0;
+    for (int j = 0; j < k; ++j) s += dyr[j];
+    for (int j = 0; j < k; ++j) dxr[j] = dyr[j] - exp(yr[j]) * s;
+}
+
+extern "C" __global__ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y,
+                                           T* xhat, T* inv, long long rows, int d, T eps) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T* hr = xhat + r * d;
+    T s = 0;
+    for (int j = 0; j < d; ++j) s += xr[j];
+    T mean = s / d;
+    T q = 0;
+    for (int j = 0; j < d; ++j) {
+        T c = xr[j] - mean;
+        hr[j] = c;
+        q += c * c;
+    }
+    T iv = T(1) / sqrt(q / d + eps);
+    inv[r] = iv;
+    for (int j = 0; j < d; ++j) {
+        T h = hr[j] * iv;
+        hr[j] = h;
+        yr[j] = gamma[j] * h + beta[j];
+    }
+}
+
+extern "C" __global__ void layer_norm_rows_backward(const T* dy, const T* xhat, const T* inv,
+                                                    const T* gamma, T* dx, long long rows,
+                                                    int d) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* dyr = dy + r * d;
+    const T* hr = xhat + r * d;
+    T* dxr = dx + r * d;
+    T sg = 0, sgh = 0;
+    for (int j = 0; j < d; ++j) {
+        T g = dyr[j] * gamma[j];
+        sg += g;
+        sgh += g * hr[j];
+    }
+    T mg = sg / d, mgh = sgh / d, iv = inv[r];
+    for (int j = 0; j < d; ++j) dxr[j] = iv * (dyr[j] * gamma[j] - mg - hr[j] * mgh);
+}
+"""
+
+
+@functools.cache
+def _rows(name: str, char: str) -> Any:
+    cp = _cupy()
+    module = cp.RawModule(code=_ROWS.replace("{T}", "float" if char == "f" else "double"),
+                          options=NO_FMA)
+    return module.get_function(name)
+
+
+def _launch(name: str, rows: int, dtype: Any, *args: Any) -> None:
+    grid = (max(1, -(-rows // _BLOCK)),)
+    _rows(name, np.dtype(dtype).char)(grid, (_BLOCK,), args)
+
+
+def _last_axis(axis: int, *arrays: Any) -> bool:
+    """Whether the row kernels take these arrays: ``axis`` the last, all C-contiguous, of one
+    float shape and dtype, with at least one row."""
+    first = arrays[0]
+    return (axis in (-1, first.ndim - 1) and first.size > 0
+            and all(a.flags.c_contiguous and a.shape == first.shape and a.dtype == first.dtype
+                    for a in arrays))
+
+
+def _rows_of(x: Any) -> tuple[int, int]:
+    k = x.shape[-1]
+    return x.size // k, k
+
+
+def adam_update(w: Any, g: Any, m: Any, v: Any, b1: float, b2: float, step: float,
+                eps: float) -> Any:
+    """:func:`tpcore.nn.optim.adam_update` in one launch."""
+    if not (w.dtype == g.dtype == m.dtype == v.dtype) or w.shape != g.shape:
+        return NotImplemented
+    _elementwise("adam")(g, b1, 1 - b1, b2, 1 - b2, step, eps, w, m, v)
+    return None
+
+
+def gumbel_from_uniform(u: Any) -> Any:
+    """:func:`tpcore.nn.relax.gumbel_from_uniform` in one launch (in place)."""
+    info = np.finfo(u.dtype)
+    _elementwise("gumbel")(info.tiny, 1.0 - info.eps, u)
+    return u
+
+
+def gelu_forward(x: Any) -> Any:
+    """:func:`tpcore.nn.functional.gelu_forward` in one launch."""
+    cp = _cupy()
+    y, deriv = cp.empty_like(x), cp.empty_like(x)
+    _elementwise("gelu")(x, _GELU_C, 0.5 * _GELU_C, y, deriv)
+    return y, deriv
+
+
+def _softmax(x: Any, noise: Any, tau: float) -> Any:
+    cp = _cupy()
+    y = cp.empty_like(x)
+    rows, k = _rows_of(x)
+    t = x.dtype.type
+    _launch("softmax_rows", rows, x.dtype, x, x if noise is None else noise, y, np.int64(rows),
+            np.int32(k), t(tau), np.int32(noise is not None))
+    return y
+
+
+def softmax(x: Any, axis: int = -1) -> Any:
+    """:func:`tpcore.nn.functional.softmax` along the last axis, one thread per row."""
+    if not _last_axis(axis, x):
+        return NotImplemented
+    return _softmax(x, None, 1.0)
+
+
+def gumbel_softmax_forward(logits: Any, noise: Any, tau: float, hard: bool = False,
+                           axis: int = -1) -> Any:
+    """:func:`tpcore.nn.relax.gumbel_softmax_forward` (soft samples, last axis), the noise
+    added and the temperature divided inside the row kernel."""
+    if hard or not _last_axis(axis, logits, *(() if noise is None else (noise,))):
+        return NotImplemented
+    y = _softmax(logits, noise, tau)
+    return y, (y, tau, axis)
+
+
+def softmax_backward(dy: Any, cache: tuple) -> Any:
+    """:func:`tpcore.nn.functional.softmax_backward` along the last axis."""
+    y, tau, axis = cache
+    if not _last_axis(axis, dy, y):
+        return NotImplemented
+    dx = _cupy().empty_like(dy)
+    rows, k = _rows_of(dy)
+    _launch("softmax_rows_backward", rows, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k),
+            dy.dtype.type(tau))
+    return dx
+
+
+def log_softmax_forward(x: Any, axis: int = -1) -> Any:
+    """:func:`tpcore.nn.functional.log_softmax_forward` along the last axis."""
+    if not _last_axis(axis, x):
+        return NotImplemented
+    y = _cupy().empty_like(x)
+    rows, k = _rows_of(x)
+    _launch("log_softmax_rows", rows, x.dtype, x, y, np.int64(rows), np.int32(k))
+    return y, (y, axis)
+
+
+def log_softmax_backward(dy: Any, cache: tuple) -> Any:
+    """:func:`tpcore.nn.functional.log_softmax_backward` along the last axis."""
+    y, axis = cache
+    if not _last_axis(axis, dy, y):
+        return NotImplemented
+    dx = _cupy().empty_like(dy)
+    rows, k = _rows_of(dy)
+    _launch("log_softmax_rows_backward", rows, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k))
+    return dx
+
+
+def layer_norm_forward(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:
+    """:func:`tpcore.nn.functional.layer_norm_forward` (the cache's ``inv`` shaped
+    ``(..., 1)``)."""
+    d = x.shape[-1]
+    if not (_last_axis(-1, x) and gamma.shape == beta.shape == (d,)
+            and gamma.dtype == beta.dtype == x.dtype
+            and gamma.flags.c_contiguous and beta.flags.c_contiguous):
+        return NotImplemented
+    cp = _cupy()
+    rows, _ = _rows_of(x)
+    y, xhat = cp.empty_like(x), cp.empty_like(x)
+    inv = cp.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+    _launch("layer_norm_rows", rows, x.dtype, x, gamma, beta, y, xhat, inv, np.int64(rows),
+            np.int32(d), x.dtype.type(eps))
+    return y, (xhat, inv, gamma)
+
+
+def layer_norm_backward(dy: Any, cache: tuple) -> Any:
+    """:func:`tpcore.nn.functional.layer_norm_backward`: ``dx`` in the row kernel, ``dgamma``
+    and ``dbeta`` as column sums."""
+    xhat, inv, gamma = cache
+    d = dy.shape[-1]
+    if not (_last_axis(-1, dy, xhat) and inv.flags.c_contiguous and inv.size == dy.size // d
+            and gamma.shape == (d,) and gamma.dtype == dy.dtype == inv.dtype
+            and gamma.flags.c_contiguous):
+        return NotImplemented
+    dx = _cupy().empty_like(dy)
+    rows, _ = _rows_of(dy)
+    _launch("layer_norm_rows_backward", rows, dy.dtype, dy, xhat, inv, gamma, dx,
+            np.int64(rows), np.int32(d))
+    flat = dy.reshape(-1, d)
+    return dx, (flat * xhat.reshape(-1, d)).sum(axis=0), flat.sum(axis=0)
