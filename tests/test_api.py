@@ -118,7 +118,7 @@ def test_run_encode_decode_and_a_patched_head():
     assert run.decode(run.model.forward(clean)) == run.program.run("d a c b")
     assert run.decode(patch_head(run.model, corrupted, corrupted, "attn_1_0")) == \
         run.program.run("e a c b")
-    ablated = run.decode(ablate_head(run.model, clean, "attn_0_2"))
+    ablated = run.decode(ablate_head(run.model, clean, "num_attn_0_0"))
     assert ablated != ["a", "b", "c", "d"]
     with pytest.raises(tpcore.TpcoreError, match="token 'z'"):
         run.encode("z")
