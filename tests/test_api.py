@@ -1,5 +1,6 @@
 """The public API (tpcore.api, exported by tpcore): names, laziness, learn, load, programs."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 import tpcore
 from tpcore import api
+from tpcore.backend import to_host
 from tpcore.cli import main
 from tpcore.models.hooks import ablate_head, patch_head
 from tpcore.models.program import ProgramModel
@@ -109,6 +111,45 @@ def test_load_gives_what_the_path_holds(tiny_run, tmp_path):
         tpcore.load(tmp_path / "missing")
     with pytest.raises(tpcore.TpcoreError):
         tpcore.Run(tmp_path)
+
+
+def test_a_batch_is_decoded_row_by_row_or_refused():
+    run = tpcore.load(SORT_RUN)
+    ids, pad = run.encode_batch(["d a c b", "e a", "c"])
+    assert ids.shape == (3, 6) and pad.sum(axis=1).tolist() == [0, 2, 3]
+    assert run.decode(run.model.forward(ids, pad), pad) == [["a", "b", "c", "d"], ["a", "e"],
+                                                            ["c"]]
+    two = np.concatenate([run.encode("d a c b"), run.encode("e a c b")])
+    with pytest.raises(tpcore.TpcoreError, match="logits of 2 inputs: give their pad mask"):
+        run.decode(run.model.forward(two))  # once silently the first row only
+    with pytest.raises(tpcore.TpcoreError, match="input 1, position 0"):
+        run.encode_batch(["d a", "z"])
+
+
+def test_a_runs_program_is_scored_on_the_runs_own_data(tiny_run, capsys):
+    """Once scored on a default split, 20,000 sequences, whatever the run trained on."""
+    score = tiny_run.evaluate("test")
+    assert score["token_accuracy"] == tiny_run.accuracy("test")
+    assert score["sequences"] == len(tiny_run.data.splits["test"]["tokens"])
+    assert main(["program", "eval", str(tiny_run.path), "--json"]) == 0  # no --task needed
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["data"] == "the run's own" and doc["token_accuracy"] == score["token_accuracy"]
+    assert main(["program", "eval", str(tiny_run.path), "--n-samples", "400", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["data"] == "generated"
+
+
+def test_the_sorting_model_derives_its_padding_from_its_tokens():
+    """Once 65.8 % on padded input without ``pad=``; now the pad token marks it."""
+    from tpcore.tasks.sorting import encode as encode_lists
+    from tpcore.tasks.sorting import get_task, random_lists
+
+    model = tpcore.load(REPO / "results" / "sorting" / "bidirectional.npz")
+    task = get_task("bidirectional")
+    lists, lengths = random_lists(task, 300, np.random.default_rng(0))
+    batch = encode_lists(task, lists, lengths)
+    assert batch["pad"].any()
+    np.testing.assert_array_equal(to_host(model.forward(batch["tokens"])),
+                                  to_host(model.forward(batch["tokens"], pad=batch["pad"])))
 
 
 def test_run_encode_decode_and_a_patched_head():

@@ -32,7 +32,7 @@ from tpcore.models import load as load_model
 from tpcore.nn.module import Module
 from tpcore.pipelines import learn as pipeline
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.score import evaluate_on_task
+from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, codegen, ir
 from tpcore.programs.interpret import ENGINES, encode, run_tokens
 from tpcore.rundir import check_out_dir
@@ -117,8 +117,10 @@ class TransformerProgram:
 
     def evaluate(self, task: str, split: str = "test", n_samples: int = 20000,
                  seed: int = 0, engine: str = "numpy") -> dict[str, Any]:
-        """Token and sequence accuracy on a generated split of ``task``
-        (:func:`tpcore.pipelines.score.evaluate_on_task`)."""
+        """Token and sequence accuracy on a split of ``task`` generated at the program's size
+        from ``n_samples`` and ``seed`` (:func:`tpcore.pipelines.score.evaluate_on_task`): a
+        fresh split, not a learn run's own; :meth:`Run.evaluate` scores a run's program on the
+        data the run was trained on."""
         return evaluate_on_task(self.ir, task, split, n_samples, seed, engine)
 
     def save(self, path: str | Path) -> None:
@@ -172,26 +174,63 @@ class Run:
         """The task's generated splits, as the run saw them (regenerated from its seeds)."""
         return pipeline.make_data(self.config)
 
+    def evaluate(self, split: str = "test", engine: str = "numpy") -> dict[str, Any]:
+        """The decompiled program's token and sequence accuracy on the run's own ``split``
+        (regenerated from the run's data settings and seeds), so that it compares with
+        :meth:`accuracy` (:func:`tpcore.pipelines.score.evaluate_on_data`)."""
+        if engine not in ENGINES:
+            raise TpcoreError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+        return evaluate_on_data(self.program.ir, self.data, split, engine)
+
     def encode(self, tokens: str | Sequence[str]) -> np.ndarray:
         """One input (its tokens, or one string split on spaces, without ``<s>``/``</s>``) as the
         model's token ids ``(1, N)``, framed: what ``run.model.forward`` and the hook functions
-        of :mod:`tpcore.models.hooks` take."""
-        words = tokens.split() if isinstance(tokens, str) else list(tokens)
-        prog = self.program.ir
-        for i, word in enumerate(words):
-            if word not in prog.tokens.lookup:
-                raise TpcoreError(f"token {word!r} (position {i}) is not in the vocabulary "
-                                  f"{list(prog.tokens.values)}")
-        return encode(prog, [prog.frame(words)])[0]
+        of :mod:`tpcore.models.hooks` take. Several inputs: :meth:`encode_batch`."""
+        return self.encode_batch([tokens])[0]
 
-    def decode(self, logits: Any) -> list[str]:
-        """The predicted labels of one input's content positions from the model's ``logits
-        (1, N, C)`` (argmax; the ``<s>``/``</s>`` positions left out)."""
+    def encode_batch(self, inputs: Sequence[str | Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """Several inputs (each as :meth:`encode` takes one) as token ids ``(B, N)`` and the
+        padding mask ``pad (B, N)`` (True after a shorter input's ``</s>``), ``N`` the longest
+        framed input: ``run.model.forward(ids, pad)`` and ``decode(logits, pad)`` take them. A
+        token outside the vocabulary raises naming its input and position."""
+        if isinstance(inputs, str):
+            raise TpcoreError("encode_batch takes a list of inputs; encode takes one string")
         prog = self.program.ir
-        pred = to_host(logits)[0].argmax(axis=-1)
-        first = int(prog.bos is not None)
-        last = len(pred) - int(prog.eos is not None)
-        return [str(prog.classifier.classes[int(c)]) for c in pred[first:last]]
+        framed = []
+        for b, tokens in enumerate(inputs):
+            words = tokens.split() if isinstance(tokens, str) else list(tokens)
+            for i, word in enumerate(words):
+                if word not in prog.tokens.lookup:
+                    raise TpcoreError(f"token {word!r} (input {b}, position {i}) is not in the "
+                                      f"vocabulary {list(prog.tokens.values)}")
+            framed.append(prog.frame(words))
+        if not framed:
+            raise TpcoreError("encode_batch got no inputs")
+        ids, lengths = encode(prog, framed)
+        return ids, np.arange(ids.shape[1]) >= lengths[:, None]
+
+    def decode(self, logits: Any, pad: Any = None) -> list[str] | list[list[str]]:
+        """The predicted labels (argmax) of the content positions, the ``<s>``/``</s>``
+        positions and padding left out: of one input from ``logits (1, N, C)``, a list; of
+        several from ``logits (B, N, C)`` and their ``pad (B, N)`` mask (:meth:`encode_batch`),
+        a list per input. Logits of several inputs without ``pad`` are refused: where each input
+        ends cannot be read from them."""
+        prog = self.program.ir
+        pred = to_host(logits).argmax(axis=-1)
+        if pad is None and len(pred) > 1:
+            raise TpcoreError(f"logits of {len(pred)} inputs: give their pad mask "
+                              "(decode(logits, pad), pad from encode_batch) so that each "
+                              "input's end is known")
+        keep = (np.ones(pred.shape, dtype=bool) if pad is None
+                else ~np.asarray(to_host(pad), dtype=bool))
+        if keep.shape != pred.shape:
+            raise TpcoreError(f"pad has shape {keep.shape}; the logits hold {pred.shape}")
+        first, labels = int(prog.bos is not None), prog.classifier.classes
+        rows = []
+        for row, kept in zip(pred, keep):
+            last = int(kept.sum()) - int(prog.eos is not None)
+            rows.append([str(labels[int(c)]) for c in row[first:last]])
+        return rows[0] if pad is None else rows
 
     def __repr__(self) -> str:
         c = self.config

@@ -216,6 +216,19 @@ def test_program_prune_lists_the_choices_and_writes_the_one_kept(tmp_path, capsy
     assert ir.to_dict(ir.load(out)) == ir.to_dict(keep_heads(p, tuple(map(tuple, listed[0]))))
 
 
+def test_program_prune_says_which_heads_it_renamed(tmp_path, capsys):
+    p = random_program(4, layers=1, cat_heads=3, num_heads=0, cat_mlps=0, num_mlps=0)
+    ir.save(p, tmp_path / "p.json")
+    assert main(["program", "prune", str(tmp_path / "p.json"), "--keep", "2",
+                 "--out", str(tmp_path / "q.json"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["renamed"] == {"attn_0_0": None, "attn_0_1": None, "attn_0_2": "attn_0_0"}
+    assert main(["program", "prune", str(tmp_path / "p.json"), "--keep", "2",
+                 "--out", str(tmp_path / "q.json")]) == 0
+    assert ("kept heads renumbered per layer, as a narrower model names them: attn_0_2 -> "
+            "attn_0_0; dropped: attn_0_0, attn_0_1") in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("extra, msg", [
     (["--keep", "0/x", "--out", "q.json"], "--keep '0/x': expected head indices per layer"),
     (["--keep", "0/0"], "--keep writes a program; expected --out FILE.json"),

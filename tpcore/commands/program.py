@@ -11,6 +11,7 @@ saved model (``.npz``, extracted).
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from tpcore.analysis.program_figures import write_program_figures
@@ -19,8 +20,8 @@ from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_i
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.learn import MIN_SAMPLES
-from tpcore.pipelines.score import evaluate_on_task
+from tpcore.pipelines.learn import MIN_SAMPLES, LearnConfig, make_data
+from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, codegen, ir, prune, reads
 from tpcore.programs.interpret import predict, run_tokens
 from tpcore.rundir import check_out_dir
@@ -94,16 +95,45 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    if args.n_samples < MIN_SAMPLES:
+    if args.n_samples is not None and args.n_samples < MIN_SAMPLES:
         raise TpcoreError(f"--n-samples {args.n_samples} is too few to split 80/10/10 with no "
                           f"split empty; expected >= {MIN_SAMPLES}")
     p = load_program(args.path)
-    r = evaluate_on_task(p, args.task, args.split, args.n_samples, args.data_seed,
-                         engine_or_numpy(args.engine))
-    emit(args, r, f"{r['task']} {r['split']}: token accuracy {100 * r['token_accuracy']:.2f}% "
-                  f"({r['tokens']} tokens), sequence accuracy "
+    engine = engine_or_numpy(args.engine)
+    run = _learn_run_config(Path(args.path))
+    own = (run is not None and args.task in (None, run.task) and args.n_samples is None
+           and args.data_seed is None)
+    if own:
+        r = {**evaluate_on_data(p, make_data(run), args.split, engine), "data": "the run's own"}
+    else:
+        task = args.task or (run.task if run is not None else None)
+        if task is None:
+            raise TpcoreError(f"{args.path} is not a learn run, so it records no task: give "
+                              "--task")
+        r = evaluate_on_task(p, task, args.split, args.n_samples or DEFAULT_SAMPLES,
+                             args.data_seed or 0, engine)
+        r["data"] = "generated"
+    where = "the run's own data" if own else "a generated split"
+    emit(args, r, f"{r['task']} {r['split']} ({where}): token accuracy "
+                  f"{100 * r['token_accuracy']:.2f}% ({r['tokens']} tokens), sequence accuracy "
                   f"{100 * r['sequence_accuracy']:.2f}% ({r['sequences']} sequences)")
     return 0
+
+
+DEFAULT_SAMPLES = 20000
+"""``program eval``'s sequences for a generated split."""
+
+
+def _learn_run_config(path: Path) -> LearnConfig | None:
+    """The configuration of the learn run at ``path`` (``metrics.json`` beside ``model.npz``),
+    else None."""
+    if not ((path / "metrics.json").is_file() and (path / "model.npz").is_file()):
+        return None
+    try:
+        return LearnConfig(**json.loads((path / "metrics.json").read_text())["config"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TpcoreError(f"{path / 'metrics.json'}: no readable run configuration "
+                          f"({str(exc)[:120]})") from None
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -161,13 +191,19 @@ def _prune(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise TpcoreError("--keep writes a program; expected --out FILE.json")
-    pruned = prune.keep_heads(p, parse_heads(args.keep))
+    choice = parse_heads(args.keep)
+    pruned = prune.keep_heads(p, choice)
+    renamed = {old: new for old, new in prune.renaming(p, choice).items() if new != old}
     out = Path(args.out)
     check_out_dir(out.parent)
     ir.save(pruned, out)
+    moved = [f"{old} -> {new}" for old, new in renamed.items() if new is not None]
+    dropped = [old for old, new in renamed.items() if new is None]
     emit(args, {"path": args.path, "keep": args.keep, "out": out,
-                "modules": [m.name for m in pruned.modules]},
-         f"wrote {out}: modules {', '.join(m.name for m in pruned.modules)}")
+                "modules": [m.name for m in pruned.modules], "renamed": renamed},
+         f"wrote {out}: modules {', '.join(m.name for m in pruned.modules)}\n"
+         f"kept heads renumbered per layer, as a narrower model names them: "
+         f"{', '.join(moved) or 'none'}; dropped: {', '.join(dropped) or 'none'}")
     return 0
 
 
@@ -197,12 +233,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--top", type=positive_int, default=10, help="features listed by --explain")
     add_json_option(run)
     run.set_defaults(func=_run)
-    ev = verbs.add_parser("eval", help="accuracy on a generated task split")
+    ev = verbs.add_parser("eval", help="accuracy on a task split: a learn run's own data, or a "
+                          "generated split (--task, --n-samples, --data-seed)")
     ev.add_argument("path")
-    ev.add_argument("--task", required=True)
+    ev.add_argument("--task", help="the task (default: the learn run's)")
     ev.add_argument("--split", default="test")
-    ev.add_argument("--n-samples", type=positive_int, default=20000)
-    ev.add_argument("--data-seed", type=nonnegative_int, default=0)
+    ev.add_argument("--n-samples", type=positive_int, default=None,
+                    help=f"sequences of a generated split (default {DEFAULT_SAMPLES})")
+    ev.add_argument("--data-seed", type=nonnegative_int, default=None,
+                    help="seed of a generated split (default 0)")
     ev.add_argument("--engine", choices=("numba", "numpy"), default="numba")
     add_json_option(ev)
     ev.set_defaults(func=_eval)

@@ -67,10 +67,12 @@ def budget(text: str | float) -> Budget:
 
 
 def model_config(task: SortingTask, seed: int = 0) -> TransformerConfig:
-    """One layer, one head, attention only, no LayerNorm, ``d_model = 56``."""
+    """One layer, one head, attention only, no LayerNorm, ``d_model = 56``; the task's padding
+    token, where its vocabulary has one, marks padding."""
     return TransformerConfig(vocab_size=task.vocab_size, max_len=task.seq_len,
                              n_classes=task.n_values, d_model=D_MODEL, n_layers=1, n_heads=1,
-                             layer_norm="none", attn_only=True, causal=task.causal, seed=seed)
+                             layer_norm="none", attn_only=True, causal=task.causal, seed=seed,
+                             pad_token=task.pad if task.pad < task.vocab_size else None)
 
 
 def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np.ndarray,

@@ -66,7 +66,9 @@ forward order (pre-LN; a post-LN block normalises after the sub-layer's ``hook_*
 
 @dataclass
 class TransformerConfig:
-    """Hyper-parameters. ``n_classes`` defaults to ``vocab_size``."""
+    """Hyper-parameters. ``n_classes`` defaults to ``vocab_size``. ``pad_token``: the id that
+    marks padding, so that ``forward`` without a ``pad`` mask derives it (positions holding that
+    id); None: no id does, and a padded batch needs its ``pad`` mask."""
 
     vocab_size: int
     max_len: int
@@ -84,6 +86,7 @@ class TransformerConfig:
     activation: str = "gelu"
     dtype: str = "float32"
     seed: int = 0
+    pad_token: int | None = None
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("layer_norm", self.layer_norm, LAYER_NORMS),
@@ -98,6 +101,9 @@ class TransformerConfig:
             raise TpcoreError(f"d_model {self.d_model} not divisible by n_heads {self.n_heads}")
         if not 0 <= self.dropout < 1:
             raise TpcoreError(f"dropout {self.dropout} must be in [0, 1)")
+        if self.pad_token is not None and not 0 <= self.pad_token < self.vocab_size:
+            raise TpcoreError(f"pad_token {self.pad_token} outside the vocabulary "
+                              f"0..{self.vocab_size - 1}")
 
 
     def n_parameters(self) -> int:
@@ -200,7 +206,8 @@ class Transformer(Hooked, Module):
 
     def forward(self, tokens: Array, pad: Array | None = None, rng: Any = None,
                 hooks: Hooks | None = None) -> Array:
-        """Logits for ``tokens: (B, N)``; ``pad: (B, N)`` True at padding (never attended to).
+        """Logits for ``tokens: (B, N)``; ``pad: (B, N)`` True at padding (never attended to;
+        None: the positions holding ``config.pad_token``, if the model has one).
 
         ``rng`` (a Generator) turns dropout on; None evaluates deterministically. ``hooks``
         reads or edits the activations (:data:`HOOK_AXES`); the backward follows its edits.
@@ -214,6 +221,8 @@ class Transformer(Hooked, Module):
             raise TpcoreError(f"flatten readout needs sequences of length {c.max_len}, got {n}")
         xp = xp_of(self.tok_emb.data)
         tokens, pad = xp.asarray(tokens), None if pad is None else xp.asarray(pad)
+        if pad is None and c.pad_token is not None:
+            pad = tokens == c.pad_token
         hooks = self._hooks = NO_HOOKS if hooks is None else hooks
         x, self._emb_cache = F.embedding_forward(tokens, self.tok_emb.data)
         pos = xp.broadcast_to(self._positions()[:n], x.shape)

@@ -54,7 +54,7 @@ def categorical_heads(program: Program) -> list[list[int]]:
     return layers
 
 
-def _renaming(program: Program, choice: HeadChoice) -> dict[str, str | None]:
+def renaming(program: Program, choice: HeadChoice) -> dict[str, str | None]:
     """Old module name -> new name (``None``: dropped) for every categorical head."""
     heads = categorical_heads(program)
     if len(choice) != len(heads):
@@ -74,7 +74,7 @@ def keep_heads(program: Program, choice: HeadChoice) -> Program:
     """``program`` with only the categorical heads of ``choice``, renumbered per layer in the
     order given (see the module docstring). Refused in one line when a kept module reads the
     output of a dropped head."""
-    rename = _renaming(program, choice)
+    rename = renaming(program, choice)
     variables: dict[str, str | None] = {m.output: None if rename[m.name] is None
                                         else f"{rename[m.name]}_outputs"
                                         for m in program.modules if m.name in rename}
