@@ -20,7 +20,7 @@ import numpy as np
 from tpcore.kernels.elementary import JIT, exp, log, tanh
 
 KERNEL = dict(JIT, cache=True, nogil=True)
-MASKED = -1e9
+MASKED_SCORE = -1e9  # tpcore.nn.attention.MASKED_SCORE
 """Score of a masked key, as in ``tpcore.nn.attention``."""
 
 
@@ -238,7 +238,7 @@ def _masked_softmax(s, mask, scale):
     array, normalise the rows."""
     b_size, n_heads, n, _ = s.shape
     per_sequence = 1 if mask.shape[0] > 1 else 0
-    masked = s.dtype.type(MASKED)
+    masked = s.dtype.type(MASKED_SCORE)
     for b in range(b_size):
         mb = mask[b * per_sequence]
         for h in range(n_heads):

@@ -27,6 +27,8 @@ from tpcore import strict
 from tpcore.errors import BackendError
 
 BACKENDS = ("numpy", "numpy-strict", "cupy")
+Array = Any
+"""An array of the active module: NumPy's, CuPy's or the strict backend's (type hints)."""
 DEFAULT_FLOAT = np.float32
 """Training dtype; gradchecks and the looped computer use float64 explicitly."""
 DEFAULT_INT = np.int64

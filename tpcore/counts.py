@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import xp_of
+from tpcore.backend import Array, xp_of
 
-Array = Any
 EXPERTS = ("total_count", "token_count", "most_frequent", "seen_once", "relative_frequency")
 """Names of the five experts in gate order (``E1 .. E5``)."""
 

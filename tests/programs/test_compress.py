@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpcore.programs import codegen, compress, parse
+from tpcore.programs import codegen, compress, parse, weights_csv
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import all_inputs, base_variables, random_program, reverse_program
 from tpcore.programs.generated import run_generated
@@ -113,7 +113,7 @@ def test_zero_features_leave_the_sum_and_their_modules_go(tmp_path):
     assert not {"num_mlp_0_0", "num_attn_0_0"} & pl.written
     text = codegen.source(p)
     assert "num_attn_0_0" not in text and "num_mlp_0_0" not in text
-    assert "num_mlp_0_0_outputs" not in codegen.weights_csv(p, plan=pl)
+    assert "num_mlp_0_0_outputs" not in weights_csv.write(p, features=pl.features, reach=pl.reach)
     assert_same_everywhere(p, tmp_path)
 
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tpcore.errors import TpcoreError
-from tpcore.programs import codegen, ir, parse
+from tpcore.programs import codegen, ir, parse, weights_csv
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_program, reverse_program
 from tpcore.programs.ir import (
@@ -64,11 +64,11 @@ PROGRAMS = [reverse_program(vocab=5, max_len=6), _counting_program(),
             random_program(1, layers=1, vocab=5, max_len=5, causal=True),
             random_program(2, layers=2, cat_heads=1, num_heads=1, vocab=4, max_len=4)]
 DICTS = [ir.to_dict(p) for p in PROGRAMS]
-FILES = [(codegen.source(p), codegen.weights_csv(p)) for p in PROGRAMS if not any(
+FILES = [(codegen.source(p), weights_csv.write(p)) for p in PROGRAMS if not any(
     isinstance(m, ExpertCount) for m in p.modules)]
 PUBLISHED = reverse_program(vocab=5, max_len=6, rule="published")
 FILES.append((codegen.source(PUBLISHED, style="published", weights_file="pub_weights.csv"),
-              codegen.weights_csv(PUBLISHED, published=True)))
+              weights_csv.write(PUBLISHED, published=True)))
 
 ODD = [None, True, -1, 0, 1, 2**31, 10**400, 1e308, float("nan"), float("inf"), -0.5, "", "_",
        "tokens", "positions", "ones", "x" * 300, "<s>", [], {}, [[0, 0]], {"a": 1}]
@@ -138,7 +138,7 @@ def _usable(p: ir.Program) -> None:
                                       it.run_ids(p, ids, lengths, "numba"))
     codegen.source(p)
     try:
-        codegen.weights_csv(p)
+        weights_csv.write(p)
     except TpcoreError:
         pass
 

@@ -21,7 +21,7 @@ from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
 from tpcore.pipelines.decompile import load_program
-from tpcore.programs import codegen, generated, ir, parse
+from tpcore.programs import codegen, generated, ir, parse, weights_csv
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import reverse_program
 
@@ -267,4 +267,4 @@ def test_unnamed_csv_rows_are_dropped_and_the_reemitted_program_runs(tmp_path):
 def test_codegen_refuses_rows_the_csv_cannot_tell_apart():
     p = reverse_program(words=["_", "a"])
     with pytest.raises(TpcoreError, match="'attn_1_0_outputs' has the label _"):
-        codegen.weights_csv(p)
+        weights_csv.write(p)

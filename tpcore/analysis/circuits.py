@@ -19,10 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import asarray, to_host, xp_of
+from tpcore.backend import Array, asarray, to_host, xp_of
 from tpcore.errors import TpcoreError
-
-Array = Any
 
 
 def _check(model: Any) -> Any:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import get_xp, to_host
+from tpcore.backend import Array, get_xp, to_host
 from tpcore.counts import (
     EXPERTS,
     expert_features,
@@ -48,8 +48,6 @@ from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
 from tpcore.nn.module import Parameter
 from tpcore.programs import ir
 from tpcore.programs.codegen import EXPERT_CODE, rule_text
-
-Array = Any
 
 
 class PrefixSumCounts(StreamExtension):

@@ -25,11 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import xp_of
+from tpcore.backend import Array, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.nn.hookpoints import Edit, HookFn, Hooks, edit, replace, scale
 
-Array = Any
 Selection = int | slice | Iterable[int] | None
 """Entries along one axis: an index, a slice, indices, or every entry (None)."""
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpcore.backend import xp_of
+from tpcore.backend import Array, xp_of
 from tpcore.nn.module import Module
-
-Array = Any
 
 
 def pool_weights(pad: Array | None, shape: tuple[int, int], xp: Any, dtype: Any) -> Array:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import get_xp, scatter_add, to_host
+from tpcore.backend import Array, get_xp, scatter_add, to_host
 from tpcore.errors import TpcoreError
 from tpcore.models import program_ops as ops
 from tpcore.models.hooks import Hooked
@@ -49,8 +49,6 @@ from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.module import Module, Parameter
 from tpcore.nn.relax import gumbel_noise
 from tpcore.programs import ir
-
-Array = Any
 
 
 @dataclass(frozen=True)
@@ -473,7 +471,7 @@ class ProgramModel(Hooked, Module):
                                       li, hooks) for li, layer in enumerate(self.layers)]
         logits = self._classify(x, xn)
         if cfg.masked_classes:
-            logits[..., list(cfg.masked_classes)] = ops.MASKED
+            logits[..., list(cfg.masked_classes)] = ops.MASKED_LOGIT
         self.cache = {"x": x, "xn": xn, "layers": caches, "tokens": tokens,
                       "emb": emb_cache, "ext": ext_caches, "hooks": hooks}
         return logits

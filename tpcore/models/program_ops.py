@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import kernel, xp_of
+from tpcore.backend import Array, kernel, xp_of
 from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.relax import argmax_onehot, gumbel_softmax_forward
 
-Array = Any
-MASKED = -1e30
+MASKED_LOGIT = -1e30
 """Logit of masked keys (padding; keys after the query under a causal mask)."""
 LOG_EPS = 1e-20
 """``log(S + LOG_EPS)`` turns 0/1 scores into logits."""
@@ -105,7 +104,7 @@ def masked_bias(bias: Array, mask: Array) -> Array:
     """``bias`` with ``-1e30`` added where ``mask`` is False: ``(1 or B, N, N)``."""
     xp = xp_of(bias)
     return bias + xp.where(mask, xp.asarray(0.0, dtype=bias.dtype),
-                           xp.asarray(MASKED, dtype=bias.dtype))
+                           xp.asarray(MASKED_LOGIT, dtype=bias.dtype))
 
 
 @kernel("program_model")

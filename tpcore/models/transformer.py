@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tpcore.backend import float_dtype, get_xp, xp_of
+from tpcore.backend import Array, float_dtype, get_xp, xp_of
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError
 from tpcore.models.hooks import Hooked
@@ -34,7 +34,6 @@ from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.layers import MLP, LayerNorm, Linear, MultiHeadAttention, init_normal
 from tpcore.nn.module import Module
 
-Array = Any
 LAYER_NORMS = ("none", "pre", "post")
 POSITIONS = ("learned", "sinusoidal")
 READOUTS = ("token", "flatten", "mean")

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import kernel, xp_of
+from tpcore.backend import Array, kernel, xp_of
 from tpcore.nn.functional import linear_backward, linear_forward, softmax
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 
-Array = Any
-MASKED = -1e9
+MASKED_SCORE = -1e9
+"""The score of a masked key before the softmax."""
 """Score given to masked keys (finite, so a fully masked row gives a uniform row, not NaN)."""
 
 
@@ -47,7 +47,7 @@ def attention_forward(
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = hooks("hook_attn_scores", (q @ k.swapaxes(-1, -2)) * scale)
     if mask is not None:
-        scores = xp.where(mask, scores, xp.asarray(MASKED, dtype=scores.dtype))
+        scores = xp.where(mask, scores, xp.asarray(MASKED_SCORE, dtype=scores.dtype))
     p = softmax(scores, axis=-1)
     pattern = hooks("hook_pattern", p)
     return pattern @ v, (pattern, p, q, k, v, scale, hooks)

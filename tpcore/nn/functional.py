@@ -9,9 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import kernel, on_gpu, scatter_add, xp_of
-
-Array = Any
+from tpcore.backend import Array, kernel, on_gpu, scatter_add, xp_of
 
 
 @kernel("nn")

@@ -28,10 +28,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpcore.backend import xp_of
+from tpcore.backend import Array, xp_of
 from tpcore.errors import TpcoreError
-
-Array = Any
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import get_xp
+from tpcore.backend import Array, get_xp
 from tpcore.nn import attention as A
 from tpcore.nn import functional as F
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.module import Module, Parameter
-
-Array = Any
 
 
 def init_normal(rng: Any, shape: tuple[int, ...], std: float, dtype: Any) -> Parameter:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tpcore.backend import xp_of
+from tpcore.backend import Array, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.nn.functional import log_softmax_backward, log_softmax_forward, one_hot
 
-Array = Any
 REDUCTIONS = ("token_mean", "sequence_mean", "sequence_sum")
 
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpcore.backend import get_xp, kernel, xp_of
+from tpcore.backend import Array, get_xp, kernel, xp_of
 from tpcore.nn.functional import softmax, softmax_backward
-
-Array = Any
 
 
 def gumbel_noise(shape: tuple[int, ...], rng: Any, dtype: Any = "float32") -> Array:

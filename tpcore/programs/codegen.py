@@ -22,12 +22,9 @@ Host-only code (NumPy and the standard library).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import keyword
 import shlex
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +33,7 @@ import numpy as np
 from tpcore.counts import EXPERTS, only_expert
 from tpcore.errors import TpcoreError
 from tpcore.io import write_text
-from tpcore.programs import library, rules
+from tpcore.programs import library, rules, weights_csv
 from tpcore.programs.compress import MlpPlan, Plan, mlp_plan, plan
 from tpcore.programs.interpret import predict
 from tpcore.programs.ir import (
@@ -600,46 +597,6 @@ def published_features(program: Program) -> tuple[str, ...]:
     return c.features + extra
 
 
-def weights_csv(program: Program, published: bool = False, plan: Plan | None = None) -> str:
-    """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
-    value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row.
-    The ``published`` format has no bias (it is added to the ``ones`` row,
-    :func:`published_features`) and needs rows for every variable, all zero for those that are
-    not features: its programs look up each variable's scores, and its reader takes the
-    vocabulary and length from the ``tokens`` and ``positions`` rows. Masked classes have no
-    column. A feature named ``bias`` or a categorical feature with the label ``_`` is refused:
-    the format could not tell their rows from the bias or a numerical row. With the ``plan`` of a
-    compressed tpcore program, only its features and the rows of values they can take."""
-    c = program.classifier
-    keep = c.kept()
-    buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
-    out.writerow(["feature", "value", *(c.classes[i] for i in keep)])
-    weights = {f: w[:, keep] for f, w in c.weights.items()}
-    bias = c.bias[keep]
-    feats = list(c.features if plan is None else plan.features)
-    if published:
-        feats = list(program.variables)
-        for f in feats:
-            if f not in weights:
-                var = program.variables[f]
-                weights[f] = np.zeros((var.size if var.kind == "categorical" else 1, len(keep)))
-        weights["ones"] = weights["ones"] + bias
-    elif np.any(bias != 0):
-        out.writerow(["bias", "_", *map(repr, bias.tolist())])
-    for f in feats:
-        var = program.variables[f]
-        if f == "bias" or var.kind == "categorical" and "_" in var.lookup:
-            raise TpcoreError(f"cannot write the weights CSV: feature {f!r} "
-                              f"{'is named bias' if f == 'bias' else 'has the label _'}, which "
-                              "the format reserves for the bias and numerical rows")
-        labels: Iterable[Any] = var.values if var.kind == "categorical" else ["_"]
-        for n, (label, row) in enumerate(zip(labels, weights[f])):
-            if plan is None or var.kind == "numerical" or plan.reach[f][n]:
-                out.writerow([f, str(label), *map(repr, row.tolist())])
-    return buf.getvalue()
-
-
 def write(program: Program, path: str | Path, style: str = "tpcore",
           compress: bool = True) -> tuple[Path, Path]:
     """Write ``NAME.py`` and ``NAME_weights.csv`` atomically; ``path`` is the ``.py`` file or a
@@ -653,7 +610,9 @@ def write(program: Program, path: str | Path, style: str = "tpcore",
                 raise TpcoreError(f"{p} resolves outside the output folder {folder}")
     csv_path = path.with_name(f"{path.stem}_weights.csv")
     text, pruned, _ = _render(program, style, compress, csv_path.name)
-    write_text(csv_path, weights_csv(program, published=style == "published", plan=pruned))
+    write_text(csv_path, weights_csv.write(
+        program, published=style == "published", features=None if pruned is None else
+        pruned.features, reach=None if pruned is None else pruned.reach))
     write_text(path, text)
     return path, csv_path
 

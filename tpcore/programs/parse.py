@@ -21,40 +21,24 @@ Host-only code.
 from __future__ import annotations
 
 import ast
-import csv
-import io
 import keyword
-import math
 import re
 from pathlib import Path
 from typing import Any, NoReturn
 
-import numpy as np
-
 from tpcore.errors import TpcoreError
-from tpcore.programs import library
+from tpcore.programs import library, weights_csv
+from tpcore.programs.build import build
 from tpcore.programs.ir import (
     LIMITS,
-    Classifier,
-    Head,
     Label,
-    Mlp,
-    Module,
-    PrefixCount,
     Program,
-    RunningCount,
-    Variable,
     check_label,
-    check_size,
-    numerical_range,
     read_limited,
     shorten,
 )
+from tpcore.programs.parsed import SAME, Constant, Count, Lookup, Parsed, Pattern
 
-SAME = object()
-"""A predicate branch ``return k == q``: the key value equal to the query value."""
-PLACEHOLDER = "_"
-"""The weights CSV's value for a numerical feature's row, and the authors' unnamed values."""
 HEAD_NAME = re.compile(r"(num_)?attn_\d+_\d+$")
 MLP_NAME = re.compile(r"(num_)?mlp_\d+_\d+$")
 PREFIX_NAME = re.compile(r"prefix_count_\w+$")
@@ -149,7 +133,7 @@ class _Parser:
         self.weights_name: str | None = None
         self.funcs: dict[str, ast.FunctionDef] = {}
         self.defined = {"tokens", "positions", "ones"}
-        self.modules: list[tuple[str, ast.AST, dict[str, Any]]] = []
+        self.modules: list[Parsed] = []
         self.features: list[str] = []
         self.passthrough: dict[str, Label] = {}
         self.scores: dict[str, str] = {}
@@ -367,8 +351,8 @@ class _Parser:
             self.fail(node, f"{name} must be [<literal>] * len(tokens)")
         if name in self.defined:
             self.fail(node, f"{name} is defined twice")
-        self.modules.append((name[: -len("_outputs")], node,
-                             {"constant": self.const(value.left.elts[0])}))
+        self.modules.append(Constant(name[: -len("_outputs")], node,
+                                      self.const(value.left.elts[0])))
         self.defined.add(name)
 
     def read_csv(self, node: ast.Assign) -> None:
@@ -455,9 +439,8 @@ class _Parser:
         for v in (keys, queries):
             if v not in self.defined:
                 self.fail(node, f"{v!r} is not defined above")
-        self.modules.append((head, node, {"key": keys, "query": queries,
-                                          "rule": self.rules.get(sel, ""),
-                                          "fn": self.funcs[fn_name]}))
+        self.modules.append(Pattern(head, node, queries, keys, self.rules.get(sel, ""),
+                                     self.funcs[fn_name]))
 
     def prefix_count(self, node: ast.Assign, name: str) -> None:
         """``prefix_count_X = [tokens[:i].count("t") for i in range(len(tokens))]``."""
@@ -468,7 +451,7 @@ class _Parser:
         want = f"{name} = [tokens[:i].count({token!r}) for i in range(len(tokens))]"
         if not isinstance(token, str) or _dump(node) != _canon(want) or name in self.defined:
             self.fail(node, f"{name} must be [tokens[:i].count(TOKEN) for i in ...]")
-        self.modules.append((name, node, {"token": token}))
+        self.modules.append(Count(name, node, token))
         self.defined.add(name)
 
     def running_count(self, node: ast.Assign, name: str) -> None:
@@ -476,15 +459,15 @@ class _Parser:
         want = f"{name} = [tokens[:i + 1].count(tokens[i]) for i in range(len(tokens))]"
         if _dump(node) != _canon(want) or name in self.defined:
             self.fail(node, f"{name} must be [tokens[:i + 1].count(tokens[i]) for i in ...]")
-        self.modules.append((name, node, {"running": True}))
+        self.modules.append(Count(name, node, None))
         self.defined.add(name)
 
     def outputs(self, node: ast.Assign, name: str, value: ast.AST) -> None:
         mod = name[: -len("_outputs")]
         if HEAD_NAME.match(mod):
             agg = "aggregate_sum" if mod.startswith("num_") else "aggregate"
-            if not (self.modules and self.modules[-1][0] == mod and "value" not in
-                    self.modules[-1][2]):
+            last = self.modules[-1] if self.modules else None
+            if not (isinstance(last, Pattern) and last.name == mod and last.value is None):
                 self.fail(node, f"{name} must follow {mod}_pattern")
             vals = getattr(value, "args", [None, None])
             val = getattr(vals[-1], "id", None) if len(vals) == 2 else None
@@ -492,7 +475,7 @@ class _Parser:
                 self.fail(node, f"{name} must be {agg}({mod}_pattern, VALUES)")
             if val not in self.defined or agg not in self.funcs:
                 self.fail(node, f"{val!r} or {agg!r} is not defined above")
-            self.modules[-1][2]["value"] = val
+            last.value = val
         elif MLP_NAME.match(mod):
             fn = self.funcs.get(mod)
             if fn is None:
@@ -513,7 +496,7 @@ class _Parser:
             for v in inputs:
                 if v not in self.defined:
                     self.fail(node, f"{v!r} is not defined above")
-            self.modules.append((mod, node, {"inputs": inputs, "fn": fn}))
+            self.modules.append(Lookup(mod, node, inputs, fn))
         else:
             self.fail(node, f"unexpected variable {name!r}")
         self.defined.add(name)
@@ -687,141 +670,46 @@ def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
-def _tests(stmts: list[Any], kind: str = "in") -> int:
-    """How many tests of ``kind`` (``"in"`` or ``"le"``) a decision list makes."""
-    return sum(0 if st[0] == "return" else
-               (st[1][0] == kind) + _tests(st[2], kind) + _tests(st[3], kind) for st in stmts)
+def _parsed(text: str, filename: str) -> _Parser:
+    p = _Parser(text, filename)
+    p.module()
+    return p
 
 
-def _returns(stmts: list[Any]) -> list[Label]:
-    """Every returned label of a decision list, in order."""
-    out: list[Label] = []
-    for st in stmts:
-        out += [st[1]] if st[0] == "return" else _returns(st[2]) + _returns(st[3])
-    return out
-
-
-def _value(tree: tuple, columns: dict[str, np.ndarray]) -> Any:
-    """A :meth:`_Parser.linear` tree evaluated per key, in Python's order of operations."""
-    op = tree[0]
-    if op == "num":
-        return tree[1]
-    if op == "arg":
-        return columns[tree[1]]
-    if op == "*":
-        return tree[1] * columns[tree[2]]
-    a, b = _value(tree[1], columns), _value(tree[2], columns)
-    return a + b if op == "+" else a - b
-
-
-def _decide(stmts: list[Any], args: dict[str, tuple[Variable, np.ndarray]],
-            active: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Run a decision list (:meth:`_Parser.mlp`) on every table entry at once, as Python would
-    on each: ``args[name]`` is the argument's variable and its value index per entry; ``out``
-    gets the label returned at the ``active`` entries. Returns the entries that returned. A
-    set is looked up through the variables' labels (Python's ``in``: equal numbers match)."""
-    done = np.zeros_like(active)
-    for st in stmts:
-        todo = active & ~done
-        if st[0] == "return":
-            out[todo] = st[1]
-            return done | todo
-        _, test, body, orelse = st
-        if test[0] == "in":
-            variables = [args[n][0] for n in test[1]]
-            member = np.zeros([x.size for x in variables], dtype=bool)
-            for row in test[2]:
-                at = [x.lookup.get(label) for x, label in zip(variables, row)]
-                if None not in at:
-                    member[tuple(at)] = True
-            hit = member[tuple(args[n][1] for n in test[1])]
-        else:
-            columns = {n: np.asarray(x.values)[i] for n, (x, i) in args.items()}
-            hit = np.asarray(_value(test[1], columns) <= _value(test[2], columns)) & active
-        done |= _decide(body, args, todo & hit, out)
-        done |= _decide(orelse, args, todo & ~hit, out)
-    return done
-
-
-def _read_weights(text: str, where: str) -> tuple[list[str], dict[tuple[str, str], np.ndarray]]:
-    """The rows of a weights CSV ``feature,value,<classes>``: ``{(feature, value): (C,)}``.
-
-    ``_`` is the value of a numerical feature's one row (and of the ``bias`` row). A feature with
-    other values is categorical, and its ``_`` rows stand for values without a name (the authors'
-    decompiler writes ``_`` for an unnamed value, e.g. the unused vocabulary slots of their Dyck
-    programs): no input reaches them, and they are dropped. Any other repeated row, a weight that
-    is not a finite number, or a row of another width is refused naming the line.
-    """
-    try:
-        rows = list(csv.reader(io.StringIO(text)))
-    except csv.Error as exc:
-        raise TpcoreError(f"{where}: not a CSV file ({exc})") from None
-    if not rows or len(rows[0]) < 3 or rows[0][:2] != ["feature", "value"]:
-        raise TpcoreError(f"{where}: expected a header 'feature,value,<classes...>'")
-    classes = rows[0][2:]
-    check_size(len(classes), LIMITS.classes, f"{where}: classes")
-    weights: dict[tuple[str, str], np.ndarray] = {}
-    line: dict[tuple[str, str], int] = {}
-    unnamed: dict[str, list[int]] = {}
-    for n, row in enumerate(rows[1:], start=2):
-        if len(row) != len(rows[0]):
-            raise TpcoreError(f"{where}:{n}: expected {len(rows[0])} columns, got {len(row)}")
-        try:
-            w = np.asarray([float(x) for x in row[2:]])
-        except ValueError:
-            raise TpcoreError(f"{where}:{n}: weights must be numbers") from None
-        key = (row[0], row[1])
-        bad = np.flatnonzero(~(np.abs(w) <= LIMITS.number))
-        if bad.size:
-            raise TpcoreError(f"{where}:{n}: row {key}: weight {shorten(row[2 + bad[0]])} of "
-                              f"class {shorten(classes[bad[0]])} is not a finite number of "
-                              f"magnitude at most {LIMITS.number:.0f}")
-        if key[1] == PLACEHOLDER:
-            unnamed.setdefault(key[0], []).append(n)
-        elif key in weights:
-            raise TpcoreError(f"{where}:{n}: row {key} repeats line {line[key]}")
-        weights.setdefault(key, w)
-        line.setdefault(key, n)
-    named = {f for f, v in weights if v != PLACEHOLDER}
-    for f, lines in unnamed.items():
-        if f in named:
-            del weights[(f, PLACEHOLDER)]
-        elif len(lines) > 1:
-            raise TpcoreError(f"{where}:{lines[1]}: row ({f!r}, '_') repeats line {lines[0]} "
-                              "(a numerical feature has one '_' row)")
-    return classes, weights
+def _with_weights(p: _Parser, weights: str, name: str) -> Program:
+    classes, rows = weights_csv.read(weights, f"weights of {p.file}")
+    return build(p, classes, rows, name)
 
 
 def parse_source(text: str, weights: str, filename: str = "<program>",
                  name: str | None = None) -> Program:
     """Import program source ``text`` with its weights CSV text ``weights`` (nothing is run)."""
-    p = _Parser(text, filename)
-    p.module()
-    classes, rows = _read_weights(weights, f"weights of {filename}")
-    return _build(p, classes, rows, name or program_name(Path(filename).stem))
+    return _with_weights(_parsed(text, filename), weights,
+                         name or program_name(Path(filename).stem))
 
 
-def weights_path(path: str | Path) -> Path:
-    """The weights CSV of a program file: the name its header gives, else ``NAME_weights.csv``."""
-    path = Path(path)
-    p = _Parser(read_limited(path, "program file"), str(path))
-    p.module()
+def _weights_beside(path: Path, p: _Parser) -> Path:
     beside = path.with_name(f"{path.stem}_weights.csv")
     if beside.exists() or p.weights_name is None:
         return beside
     return path.with_name(p.weights_name)
 
 
+def weights_path(path: str | Path) -> Path:
+    """The weights CSV of a program file: the name its header gives, else ``NAME_weights.csv``."""
+    path = Path(path)
+    return _weights_beside(path, _parsed(read_limited(path, "program file"), str(path)))
+
+
 def parse_file(path: str | Path) -> Program:
     """Import the program file ``path`` and the weights CSV beside it (each at most
     ``LIMITS.file_bytes``); the program is named after the file (:func:`program_name`)."""
     path = Path(path)
-    csv_path = weights_path(path)
+    p = _parsed(read_limited(path, "program file"), str(path))
+    csv_path = _weights_beside(path, p)
     if not csv_path.is_file():
         raise TpcoreError(f"{path}: weights file {csv_path} not found")
-    return parse_source(read_limited(path, "program file"),
-                        read_limited(csv_path, "weights file"), str(path),
-                        program_name(path.stem))
+    return _with_weights(p, read_limited(csv_path, "weights file"), program_name(path.stem))
 
 
 def program_name(stem: str) -> str:
@@ -832,128 +720,3 @@ def program_name(stem: str) -> str:
     if not name or name[0].isdigit() or keyword.iskeyword(name):
         name = f"p_{name}"
     return name[: LIMITS.name_chars]
-
-
-def _typed(label: str, like: Label) -> Label:
-    """A CSV value label converted to the type of ``like``."""
-    if isinstance(like, str):
-        return label
-    try:
-        return int(label) if isinstance(like, int) else float(label)
-    except ValueError:
-        return label
-
-
-def _build(p: _Parser, classes: list[str], rows: dict[tuple[str, str], np.ndarray],
-           name: str) -> Program:
-    """The program of a parsed file, sized by :data:`LIMITS` before each table is built."""
-    values: dict[str, list[str]] = {}
-    for f, x in rows:
-        values.setdefault(f, []).append(x)
-    if p.style == "tpcore":
-        vocab = tuple(p.consts.get("VOCAB", ()))
-        max_len = p.consts.get("MAX_LEN", 0)
-    else:
-        vocab = tuple(values.get("tokens", ()))
-        max_len = len(values.get("positions", ()))
-    if not vocab or max_len <= 0:
-        raise TpcoreError(f"{p.file}: cannot tell the vocabulary and maximum length")
-    check_size(len(vocab), LIMITS.vocabulary, f"{p.file}: vocabulary")
-    check_size(max_len, LIMITS.max_len, f"{p.file}: maximum length")
-    check_size(len(p.modules) + 3, LIMITS.variables, f"{p.file}: variables")
-    v: dict[str, Variable] = {}
-    total = 0
-
-    def define(var: Variable) -> None:
-        nonlocal total
-        v[var.name] = var
-        total += var.size
-        check_size(total, LIMITS.total_values, f"{p.file}: values of all variables")
-
-    define(Variable("tokens", "categorical", vocab))
-    define(Variable("positions", "categorical", tuple(range(max_len))))
-    define(Variable("ones", "numerical", (1,)))
-    modules: list[Module] = []
-    for mod, node, info in p.modules:
-        out = f"{mod}_outputs"
-        if "token" in info:
-            define(Variable(mod, "numerical", tuple(range(max_len))))
-            modules.append(PrefixCount(mod, info["token"], mod))
-        elif "running" in info:
-            define(Variable(mod, "numerical", tuple(range(1, max_len + 1))))
-            modules.append(RunningCount(mod, mod))
-        elif "constant" in info:  # one value: a one-entry table over ``ones``
-            c = info["constant"]
-            ov = Variable(out, "categorical", tuple(dict.fromkeys(
-                [c] + [_typed(x, c) for x in values.get(out, ())])))
-            define(ov)
-            modules.append(Mlp(mod, "numerical", ("ones",), out,
-                               np.full((1,), ov.index(c), dtype=np.int64), ov.index(c)))
-        elif "key" in info:
-            if "value" not in info:
-                p.fail(node, f"{mod}_pattern has no {mod}_outputs line")
-            numerical = mod.startswith("num_")
-            q, k = v[info["query"]], v[info["key"]]
-            val = v[info["value"]]
-            pred = np.full(q.size, -1, dtype=np.int64)
-            for qs, kl in reversed(p.predicate(info["fn"])):
-                for ql in qs:
-                    if ql in q.lookup:
-                        pred[q.lookup[ql]] = k.lookup.get(ql if kl is SAME else kl, -1)
-            kind = "numerical" if numerical else "categorical"
-            if val.kind != kind:
-                p.fail(node, f"{mod} reads {val.kind} {val.name!r} as its value")
-            labels = numerical_range(val, max_len) if numerical else val.values
-            define(Variable(out, kind, labels))
-            modules.append(Head(mod, kind, q.name, k.name, val.name, out, pred,
-                                info["rule"] or "closest"))
-        else:
-            decisions = p.mlp(info["fn"])
-            ins = [v[x] for x in info["inputs"]]
-            kind = ins[0].kind
-            if any(x.kind != kind for x in ins):
-                p.fail(node, f"{mod} mixes categorical and numerical inputs")
-            shape = [x.size for x in ins]
-            check_size(math.prod(shape), LIMITS.table, f"{p.file}: {mod}: table entries")
-            if kind == "categorical" and _tests(decisions, "le"):
-                p.fail(node, f"{mod}: comparisons with <= need numerical inputs")
-            check_size((_tests(decisions) + _tests(decisions, "le")) * math.prod(shape),
-                       LIMITS.decisions, f"{p.file}: {mod}: tests times table entries")
-            returned = _returns(decisions)
-            default = decisions[-1][1]
-            try:
-                returned = sorted(set(returned))
-            except TypeError:
-                pass
-            found = [_typed(x, default) for x in values.get(out, ())] + returned
-            ov = Variable(out, "categorical", tuple(dict.fromkeys(found)))
-            check_size(ov.size, LIMITS.values, f"{p.file}: values of {out}")
-            grid = np.indices(shape).reshape(len(shape), -1)
-            args = {a.arg: (x, g) for a, x, g in zip(info["fn"].args.args, ins, grid)}
-            labels = np.empty(grid.shape[1], dtype=object)
-            _decide(decisions, args, np.ones(grid.shape[1], dtype=bool), labels)
-            table = np.asarray([ov.index(x) for x in labels], dtype=np.int64).reshape(shape)
-            define(ov)
-            modules.append(Mlp(mod, kind, tuple(info["inputs"]), out, table, ov.index(default)))
-    weights, bias = {}, np.asarray(rows.get(("bias", "_"), np.zeros(len(classes))))
-    n_rows = sum(v[f].size if v[f].kind == "categorical" else 1 for f in p.features)
-    check_size(n_rows * len(classes), LIMITS.weights, f"{p.file}: classifier weights")
-    for f in p.features:
-        var = v[f]
-        if var.kind == "numerical":
-            if (f, "_") not in rows:
-                raise TpcoreError(f"{p.file}: weights have no row ({f}, _)")
-            weights[f] = rows[(f, "_")][None, :]
-        else:
-            zero = np.zeros(len(classes))
-            weights[f] = np.stack([rows.get((f, str(x)), zero) for x in var.values])
-    if p.style == "tpcore":
-        bos, eos = p.consts.get("BOS"), p.consts.get("EOS")
-    else:
-        bos, eos = (t if t in vocab else None for t in (p.passthrough.get("bos"),
-                                                         p.passthrough.get("eos")))
-    return Program(name, v, modules, Classifier(tuple(classes), tuple(p.features), weights, bias),
-                   causal=True in p.causal, bos=bos, eos=eos,
-                   pad="<pad>" if "<pad>" in vocab else None,
-                   passthrough=bool(p.passthrough),
-                   meta={"imported_from": p.file, "format": p.style})

@@ -17,8 +17,8 @@ from typing import Any
 
 from tpcore.errors import TpcoreError
 from tpcore.programs.ir import INPUTS, Head, Mlp, Program
+from tpcore.programs.values import KINDS
 
-KINDS = ("categorical", "numerical")
 ROLES = ("key", "query", "value")
 FAMILIES = ("tokens", "positions", "ones", "attn", "mlp", "other")
 HEAD_NAME = re.compile(r"(?:num_)?attn_(\d+)_\d+$")
