@@ -9,6 +9,8 @@ allocated.
 from __future__ import annotations
 
 import os
+import resource
+import sys
 
 from tpcore.backend import backend_name
 from tpcore.errors import TpcoreError
@@ -31,6 +33,12 @@ def size_text(n_bytes: float) -> str:
     if n_bytes < 2**30:
         return f"{n_bytes / 2**20:.0f} MiB"
     return f"{n_bytes / 2**30:.3g} GiB"
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / (1024.0 * 1024.0) if sys.platform == "darwin" else kb / 1024.0
 
 
 def device_memory() -> tuple[int, int] | None:

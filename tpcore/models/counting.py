@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+import tpcore.models.program_ops as ops
 from tpcore.backend import Array, get_xp, to_host
 from tpcore.counts import (
     EXPERTS,
@@ -43,7 +44,6 @@ from tpcore.counts import (
     running_counts,
 )
 from tpcore.errors import TpcoreError
-from tpcore.models import program_ops as ops
 from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
 from tpcore.nn.module import Parameter
 from tpcore.programs import ir
@@ -66,7 +66,7 @@ class PrefixSumCounts(StreamExtension):
     def backward(self, dvalues: Array, cache: None) -> None:
         """No parameters and integer inputs: nothing to accumulate."""
 
-    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.ProgramModule]:
         """A prefix count of token ``vocab[v]`` for each ``prefix_count_{v}``."""
         return [ir.PrefixCount(out, vocab[v], out) for v, out in enumerate(self.outputs)]
 
@@ -86,7 +86,7 @@ class RunningCounts(StreamExtension):
     def backward(self, dvalues: Array, cache: None) -> None:
         """No parameters and integer inputs: nothing to accumulate."""
 
-    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.ProgramModule]:
         """One running-count module."""
         return [ir.RunningCount(self.outputs[0], self.outputs[0])]
 
@@ -137,7 +137,7 @@ class SparseExpertCountingNetwork(StreamExtension):
         self.w.accumulate(dz.T @ h)
         self.b.accumulate(dz.sum(axis=0))
 
-    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.ProgramModule]:
         """The discrete gate as an expert-count module: ``W``, ``b`` (:meth:`host_gate`) and
         the float type relative frequencies are divided in."""
         return [ir.ExpertCount(self.name, self.outputs[0], *self.host_gate(), self.dtype)]

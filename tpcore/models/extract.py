@@ -39,8 +39,8 @@ from tpcore.programs.ir import (
     Classifier,
     Head,
     Mlp,
-    Module,
     Program,
+    ProgramModule,
     Variable,
     check_size,
     count_values,
@@ -108,7 +108,7 @@ def extract(model: ProgramModel | DiscreteProgram, vocab: Sequence[str] | TaskDa
         "positions": Variable("positions", "categorical", tuple(range(dp.max_len))),
         "ones": Variable("ones", "numerical", (1,)),
     }
-    modules: list[Module] = []
+    modules: list[ProgramModule] = []
     if dp.embedding is not None:
         for i in range(dp.embedding.shape[1]):
             out = f"embed_{i}"

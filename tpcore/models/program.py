@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
+import tpcore.models.program_ops as ops
 from tpcore.backend import Array, get_xp, scatter_add, to_host
 from tpcore.errors import TpcoreError
-from tpcore.models import program_ops as ops
 from tpcore.models.hooks import Hooked
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.module import Module, Parameter
@@ -322,7 +322,7 @@ class StreamExtension(Module):
     def backward(self, dvalues: Array, cache: Any) -> None:
         raise NotImplementedError
 
-    def program_modules(self, vocab: Sequence[str]) -> list[ir.Module]:
+    def program_modules(self, vocab: Sequence[str]) -> list[ir.ProgramModule]:
         """The program IR modules that compute ``outputs`` in the discrete mode (one per output,
         host copies of any parameters), token ids named by ``vocab``."""
         raise TpcoreError(f"variable {self.outputs[0]!r} comes from module {self.name!r}, which "

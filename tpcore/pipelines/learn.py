@@ -24,9 +24,7 @@ import dataclasses
 import functools
 import json
 import math
-import resource
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +34,7 @@ from typing import Any
 from tpcore.cpu import limit_threads
 from tpcore.errors import TpcoreError, unknown_name
 from tpcore.io import write_json
-from tpcore.limits import check_memory
+from tpcore.limits import check_memory, peak_rss_mb
 from tpcore.models import load
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
 from tpcore.models.extract import extract
@@ -69,7 +67,7 @@ from tpcore.train import (
 __all__ = [
     "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
     "TASK_RECIPES", "LearnConfig", "build_model", "fidelity", "fit_run",
-    "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary", "peak_rss_mb",
+    "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary",
     "pick_candidate", "program_step", "run_dir", "steps_per_epoch", "task_config", "train",
 ]
 
@@ -317,12 +315,6 @@ def program_step(model: ProgramModel, batch: Batch, ctx: StepContext, samples: i
         model.backward(d / samples if samples > 1 else d)
         total += loss / samples
     return total
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MiB."""
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb / (1024.0 * 1024.0) if sys.platform == "darwin" else kb / 1024.0
 
 
 def steps_per_epoch(cfg: LearnConfig, task: TaskData) -> int:

@@ -17,9 +17,9 @@ from tpcore.programs.ir import (
     Head,
     Label,
     Mlp,
-    Module,
     PrefixCount,
     Program,
+    ProgramModule,
     RunningCount,
     Variable,
     check_size,
@@ -53,7 +53,7 @@ class _Builder:
         check_size(self.total, LIMITS.total_values, f"{self.p.file}: values of all variables")
         return var
 
-    def build(self, rec: Parsed) -> Module:
+    def build(self, rec: Parsed) -> ProgramModule:
         if isinstance(rec, Count):
             return self.count(rec)
         if isinstance(rec, Constant):
@@ -62,14 +62,14 @@ class _Builder:
             return self.head(rec)
         return self.mlp(rec)
 
-    def count(self, rec: Count) -> Module:
+    def count(self, rec: Count) -> ProgramModule:
         if rec.token is None:
             self.define(Variable(rec.name, "numerical", tuple(range(1, self.max_len + 1))))
             return RunningCount(rec.name, rec.name)
         self.define(Variable(rec.name, "numerical", tuple(range(self.max_len))))
         return PrefixCount(rec.name, rec.token, rec.name)
 
-    def constant(self, rec: Constant) -> Module:
+    def constant(self, rec: Constant) -> ProgramModule:
         """One value: a one-entry table over ``ones``."""
         out, c = f"{rec.name}_outputs", rec.value
         ov = self.define(Variable(out, "categorical", tuple(dict.fromkeys(
@@ -77,7 +77,7 @@ class _Builder:
         return Mlp(rec.name, "numerical", ("ones",), out,
                    np.full((1,), ov.index(c), dtype=np.int64), ov.index(c))
 
-    def head(self, rec: Pattern) -> Module:
+    def head(self, rec: Pattern) -> ProgramModule:
         p, v = self.p, self.variables
         if rec.value is None:
             p.fail(rec.node, f"{rec.name}_pattern has no {rec.name}_outputs line")
@@ -95,7 +95,7 @@ class _Builder:
         out = self.define(Variable(f"{rec.name}_outputs", kind, labels)).name
         return Head(rec.name, kind, q.name, k.name, val.name, out, pred, rec.rule or "closest")
 
-    def mlp(self, rec: Lookup) -> Module:
+    def mlp(self, rec: Lookup) -> ProgramModule:
         p, out = self.p, f"{rec.name}_outputs"
         stmts = p.mlp(rec.fn)
         ins = [self.variables[x] for x in rec.inputs]

@@ -42,8 +42,8 @@ from tpcore.programs.modules import (
     ExpertCount,
     Head,
     Mlp,
-    Module,
     PrefixCount,
+    ProgramModule,
     RunningCount,
     count_values,
     expert_rule,
@@ -68,8 +68,8 @@ from tpcore.programs.values import (
 
 __all__ = [
     "FORMAT", "INPUTS", "LIMITS", "VERSION", "Classifier", "ExpertCount", "Head", "Label", "Mlp",
-    "Module", "PrefixCount", "Program", "RunningCount", "Variable", "check_label", "check_name",
-    "check_size",
+    "PrefixCount", "Program", "ProgramModule", "RunningCount", "Variable", "check_label",
+    "check_name", "check_size",
     "count_values", "expert_rule", "expert_values", "from_dict", "load", "numerical_range",
     "read_limited", "save", "shorten", "to_dict", "validate",
 ]
@@ -85,7 +85,7 @@ class Program:
 
     name: str
     variables: dict[str, Variable]
-    modules: list[Module]
+    modules: list[ProgramModule]
     classifier: Classifier
     causal: bool = False
     bos: str | None = None
@@ -105,13 +105,13 @@ class Program:
     def max_len(self) -> int:
         return self.variables["positions"].size
 
-    def module(self, name: str) -> Module:
+    def module(self, name: str) -> ProgramModule:
         for m in self.modules:
             if m.name == name:
                 return m
         raise TpcoreError(f"no module named {name!r}; modules: {[m.name for m in self.modules]}")
 
-    def producer(self, variable: str) -> Module | None:
+    def producer(self, variable: str) -> ProgramModule | None:
         """The module whose output is ``variable`` (``None`` for inputs)."""
         return next((m for m in self.modules if m.output == variable), None)
 

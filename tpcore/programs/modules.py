@@ -12,8 +12,8 @@ A kind is one class: its fields, the variables it ``reads``, its ``output`` vari
 - ``evaluate(env, batch)``: its output ``(B, N)`` from the variables before it (the array
   reference of :func:`tpcore.programs.interpret.evaluate`, array module from the inputs).
 
-:data:`Module` lists the kinds and :data:`MODULE_TYPES` maps each ``type_name`` back to its
-class: adding a kind means adding its class here and naming it in :data:`Module`. Keys ``j``
+:data:`ProgramModule` lists the kinds and :data:`MODULE_TYPES` maps each ``type_name`` back to its
+class: adding a kind means adding its class here and naming it in :data:`ProgramModule`. Keys ``j``
 past a sequence's length are masked, and keys after the query too when the program is
 ``causal``. Host-only code (NumPy) but for ``evaluate``.
 """
@@ -61,7 +61,7 @@ class Batch:
     variables: dict[str, Variable]
 
 
-def _check_output(m: Module, variables: dict[str, Variable], categorical: bool) -> None:
+def _check_output(m: ProgramModule, variables: dict[str, Variable], categorical: bool) -> None:
     """Raise unless ``m``'s output variable is categorical (``categorical``) or numerical."""
     kind = variables[m.output].kind
     if categorical and kind != "categorical":
@@ -450,12 +450,13 @@ class ExpertCount:
         return xp.take_along_axis(e, pick, axis=0)[0].astype(np.float64)
 
 
-Module = Head | Mlp | PrefixCount | RunningCount | ExpertCount
-MODULE_TYPES: dict[str, type[Module]] = {kind.type_name: kind for kind in get_args(Module)}
+ProgramModule = Head | Mlp | PrefixCount | RunningCount | ExpertCount
+MODULE_TYPES: dict[str, type[ProgramModule]] = {kind.type_name: kind
+                                                for kind in get_args(ProgramModule)}
 """The class of each module ``"type"`` of the JSON form."""
 
 
-def read_module(d: Any, i: int, scope: Scope) -> Module:
+def read_module(d: Any, i: int, scope: Scope) -> ProgramModule:
     """Module ``i`` of a JSON program: its name, kind and output checked here, the rest by its
     kind's ``from_json``, which defines its output variable in ``scope``."""
     name = check_name(need(d, "name", f"module {i}"), f"module {i} name")

@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+import tpcore.subleq.blocks as blocks
 from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.looped.compiled import compile_layers, forward_compiled
 from tpcore.looped.encodings import decode_int, decode_unsigned, encode_address, encode_int
 from tpcore.looped.layer import Layer, layer_forward, layer_forward_sparse
-from tpcore.subleq import blocks
 from tpcore.subleq.layout import Layout
 from tpcore.subleq.program import SubleqProgram, validate
 
