@@ -168,3 +168,45 @@ def test_run_encode_decode_and_a_patched_head():
 def test_trees_and_subleq_are_reachable_from_tpcore():
     assert np.isclose(tpcore.trees.bp("0 1 ? 3").root.sum(), 1.0)
     assert tpcore.subleq.run("multiply").agree
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: [], "a list; expected an object with a config"),
+    (lambda m: {**m, "config": []}, "config is a list; expected an object"),
+    (lambda m: {**m, "config": {**m["config"], "epochs": "3"}},
+     'config.epochs is "3"; expected int'),
+    (lambda m: {**m, "config": {**m["config"], "evil": 1}}, "config.evil is not a setting"),
+    (lambda m: {**m, "config": {**m["config"], "n_samples": 2 * 10**8}}, "of memory; the limit"),
+    (lambda m: {**m, "task": "evil"}, 'task "evil" is not its config\'s'),
+])
+def test_a_crafted_metrics_file_is_refused_in_one_line(tiny_run, tmp_path, capsys, edit,
+                                                       message):
+    """Once a TypeError or KeyError from deep inside, or a 4.8 GB regeneration of the data."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run.path, run)
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps(edit(metrics)))
+    with pytest.raises(tpcore.TpcoreError, match=message):
+        tpcore.load(run)
+    assert main(["program", "eval", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "metrics.json" in err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tpcore.learn("hist", epochs="3"), "learn option epochs is '3'; expected int"),
+    (lambda: tpcore.learn("hist", epochs=1.5), "learn option epochs is 1.5; expected int"),
+    (lambda: tpcore.learn("hist", layers=None), "learn option layers is None; expected int"),
+    (lambda: tpcore.learn("hist", lr=float("nan")), "lr is nan; expected a finite number"),
+    (lambda: tpcore.learn(5), "task 5: expected a task name"),
+    (lambda: tpcore.load(None), r"load\(None\): expected a path"),
+    (lambda: tpcore.load(SORT_RUN).program.explain("a b", 99), "position 99 outside"),
+    (lambda: tpcore.sort_list(tpcore.load(REPO / "results" / "sorting" / "causal.npz"),
+                              [1.5, 3]), r"list \[1.5, 3\]: expected integers"),
+])
+def test_the_python_api_raises_tpcore_errors_naming_the_argument(call, message):
+    """Once a TypeError, ValueError or a silently truncated list from deep inside."""
+    with pytest.raises(tpcore.TpcoreError, match=message):
+        call()

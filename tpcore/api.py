@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -113,7 +114,11 @@ class TransformerProgram:
         """The classifier's score per feature at ``position`` of the framed input (0 is
         ``<s>``), largest first for the predicted class (the paper's Figure 7)."""
         words = tokens.split() if isinstance(tokens, str) else list(tokens)
-        return analysis.contributions(self.ir, self.ir.frame(words), position)
+        framed = self.ir.frame(words)
+        if type(position) is not int or not 0 <= position < len(framed):
+            raise TpcoreError(f"position {position!r:.20} outside the framed input's positions "
+                              f"0..{len(framed) - 1}")
+        return analysis.contributions(self.ir, framed, position)
 
     def evaluate(self, task: str, split: str = "test", n_samples: int = 20000,
                  seed: int = 0, engine: str = "numpy") -> dict[str, Any]:
@@ -133,31 +138,32 @@ class TransformerProgram:
 
 
 class Run:
-    """A finished ``tpcore learn`` run directory: its ``metrics``, ``config``, trained
-    ``model``, decompiled ``program`` and regenerated ``data``."""
+    """A finished ``tpcore learn`` run directory: its ``metrics`` (``metrics.json``), ``config``
+    (the :class:`~tpcore.pipelines.learn.LearnConfig` it records, type- and size-checked),
+    trained ``model``, decompiled ``program`` and regenerated ``data``."""
 
     def __init__(self, path: str | Path, reused: bool | None = None):
         self.path = Path(path)
         if not is_run(self.path):
             raise TpcoreError(f"{self.path}: not a finished learn run (no metrics.json and "
                               "model.npz)")
-        self.metrics: dict[str, Any] = json.loads((self.path / "metrics.json").read_text())
+        self.metrics, self.config = pipeline.recorded_run(self.path)
         self.reused = reused
 
     @property
-    def config(self) -> pipeline.LearnConfig:
-        """The settings it was trained with."""
-        return pipeline.LearnConfig(**self.metrics["config"])
-
-    @property
     def task(self) -> str:
-        return self.metrics["task"]
+        return self.config.task
 
     def accuracy(self, split: str = "test") -> float:
         """Token accuracy of the discrete model on ``split`` (``train``, ``val``, ``test``)."""
         if split not in ("train", "val", "test"):
             raise TpcoreError(f"unknown split {split!r}; expected train, val or test")
-        return float(self.metrics[split]["acc"])
+        acc = self.metrics.get(split, {}).get("acc") if isinstance(
+            self.metrics.get(split), dict) else None
+        if type(acc) not in (int, float) or not 0 <= acc <= 1:
+            raise TpcoreError(f"{self.path / 'metrics.json'}: {split}.acc is "
+                              f"{json.dumps(acc)[:40]}; expected a number in [0, 1]")
+        return float(acc)
 
     @cached_property
     def program(self) -> TransformerProgram:
@@ -258,14 +264,17 @@ def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
     :func:`~tpcore.pipelines.learn.task_config`); ``quiet=False`` shows a progress bar on a
     terminal; ``threads``: BLAS threads (default: ``TPCORE_THREADS``, else up to 2
     cores, :func:`tpcore.cpu.default_threads`)."""
+    if not isinstance(task, str):
+        raise TpcoreError(f"task {task!r:.40}: expected a task name (a string)")
     fields = {f.name for f in dataclasses.fields(pipeline.LearnConfig)} - {"task"}
-    settings = {}
+    settings, names = {}, {}
     for key, value in options.items():
         name = OPTIONS.get(key, key)
         if name not in fields:
             raise TpcoreError(f"unknown learn option {key!r}; expected one of "
                               f"{sorted(set(OPTIONS) | fields - set(OPTIONS.values()))}")
-        settings[name] = value
+        settings[name], names[name] = value, key
+    pipeline.LearnConfig.check_types(settings, "learn option ", names, repr)
     cfg = pipeline.task_config(task, **settings)
     cfg.check()
     out = Path(out or Path("runs") / cfg.task)
@@ -278,6 +287,8 @@ def load(path: str | Path) -> Run | TransformerProgram | Module:
     program ``.py``, a folder with one) a :class:`TransformerProgram`; a saved model (``.npz``
     beside its ``.json``: a sorting transformer, a program model) the model, on the active
     backend."""
+    if not isinstance(path, str | os.PathLike):
+        raise TpcoreError(f"load({path!r:.40}): expected a path")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")

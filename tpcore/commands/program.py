@@ -11,7 +11,6 @@ saved model (``.npz``, extracted).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from tpcore.analysis.program_figures import write_program_figures
@@ -20,7 +19,7 @@ from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_i
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.learn import MIN_SAMPLES, LearnConfig, make_data
+from tpcore.pipelines.learn import MIN_SAMPLES, LearnConfig, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, codegen, ir, prune, reads
 from tpcore.programs.interpret import predict, run_tokens
@@ -129,11 +128,7 @@ def _learn_run_config(path: Path) -> LearnConfig | None:
     else None."""
     if not ((path / "metrics.json").is_file() and (path / "model.npz").is_file()):
         return None
-    try:
-        return LearnConfig(**json.loads((path / "metrics.json").read_text())["config"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise TpcoreError(f"{path / 'metrics.json'}: no readable run configuration "
-                          f"({str(exc)[:120]})") from None
+    return recorded_run(path)[1]
 
 
 def _export(args: argparse.Namespace) -> int:

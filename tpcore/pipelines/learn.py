@@ -26,6 +26,7 @@ import json
 import math
 import shutil
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from tpcore.nn.optim import Adam, cosine
 from tpcore.pipelines.decompile import decompile, load_program
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs.files import read_program
-from tpcore.programs.ir import to_dict
+from tpcore.programs.ir import read_limited, to_dict
 from tpcore.programs.prune import HeadChoice, head_choices, keep_heads
 from tpcore.rundir import OVERWRITE, RunDir
 from tpcore.tasks.data import TaskData
@@ -68,7 +69,8 @@ __all__ = [
     "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
     "TASK_RECIPES", "LearnConfig", "build_model", "fidelity", "fit_run",
     "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary",
-    "pick_candidate", "program_step", "run_dir", "steps_per_epoch", "task_config", "train",
+    "pick_candidate", "program_step", "recorded_run", "run_dir", "steps_per_epoch", "task_config",
+    "train",
 ]
 
 EVAL_BATCH = 1024
@@ -137,6 +139,41 @@ class LearnConfig:
     def settings(self) -> dict[str, Any]:
         """The configuration as recorded in run directories and results: every field."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> LearnConfig:
+        """The configuration a file records (a ``metrics.json``'s ``config``): every key a field,
+        every value of its field's type, the whole passing :meth:`check` as the command line's
+        settings do; else a :class:`TpcoreError` naming ``where`` and the key."""
+        if not isinstance(data, dict):
+            raise TpcoreError(f"{where}: config is {_json_kind(data)}; expected an object")
+        for key in data:
+            if key not in typing.get_type_hints(cls):
+                raise TpcoreError(f"{where}: config.{str(key)[:40]} is not a setting of a learn "
+                                  "run")
+        cls.check_types(data, f"{where}: config.")
+        config = cls(**data)
+        try:
+            config.check()
+        except TpcoreError as exc:
+            raise TpcoreError(f"{where}: config: {exc}") from None
+        return config
+
+    @classmethod
+    def check_types(cls, values: dict[str, Any], prefix: str,
+                    names: dict[str, str] | None = None,
+                    show: Callable[[Any], str] = json.dumps) -> None:
+        """Raise a :class:`TpcoreError` for a value of ``values`` that is not of its field's
+        type (a string, an integer that is not a boolean, a finite number), naming it as
+        ``prefix`` and its name (``names[key]``, else the key) and showing it with ``show``."""
+        hints = typing.get_type_hints(cls)
+        for key, value in values.items():
+            kind = hints[key]
+            if not (isinstance(value, str) if kind is str else type(value) is int if kind is int
+                    else type(value) in (int, float) and math.isfinite(value)):
+                raise TpcoreError(f"{prefix}{(names or {}).get(key, key)} is "
+                                  f"{show(value)[:40]}; expected "
+                                  f"{'a finite number' if kind is float else kind.__name__}")
 
     def check(self) -> None:
         """Reject settings that cannot work, naming the value and what is allowed: counts, finite
@@ -569,14 +606,38 @@ def paused_summary(cfg: LearnConfig, state: TrainState, per_epoch: int) -> dict[
             "train_seconds": state.seconds}
 
 
+def _json_kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def recorded_run(run_dir: str | Path) -> tuple[dict[str, Any], LearnConfig]:
+    """The ``metrics.json`` of a finished learn run and the configuration it records
+    (:meth:`LearnConfig.from_json`); a file that is not such a record raises a
+    :class:`TpcoreError` naming it and the key."""
+    path = Path(run_dir) / "metrics.json"
+    try:
+        metrics = json.loads(read_limited(path, "run metrics"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise TpcoreError(f"{path}: not readable JSON ({str(exc)[:120]})") from None
+    if not isinstance(metrics, dict):
+        raise TpcoreError(f"{path}: {_json_kind(metrics)}; expected an object with a config")
+    if "config" not in metrics:
+        raise TpcoreError(f"{path}: no config")
+    config = LearnConfig.from_json(metrics["config"], str(path))
+    if metrics.get("task", config.task) != config.task:
+        raise TpcoreError(f"{path}: task {json.dumps(metrics['task'])[:40]} is not its config's "
+                          f"{config.task!r}")
+    return metrics, config
+
+
 def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
     """:func:`tpcore.pipelines.fidelity.agreement` of a finished run's discrete model and its
     program (``program.json``, or extracted from the model where that is not kept) on its test
     split, on every engine (the generated program on the first ``n_program`` sequences, all
     when None), with the numbers of target ``positions`` and ``sequences``."""
     run_dir = Path(run_dir)
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    test = make_data(LearnConfig(**metrics["config"])).splits["test"]
+    test = make_data(recorded_run(run_dir)[1]).splits["test"]
     return {"positions": int(test["mask"].sum()), "sequences": int(len(test["tokens"])),
             **agreement(load(run_dir / "model.npz"), load_program(run_dir), test,
                         n_generated=n_program)}

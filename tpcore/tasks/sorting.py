@@ -119,6 +119,10 @@ def one_list(task: SortingTask, values: Sequence[int]) -> tuple[np.ndarray, np.n
     items of the sorted list are its sorted values. Raises naming the list when a value is out
     of range, the distinct task gets a repeated value, or no such filling exists.
     """
+    if isinstance(values, str) or not all(
+            isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values):
+        raise TpcoreError(f"list {list(values) if not isinstance(values, str) else values!r:.60}: "
+                          "expected integers")
     values = [int(v) for v in values]
     n = len(values)
     what = f"{'1..' if task.variable_length else 'up to '}{task.length}"
