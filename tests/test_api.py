@@ -203,6 +203,8 @@ def test_a_crafted_metrics_file_is_refused_in_one_line(tiny_run, tmp_path, capsy
     (lambda: tpcore.learn(5), "task 5: expected a task name"),
     (lambda: tpcore.load(None), r"load\(None\): expected a path"),
     (lambda: tpcore.load(SORT_RUN).program.explain("a b", 99), "position 99 outside"),
+    (lambda: tpcore.load(SORT_RUN).program.evaluate("sort", n_samples=-5),
+     "n_samples -5: expected an integer >= 20"),
     (lambda: tpcore.sort_list(tpcore.load(REPO / "results" / "sorting" / "causal.npz"),
                               [1.5, 3]), r"list \[1.5, 3\]: expected integers"),
 ])
