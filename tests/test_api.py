@@ -171,7 +171,7 @@ def test_trees_and_subleq_are_reachable_from_tpcore():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda m: [], "a list; expected an object with a config"),
+    (lambda m: [], "a list; expected an object"),
     (lambda m: {**m, "config": []}, "config is a list; expected an object"),
     (lambda m: {**m, "config": {**m["config"], "epochs": "3"}},
      'config.epochs is "3"; expected int'),

@@ -16,7 +16,6 @@ Every function here wraps the library's own (:mod:`tpcore.pipelines.learn`,
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -162,12 +161,7 @@ class Run:
         """Token accuracy of the discrete model on ``split`` (``train``, ``val``, ``test``)."""
         if split not in ("train", "val", "test"):
             raise TpcoreError(f"unknown split {split!r}; expected train, val or test")
-        acc = self.metrics.get(split, {}).get("acc") if isinstance(
-            self.metrics.get(split), dict) else None
-        if type(acc) not in (int, float) or not 0 <= acc <= 1:
-            raise TpcoreError(f"{self.path / 'metrics.json'}: {split}.acc is "
-                              f"{json.dumps(acc)[:40]}; expected a number in [0, 1]")
-        return float(acc)
+        return pipeline.recorded_accuracy(self.metrics, split, self.path / "metrics.json")
 
     @cached_property
     def program(self) -> TransformerProgram:

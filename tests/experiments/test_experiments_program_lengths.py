@@ -72,6 +72,13 @@ def test_bad_run_directories_name_their_path(tmp_path, monkeypatch):
     (tmp_path / "metrics.json").write_text(json.dumps({"task": "hist", "test": {"acc": 1.0}}))
     with pytest.raises(TpcoreError, match=f"{tmp_path}: no program.json, model.npz"):
         program_lengths.measure(tmp_path)
+    for doc, message in (([], "a list; expected an object"),
+                         ({"task": "evil", "test": {"acc": 1.0}}, 'task "evil" has no program'),
+                         ({"task": 5}, "task 5 has no program length")):
+        (tmp_path / "metrics.json").write_text(json.dumps(doc))
+        with pytest.raises(TpcoreError, match=message):  # once a KeyError or TypeError
+            program_lengths.measure(tmp_path)
+    (tmp_path / "metrics.json").write_text(json.dumps({"task": "hist", "test": {"acc": 1.0}}))
     committed = REPO / "results" / "table1" / "runs" / "hist" / "L1_H2+2_M1+1_s0"
     monkeypatch.setattr(extract, "LIMITS", dataclasses.replace(ir.LIMITS, table=16))
     with pytest.raises(TpcoreError, match=r"L1_H2\+2_M1\+1_s0/model\.npz: mlp_0_0: table entries"):

@@ -25,7 +25,7 @@ from tpcore.experiments import table1
 from tpcore.experiments.budget import Budget
 from tpcore.io import write_json, write_text
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.learn import fidelity
+from tpcore.pipelines.learn import fidelity, read_metrics, recorded_accuracy
 from tpcore.programs import codegen
 from tpcore.rundir import check_out_dir
 
@@ -59,8 +59,11 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").is_file():
         raise TpcoreError(f"{run_dir}: not a finished run directory (no metrics.json)")
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    task = metrics["task"]
+    metrics = read_metrics(run_dir)
+    task = metrics.get("task")
+    if not isinstance(task, str) or task not in PAPER:
+        raise TpcoreError(f"{run_dir / 'metrics.json'}: task {json.dumps(task)[:40]} has no "
+                          f"program length in the paper; expected one of {sorted(PAPER)}")
     full, pruned = PAPER[task]
     start = time.perf_counter()
     program = load_program(run_dir)
@@ -69,7 +72,8 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     lines = codegen.module_lines(program)
     modules = {name: {"full": lines["full"][name], "pruned": lines["pruned"][name]}
                for name in lines["full"] if name != "total"}
-    return {"task": task, "run": run_dir.name, "test_acc": 100 * metrics["test"]["acc"],
+    test_acc = recorded_accuracy(metrics, "test", run_dir / "metrics.json")
+    return {"task": task, "run": run_dir.name, "test_acc": 100 * test_acc,
             "full": lines["full"]["total"], "pruned": lines["pruned"]["total"],
             "paper_full": full, "paper_pruned": pruned, "module_lines": modules,
             "decompile_seconds": seconds,

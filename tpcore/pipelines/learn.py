@@ -69,8 +69,9 @@ __all__ = [
     "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
     "TASK_RECIPES", "LearnConfig", "build_model", "fidelity", "fit_run",
     "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary",
-    "pick_candidate", "program_step", "recorded_run", "run_dir", "steps_per_epoch", "task_config",
-    "train",
+    "pick_candidate", "program_step", "read_metrics", "recorded_accuracy", "recorded_run",
+    "run_dir",
+    "steps_per_epoch", "task_config", "train",
 ]
 
 EVAL_BATCH = 1024
@@ -611,17 +612,25 @@ def _json_kind(value: Any) -> str:
             type(None): "null"}.get(type(value), "a number")
 
 
-def recorded_run(run_dir: str | Path) -> tuple[dict[str, Any], LearnConfig]:
-    """The ``metrics.json`` of a finished learn run and the configuration it records
-    (:meth:`LearnConfig.from_json`); a file that is not such a record raises a
-    :class:`TpcoreError` naming it and the key."""
+def read_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """A run directory's ``metrics.json`` as an object (at most ``LIMITS.file_bytes``); a file
+    that is not raises a :class:`TpcoreError` naming it."""
     path = Path(run_dir) / "metrics.json"
     try:
         metrics = json.loads(read_limited(path, "run metrics"))
     except (OSError, ValueError, RecursionError) as exc:
         raise TpcoreError(f"{path}: not readable JSON ({str(exc)[:120]})") from None
     if not isinstance(metrics, dict):
-        raise TpcoreError(f"{path}: {_json_kind(metrics)}; expected an object with a config")
+        raise TpcoreError(f"{path}: {_json_kind(metrics)}; expected an object")
+    return metrics
+
+
+def recorded_run(run_dir: str | Path) -> tuple[dict[str, Any], LearnConfig]:
+    """The ``metrics.json`` of a finished learn run and the configuration it records
+    (:meth:`LearnConfig.from_json`); a file that is not such a record raises a
+    :class:`TpcoreError` naming it and the key."""
+    path = Path(run_dir) / "metrics.json"
+    metrics = read_metrics(run_dir)
     if "config" not in metrics:
         raise TpcoreError(f"{path}: no config")
     config = LearnConfig.from_json(metrics["config"], str(path))
@@ -629,6 +638,17 @@ def recorded_run(run_dir: str | Path) -> tuple[dict[str, Any], LearnConfig]:
         raise TpcoreError(f"{path}: task {json.dumps(metrics['task'])[:40]} is not its config's "
                           f"{config.task!r}")
     return metrics, config
+
+
+def recorded_accuracy(metrics: dict[str, Any], split: str, where: str | Path) -> float:
+    """The token accuracy ``metrics[split]["acc"]`` of a run's ``metrics.json`` (read from
+    ``where``): a number in [0, 1], else a :class:`TpcoreError` naming the file and key."""
+    part = metrics.get(split)
+    acc = part.get("acc") if isinstance(part, dict) else None
+    if type(acc) not in (int, float) or not 0 <= acc <= 1:
+        raise TpcoreError(f"{where}: {split}.acc is {json.dumps(acc)[:40]}; expected a number "
+                          "in [0, 1]")
+    return float(acc)
 
 
 def fidelity(run_dir: str | Path, n_program: int | None = None) -> dict[str, Any]:
