@@ -7,6 +7,7 @@ Every bad invocation here is refused before any training or large allocation; re
 
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
@@ -267,3 +268,21 @@ def test_library_errors_stay_tpcore_errors():
         LearnConfig(lr=float("nan")).check()
     with pytest.raises(TpcoreError, match="needs about"):
         LearnConfig(max_len=100_000).check()
+
+
+def test_an_underflowing_likelihood_is_refused_not_printed(capsys):
+    """Once ``log Z = -inf`` and a meaningless root marginal, exit 0."""
+    line = one_line_error(capsys, ["trees", "bp", "--sigma", "1e308",
+                                   "0 3 ? 1 2 2 0 1 0 1 2 3 0 1 2 3"])
+    assert "is -inf in float64" in line and "choose a smaller --sigma" in line
+
+
+def test_json_output_is_standard_json(capsys):
+    """``--json`` never writes NaN or Infinity (not JSON): a number that is not finite is null."""
+    from tpcore.commands.output import emit
+
+    emit(argparse.Namespace(json=True), {"loss": float("nan"), "rows": [1.0, float("-inf")]},
+         "")
+    doc = json.loads(capsys.readouterr().out,
+                     parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert doc == {"loss": None, "rows": [1.0, None]}

@@ -115,9 +115,23 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         f.write(text)
 
 
-def json_text(obj: Any) -> str:
-    """``obj`` as indented JSON text (NumPy scalars and arrays and paths are converted)."""
+def json_text(obj: Any, strict: bool = False) -> str:
+    """``obj`` as indented JSON text (NumPy scalars and arrays and paths are converted);
+    ``strict``: standard JSON, a number that is not finite written as ``null`` (Python's
+    ``NaN``/``Infinity`` are not JSON)."""
+    if strict:
+        return json.dumps(_finite(json_value(obj)), indent=2, allow_nan=False)
     return json.dumps(obj, indent=2, default=_json_default)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

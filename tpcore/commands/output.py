@@ -4,7 +4,9 @@ document for programs.
 A command gathers its results in a dict of plain values and hands it to :func:`emit` with the
 text it prints otherwise. Lines that are not results (progress, notes) go through :func:`note`:
 to stdout as text, to stderr under ``--json``, so that stdout then holds the JSON document and
-nothing else (``tpcore ... --json | python -m json.tool`` works).
+nothing else (``tpcore ... --json | python -m json.tool`` works). The document is standard
+JSON: a number that is not finite (an overflowed log-likelihood, a loss that diverged) is
+``null``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def emit(args: argparse.Namespace, result: Mapping[str, Any],
     """Print ``result`` as JSON under ``--json``, else ``text`` (a callable is called only
     then, so costly text is not built for nothing)."""
     if getattr(args, "json", False):
-        print(json_text(dict(result)))
+        print(json_text(dict(result), strict=True))
     else:
         print(text() if callable(text) else text)
 

@@ -59,6 +59,10 @@ def _bp(args: argparse.Namespace) -> int:
     if n != 2**args.l:
         raise TpcoreError(f"got {n} leaves; expected 2**l = {2**args.l} (set --l)")
     res = trees.bp(args.leaves, args.k, grammar=g)
+    if not np.isfinite(res.log_z):
+        raise TpcoreError(f"the sequence's likelihood under this grammar (--sigma {args.sigma}) "
+                          f"is {res.log_z} in float64, so its marginals mean nothing; choose a "
+                          "smaller --sigma")
     masked = np.flatnonzero(mask[0])
     result = {"log_z": res.log_z, "root": res.root,
               "leaves": {int(i): res.leaves[i] for i in masked}}
