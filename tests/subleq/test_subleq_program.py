@@ -36,6 +36,9 @@ def test_bad_programs_are_rejected(cmds, mem, match):
     ("frob 1, 2", "unknown instruction 'frob'"),
     (".data\nx = 1\nx = 2", "defined twice"),
     (".data\nx = 1000\n.code\nhalt", "initial value 1000"),
+    (".data\nx = " + "1" * 40 + "\n.code\nhalt",  # once an OverflowError
+     r"line 2: value 11111111111111111111\.\.\. of 'x' does not fit a machine word"),
+    ("subleq " + "9" * 30 + ", 1", "does not fit a machine word"),
 ])
 def test_assembler_errors_name_the_line(src, match):
     with pytest.raises(TpcoreError, match=match):

@@ -67,6 +67,10 @@ def assemble(source: str, N: int = 8, s: int = 1) -> SubleqProgram:
     def new_cell(name: str, value: int, line: int) -> None:
         if name in cells:
             raise TpcoreError(f"line {line}: memory cell {name!r} defined twice")
+        if not -(2**63) <= value < 2**63:
+            text = str(value)
+            raise TpcoreError(f"line {line}: value {text if len(text) < 24 else text[:20] + '...'}"
+                              f" of {name!r} does not fit a machine word (at most 64 bits)")
         cells[name] = len(values)
         values.append(value)
 
