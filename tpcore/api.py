@@ -147,7 +147,7 @@ class Run:
 
     def __init__(self, path: str | Path, reused: bool | None = None):
         self.path = Path(path)
-        if not is_run(self.path):
+        if not pipeline.is_run(self.path):
             raise TpcoreError(f"{self.path}: not a finished learn run (no metrics.json and "
                               "model.npz)")
         self.metrics, self.config = pipeline.recorded_run(self.path)
@@ -245,11 +245,6 @@ class Run:
                 f"accuracy {100 * self.accuracy():.2f} %)")
 
 
-def is_run(path: Path) -> bool:
-    """Whether ``path`` is a finished learn run (``metrics.json`` and ``model.npz``)."""
-    return (path / "metrics.json").is_file() and (path / "model.npz").is_file()
-
-
 def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
           quiet: bool = True, threads: int | None = None, **options: Any) -> Run:
     """Train a Transformer Program on ``task`` and decompile it, as ``tpcore learn TASK`` does:
@@ -290,7 +285,7 @@ def load(path: str | Path) -> Run | TransformerProgram | Module:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    if path.is_dir() and is_run(path):
+    if path.is_dir() and pipeline.is_run(path):
         return Run(path)
     if path.suffix == ".npz":
         return load_model(path)

@@ -19,7 +19,7 @@ from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_i
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.learn import MIN_SAMPLES, LearnConfig, make_data, recorded_run
+from tpcore.pipelines.learn import MIN_SAMPLES, LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, codegen, ir, prune, reads
 from tpcore.programs.interpret import predict, run_tokens
@@ -126,9 +126,7 @@ DEFAULT_SAMPLES = 20000
 def _learn_run_config(path: Path) -> LearnConfig | None:
     """The configuration of the learn run at ``path`` (``metrics.json`` beside ``model.npz``),
     else None."""
-    if not ((path / "metrics.json").is_file() and (path / "model.npz").is_file()):
-        return None
-    return recorded_run(path)[1]
+    return recorded_run(path)[1] if is_run(path) else None
 
 
 def _export(args: argparse.Namespace) -> int:

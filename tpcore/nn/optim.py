@@ -170,20 +170,17 @@ class Adam(Optimizer):
             self.v = [xp_of(p.data).zeros_like(p.data) for p in self.params]
 
     def step(self) -> None:
-        flat = self.flat
-        if flat is None or any(p.grad is None for p in self.params):
+        if self.flat is not None and not self.flat.intact():  # a parameter's array replaced
+            if len({p.data.dtype for p in self.params}) == 1:
+                self.flat.bind()
+            else:
+                self.flat = None
+        if self.flat is None or any(p.grad is None for p in self.params):
             super().step()
             return
         self.t += 1
-        if not flat.intact():
-            if len({p.data.dtype for p in self.params}) != 1:
-                self.flat = None
-                self.t -= 1
-                super().step()
-                return
-            flat.bind()
-        g = flat.gather([p.grad for p in self.params])
-        self._apply(flat.data, g, self._m, self._v)
+        g = self.flat.gather([p.grad for p in self.params])
+        self._apply(self.flat.data, g, self._m, self._v)
 
     def _update(self, i: int, p: Parameter) -> None:
         self._apply(p.data, p.grad, self.m[i], self.v[i])

@@ -68,7 +68,7 @@ from tpcore.train import (
 __all__ = [
     "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
     "TASK_RECIPES", "LearnConfig", "build_model", "fidelity", "fit_run",
-    "grow_then_prune", "learn", "make_data", "paused_dir", "paused_summary",
+    "grow_then_prune", "is_run", "learn", "make_data", "paused_dir", "paused_summary",
     "pick_candidate", "program_step", "read_metrics", "recorded_accuracy", "recorded_run",
     "run_dir",
     "steps_per_epoch", "task_config", "train",
@@ -610,6 +610,11 @@ def paused_summary(cfg: LearnConfig, state: TrainState, per_epoch: int) -> dict[
 def _json_kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
             type(None): "null"}.get(type(value), "a number")
+
+
+def is_run(path: Path) -> bool:
+    """Whether ``path`` is a finished learn run (``metrics.json`` and ``model.npz``)."""
+    return (path / "metrics.json").is_file() and (path / "model.npz").is_file()
 
 
 def read_metrics(run_dir: str | Path) -> dict[str, Any]:
