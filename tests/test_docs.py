@@ -112,6 +112,9 @@ NOT_RUN = {
         CLUSTER,
     "tpcore sweep sort --scheduler tcp://127.0.0.1:8786 --out runs/sweep/sort": CLUSTER,
     "tpcore sweep sort --scheduler tcp://LOGIN:8786 --out /shared/sweeps/sort": CLUSTER,
+    "tpcore rebuild results/table1/runs/induction/L2_H1+0_M0+0_s0 --out rebuilt/induction":
+        "trains a Table 1 run for 40 s (tests/pipelines/test_pipelines_rebuild.py runs it and "
+        "checks that it repeats its record)",
     "tpcore reproduce fleq --budget small --seed 0": "minutes even at its smallest budget "
                                                      "(tests/fleq checks every block and "
                                                      "application)",

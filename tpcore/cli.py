@@ -24,8 +24,8 @@ from tpcore.backend import BACKENDS
 from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
-COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "program", "sweep",
-            "nlp", "plot")
+COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "rebuild", "program",
+            "sweep", "nlp", "plot")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

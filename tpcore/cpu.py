@@ -37,6 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import tpcore
+from tpcore.backend import backend_name
 from tpcore.errors import TpcoreError
 
 THREADS_VARIABLE = "TPCORE_THREADS"
@@ -205,3 +209,13 @@ def subnormal_mode() -> str:
         return f"kept while training ({SUBNORMALS_VARIABLE}=keep)"
     return ("flushed to zero while training float32 (flush-to-zero and denormals-are-zero on "
             "the training thread and OpenBLAS's)")
+
+
+def training_machine(threads: int) -> dict[str, Any]:
+    """What a float32 training run's bits depend on besides its configuration, recorded beside
+    its metrics: the array backend, the processor (:func:`cpu_name`), the BLAS ``threads``,
+    whether subnormals were flushed, and the versions of tpcore and NumPy (whose bundled OpenBLAS
+    does the products)."""
+    return {"backend": backend_name(), "cpu": cpu_name(), "threads": threads,
+            "subnormals": "flushed" if flush_wanted() and not flush_unsupported() else "kept",
+            "tpcore": tpcore.__version__, "numpy": np.__version__}

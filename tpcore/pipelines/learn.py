@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpcore.cpu import limit_threads
+from tpcore.cpu import default_threads, limit_threads, training_machine
 from tpcore.errors import TpcoreError, unknown_name
 from tpcore.io import write_json
 from tpcore.limits import check_memory, peak_rss_mb
@@ -591,6 +591,7 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
             program = {"error": f"no program: {exc}"}
         metrics["program"] = program
         metrics["wall_seconds"] = time.perf_counter() - start
+        metrics["machine"] = training_machine(default_threads() if threads is None else threads)
         write_json(tmp / "metrics.json", metrics)
     if paused is not None:
         shutil.rmtree(paused.path, ignore_errors=True)
