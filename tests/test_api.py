@@ -1,6 +1,7 @@
 """The public API (tpcore.api, exported by tpcore): names, laziness, learn, load, programs."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,36 @@ def test_a_batch_is_decoded_row_by_row_or_refused():
         run.decode(run.model.forward(two))  # once silently the first row only
     with pytest.raises(tpcore.TpcoreError, match="input 1, position 0"):
         run.encode_batch(["d a", "z"])
+
+
+def test_transformerlens_style_tokens_batches_and_calls():
+    """``run.encode(["d a c b", "d a c e"])`` once read the two strings as one input's tokens;
+    ``to_tokens`` takes a list of strings as a batch, as TransformerLens does."""
+    run = tpcore.load(SORT_RUN)
+    ids = run.to_tokens(["d a c b", "e a"])
+    assert ids.tolist() == [[1, 6, 3, 5, 4, 2], [1, 7, 3, 2, 0, 0]]   # <pad> is id 0
+    assert run.to_tokens("d a c b").tolist() == [ids[0].tolist()]
+    assert run.pad_mask(ids).sum(axis=1).tolist() == [0, 2]
+    assert run.to_str_tokens(ids) == [["<s>", "d", "a", "c", "b", "</s>"],
+                                      ["<s>", "e", "a", "</s>"]]
+    assert run.to_str_tokens("e a") == ["<s>", "e", "a", "</s>"]
+    assert run.to_string(ids) == ["d a c b", "e a"] and run.to_string(ids[1]) == "e a"
+    logits = run(ids)
+    np.testing.assert_array_equal(logits, run(["d a c b", "e a"]))
+    ids2, pad = run.encode_batch(["d a c b", "e a"])
+    np.testing.assert_array_equal(ids, ids2)
+    np.testing.assert_array_equal(logits, to_host(run.model.forward(ids2, pad)))
+    assert run.decode(logits, tokens=ids) == [["a", "b", "c", "d"], ["a", "e"]]
+    assert run.predict(["d a c b", "e a", "c"]) == [["a", "b", "c", "d"], ["a", "e"], ["c"]]
+    assert run.predict("d a c b") == run.program.run("d a c b")
+    for bad, where in ((["d a", "z"], "'z' (input 1, position 0)"),
+                       (["d <pad> a"], "'<pad>' (input 0, position 1)")):
+        with pytest.raises(tpcore.TpcoreError, match=re.escape(where)):
+            run.to_tokens(bad)
+    with pytest.raises(tpcore.TpcoreError, match="a string or a list of strings"):
+        run.to_tokens([["d", "a"]])
+    with pytest.raises(tpcore.TpcoreError, match="expected integer ids"):
+        run(np.zeros((2, 3), dtype=np.float32))
 
 
 def test_a_runs_program_is_scored_on_the_runs_own_data(tiny_run, capsys):

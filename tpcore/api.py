@@ -189,42 +189,131 @@ class Run:
     def encode(self, tokens: str | Sequence[str]) -> np.ndarray:
         """One input (its tokens, or one string split on spaces, without ``<s>``/``</s>``) as the
         model's token ids ``(1, N)``, framed: what ``run.model.forward`` and the hook functions
-        of :mod:`tpcore.models.hooks` take. Several inputs: :meth:`encode_batch`."""
+        of :mod:`tpcore.models.hooks` take. Several inputs: :meth:`to_tokens`."""
         return self.encode_batch([tokens])[0]
 
     def encode_batch(self, inputs: Sequence[str | Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
         """Several inputs (each as :meth:`encode` takes one) as token ids ``(B, N)`` and the
         padding mask ``pad (B, N)`` (True after a shorter input's ``</s>``), ``N`` the longest
         framed input: ``run.model.forward(ids, pad)`` and ``decode(logits, pad)`` take them. A
-        token outside the vocabulary raises naming its input and position."""
+        token outside the vocabulary, or a framing token (``<s>``, ``</s>``, ``<pad>``) inside
+        an input, raises naming its input, position and token."""
         if isinstance(inputs, str):
             raise TpcoreError("encode_batch takes a list of inputs; encode takes one string")
         prog = self.program.ir
+        special = {t for t in (prog.bos, prog.eos, prog.pad) if t is not None}
         framed = []
         for b, tokens in enumerate(inputs):
             words = tokens.split() if isinstance(tokens, str) else list(tokens)
             for i, word in enumerate(words):
-                if word not in prog.tokens.lookup:
+                if word not in prog.tokens.lookup or word in special:
                     raise TpcoreError(f"token {word!r} (input {b}, position {i}) is not in the "
-                                      f"vocabulary {list(prog.tokens.values)}")
+                                      "vocabulary of inputs "
+                                      f"{[t for t in prog.tokens.values if t not in special]}")
             framed.append(prog.frame(words))
         if not framed:
             raise TpcoreError("encode_batch got no inputs")
         ids, lengths = encode(prog, framed)
-        return ids, np.arange(ids.shape[1]) >= lengths[:, None]
+        pad = np.arange(ids.shape[1]) >= lengths[:, None]
+        if pad.any():
+            if prog.pad is None:
+                raise TpcoreError(f"inputs of {len(set(lengths.tolist()))} lengths, and the "
+                                  "program has no padding token; encode them one at a time")
+            ids[pad] = prog.tokens.lookup[prog.pad]
+        return ids, pad
 
-    def decode(self, logits: Any, pad: Any = None) -> list[str] | list[list[str]]:
+    def to_tokens(self, input: str | Sequence[str]) -> np.ndarray:
+        """Token ids as TransformerLens's ``to_tokens`` gives them: one string (tokens split on
+        spaces) -> ``(1, N)``; a list of strings, one input each -> ``(B, N)``, framed with
+        ``<s>``/``</s>`` and the shorter ones padded with ``<pad>`` (:meth:`pad_mask` reads the
+        padding back; :meth:`__call__` and ``decode(logits, tokens=...)`` do so themselves)."""
+        if isinstance(input, str):
+            return self.encode(input)
+        if not all(isinstance(x, str) for x in input):
+            raise TpcoreError("to_tokens takes a string or a list of strings (one input each); "
+                              "the tokens of one input as a list: encode(tokens)")
+        return self.encode_batch(list(input))[0]
+
+    def _ids(self, tokens: Any) -> np.ndarray:
+        """``tokens`` as host ids ``(B, N)``: a string or a list of strings through
+        :meth:`to_tokens`, ids of one input ``(N,)`` given a batch axis."""
+        if isinstance(tokens, str) or (isinstance(tokens, list | tuple) and tokens
+                                       and all(isinstance(x, str) for x in tokens)):
+            return self.to_tokens(tokens)
+        ids = np.asarray(to_host(tokens))
+        if ids.ndim == 1:
+            ids = ids[None]
+        if ids.ndim != 2 or ids.dtype.kind not in "iu":
+            raise TpcoreError(f"tokens of shape {ids.shape} and dtype {ids.dtype}; expected "
+                              "integer ids (B, N) or (N,), a string or a list of strings")
+        return ids
+
+    def pad_mask(self, tokens: Any) -> np.ndarray:
+        """``(B, N)`` True where ``tokens`` (ids, :meth:`to_tokens`) hold the ``<pad>`` token."""
+        prog = self.program.ir
+        ids = self._ids(tokens)
+        if prog.pad is None:
+            return np.zeros(ids.shape, dtype=bool)
+        return ids == prog.tokens.lookup[prog.pad]
+
+    def __call__(self, input: Any) -> np.ndarray:
+        """Logits ``(B, N, C)`` of the trained model in its discrete mode, as TransformerLens's
+        ``model(input)``: ``input`` a string, a list of strings or token ids; padding is read
+        from the ``<pad>`` tokens (:meth:`pad_mask`)."""
+        ids = self._ids(input)
+        return to_host(self.model.forward(ids, self.pad_mask(ids)))
+
+    def to_str_tokens(self, input: Any) -> list[str] | list[list[str]]:
+        """The framed tokens of one input as strings (``["<s>", "d", ..., "</s>"]``), from a
+        string or its ids ``(N,)`` / ``(1, N)``; of several, ids ``(B, N)`` or a list of
+        strings, a list per input. Padding is left out."""
+        ids = self._ids(input)
+        values, keep = self.program.ir.tokens.values, ~self.pad_mask(ids)
+        rows = [[values[int(t)] for t, k in zip(row, kept) if k] for row, kept in zip(ids, keep)]
+        return rows[0] if len(rows) == 1 and not self._is_batch(input) else rows
+
+    def to_string(self, tokens: Any) -> str | list[str]:
+        """Token ids back to the input they encode (tokens joined by spaces, framing and padding
+        left out): one string for ``(N,)`` / ``(1, N)``, a list for ``(B, N)``."""
+        prog = self.program.ir
+        special = {prog.bos, prog.eos}
+        rows = self.to_str_tokens(self._ids(tokens))
+        rows = [rows] if rows and isinstance(rows[0], str) else rows
+        text = [" ".join(t for t in row if t not in special) for row in rows]
+        return text[0] if len(text) == 1 and not self._is_batch(tokens) else text
+
+    @staticmethod
+    def _is_batch(input: Any) -> bool:
+        """Whether ``input`` names several inputs: a list of strings, or ids with ``B > 1``."""
+        if isinstance(input, str):
+            return False
+        if isinstance(input, list | tuple):
+            return bool(input) and all(isinstance(x, str) for x in input)
+        return np.ndim(input) == 2 and np.shape(input)[0] > 1
+
+    def predict(self, input: str | Sequence[str]) -> list[str] | list[list[str]]:
+        """The trained model's labels of each content position: of one input (a string), a
+        list; of a list of strings, a list per input (padding handled)."""
+        ids = self._ids(input)
+        labels = self.decode(self(ids), tokens=ids)
+        return labels[0] if isinstance(input, str) else labels
+
+    def decode(self, logits: Any, pad: Any = None, tokens: Any = None
+               ) -> list[str] | list[list[str]]:
         """The predicted labels (argmax) of the content positions, the ``<s>``/``</s>``
         positions and padding left out: of one input from ``logits (1, N, C)``, a list; of
-        several from ``logits (B, N, C)`` and their ``pad (B, N)`` mask (:meth:`encode_batch`),
-        a list per input. Logits of several inputs without ``pad`` are refused: where each input
-        ends cannot be read from them."""
+        several from ``logits (B, N, C)`` with their ``pad (B, N)`` mask (:meth:`encode_batch`)
+        or their ``tokens`` (:meth:`to_tokens`, whose ``<pad>`` ids give it), a list per input.
+        Logits of several inputs with neither are refused: where each input ends cannot be
+        read from them."""
         prog = self.program.ir
         pred = to_host(logits).argmax(axis=-1)
+        if pad is None and tokens is not None:
+            pad = self.pad_mask(tokens)
         if pad is None and len(pred) > 1:
-            raise TpcoreError(f"logits of {len(pred)} inputs: give their pad mask "
-                              "(decode(logits, pad), pad from encode_batch) so that each "
-                              "input's end is known")
+            raise TpcoreError(f"logits of {len(pred)} inputs: give their pad mask or tokens "
+                              "(decode(logits, pad) or decode(logits, tokens=ids)) so that "
+                              "each input's end is known")
         keep = (np.ones(pred.shape, dtype=bool) if pad is None
                 else ~np.asarray(to_host(pad), dtype=bool))
         if keep.shape != pred.shape:
