@@ -24,7 +24,7 @@ def test_run_csv_and_bad_inputs(tmp_path, capsys):
     (tmp_path / "m.csv").write_text("mem\n0\n-1\n2\n500\n")
     assert main(["looped", "run", str(tmp_path / "c.csv"), "--mem", str(tmp_path / "m.csv"),
                  "--N", "6"]) == 2
-    assert "initial value 500 of memory cell 4" in capsys.readouterr().err
+    assert "initial value 500 of cell 4" in capsys.readouterr().err
     assert main(["looped", "run", "multiply", "--max-steps", "5"]) == 2
     assert "step limit 5" in capsys.readouterr().err
 

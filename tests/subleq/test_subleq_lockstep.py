@@ -36,3 +36,18 @@ def test_load_names_what_it_cannot_read(tmp_path):
         subleq.load(tmp_path / "c.csv")
     with pytest.raises(TpcoreError, match="which='both'"):
         subleq.run("multiply").memory("both")
+
+
+def test_a_run_prints_in_one_line_and_traces_by_name():
+    """``print(subleq.run("factorial"))`` once printed 53 KB of arrays."""
+    r = subleq.run("factorial")
+    text = repr(r)
+    assert len(text) < 300 and "120 steps" in text and "agrees with the interpreter" in text
+    assert "acc=120" in text and len(repr(r.program)) < 300
+    table = r.trace_table(12).splitlines()
+    assert table[0].split()[:4] == ["step", "at", "instruction", "writes"]
+    assert len(table) == 1 + 12 + 1 and table[-1].startswith("... 108 more steps")
+    assert "subleq $1 k done" in table[1] and "k = 4" in table[1] and "yes" in table[1]
+    assert len(r.trace_table(None).splitlines()) == 1 + r.steps
+    r.transformer.mems[3] = r.transformer.mems[3] + 1
+    assert " NO " in r.trace_table(5).splitlines()[3] and "DISAGREES" in repr(r)

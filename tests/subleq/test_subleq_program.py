@@ -20,7 +20,7 @@ def _prog(cmds, mem, s=1, N=6):
     ([[9, 3, 6], [1, 2, 6]], [0, -1, 1, 2], r"instruction 0 \(column 5\): operand a = 9"),
     ([[3, 0, 6], [1, 2, 6]], [0, -1, 1, 2], "operand b = 0 is not a memory column"),
     ([[3, 4, 2], [1, 2, 6]], [0, -1, 1, 2], "jump target c = 2"),
-    ([[3, 4, 6], [1, 2, 6]], [0, -1, 40, 2], "initial value 40 of memory cell 3"),
+    ([[3, 4, 6], [1, 2, 6]], [0, -1, 40, 2], "initial value 40 of cell 3"),
     ([[3, 4, 6], [1, 2, 5]], [0, -1, 1, 2], "missing EOF: .* jumps to 5"),
     ([[3, 4, 6], [1, 2, 6]], [0, 1, 1, 2], "missing EOF: .* hold 0, 1"),
     ([[3, 2, 6], [1, 2, 6]], [0, -1, 1, 2], "writes cell 2, which the EOF"),
@@ -43,6 +43,17 @@ def test_bad_programs_are_rejected(cmds, mem, match):
 def test_assembler_errors_name_the_line(src, match):
     with pytest.raises(TpcoreError, match=match):
         assemble(src, N=8)
+
+
+def test_errors_name_the_cell_and_the_label():
+    named = SubleqProgram(np.array([[3, 4, 6], [1, 2, 6]]), np.array([0, -1, 40, 2]), s=1, N=6,
+                          names={"x": 3}, labels={"loop": 5})
+    with pytest.raises(TpcoreError, match=r"initial value 40 of cell 'x' \(column 3\)"):
+        validate(named)
+    jumps = SubleqProgram(np.array([[3, 4, 9], [1, 2, 6]]), np.array([0, -1, 1, 2]), s=1, N=6,
+                          labels={"loop": 5})
+    with pytest.raises(TpcoreError, match=r"instruction 0 'loop' \(column 5\): jump target"):
+        validate(jumps)
 
 
 def test_assembler_pseudo_instructions():

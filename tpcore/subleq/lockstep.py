@@ -51,6 +51,10 @@ def load(spec: str | Path, *, N: int | None = None, s: int = 1,
     return assemble(path.read_text(encoding="utf-8"), N=bits, s=s)
 
 
+MAX_REPR_CELLS = 8
+"""Named cells a :class:`LockstepRun`'s ``repr`` lists."""
+
+
 @dataclass
 class LockstepRun:
     """One program run both ways: the ``interpreter``'s trace (memory and PC after every
@@ -79,6 +83,43 @@ class LockstepRun:
         """Both stop after the same number of instructions and agree after every one."""
         return (int(self.transformer.steps[0]) == self.steps
                 and all(self.agrees_at(t) for t in range(self.steps + 1)))
+
+    def __repr__(self) -> str:
+        p, named = self.program, self.named_memory()
+        verdict = "agrees with" if self.agree else "DISAGREES with"
+        cells = ", ".join(f"{k}={v}" for k, v in list(named.items())[:MAX_REPR_CELLS])
+        more = f", ... {len(named) - MAX_REPR_CELLS} more" if len(named) > MAX_REPR_CELLS else ""
+        return (f"LockstepRun({len(p.commands)} instructions, {len(p.memory)} cells of {p.N} "
+                f"bits: {self.steps} steps, the transformer {verdict} the interpreter, "
+                f"{self.seconds:.2f} s; {cells}{more})")
+
+    def named_memory(self, which: str = "transformer") -> dict[str, int]:
+        """The final values of the named cells (labels given in the assembly)."""
+        cells = self.memory(which)
+        return {name: cells[name] for name in self.program.names if name in cells}
+
+    def trace_table(self, limit: int | None = 50) -> str:
+        """One line per executed instruction (the first ``limit``; None: all): the step, the
+        instruction's label or column, ``subleq a b c`` with cells and targets by name, the cell
+        it wrote and its new value, whether the transformer agreed after it, and the next PC."""
+        p, trace = self.program, self.interpreter
+        cell = {col: name for name, col in p.names.items()}
+        label = {col: name for name, col in p.labels.items()}
+        rows = [f"{'step':>5}  {'at':<12} {'instruction':<34} {'writes':<18} {'agrees':<6} next"]
+        last = self.steps if limit is None else min(self.steps, limit)
+        for t in range(1, last + 1):
+            pc, nxt = trace.pcs[t - 1], trace.pcs[t]
+            a, b, c = (int(v) for v in p.commands[pc - p.s - len(p.memory)])
+            at = label.get(pc, str(pc))
+            op = (f"subleq {cell.get(a, a)} {cell.get(b, b)} "
+                  f"{label.get(c, 'EOF' if c == p.layout.eof else c)}")
+            writes = f"{cell.get(b, b)} = {int(trace.mems[t][b - p.s])}"
+            rows.append(f"{t:>5}  {at:<12} {op:<34} {writes:<18} "
+                        f"{'yes' if self.agrees_at(t) else 'NO':<6} "
+                        f"{label.get(nxt, 'EOF' if nxt == p.layout.eof else nxt)}")
+        if last < self.steps:
+            rows.append(f"... {self.steps - last} more steps (trace_table(limit=None): all)")
+        return "\n".join(rows)
 
     def memory(self, which: str = "transformer") -> dict[str, int]:
         """The final data cells by name (by column where unnamed), of the ``"transformer"``

@@ -38,6 +38,12 @@ class SubleqProgram:
     def layout(self) -> Layout:
         return Layout(self.s, len(self.memory), len(self.commands), self.N)
 
+    def __repr__(self) -> str:
+        names = ", ".join(list(self.names)[:8]) + (", ..." if len(self.names) > 8 else "")
+        labels = ", ".join(list(self.labels)[:8]) + (", ..." if len(self.labels) > 8 else "")
+        return (f"SubleqProgram({len(self.commands)} instructions, {len(self.memory)} cells of "
+                f"{self.N} bits, s={self.s}; cells: {names or '-'}; labels: {labels or '-'})")
+
     def cell(self, name: str) -> int:
         """Index into ``memory`` of the named cell."""
         if name not in self.names:
@@ -59,30 +65,44 @@ def validate(program: SubleqProgram) -> Layout:
     lo, hi = int_range(program.N)
     for j, v in enumerate(mem):
         if not lo <= int(v) <= hi:
-            raise TpcoreError(f"initial value {int(v)} of memory cell {s + j} is outside the "
+            raise TpcoreError(f"initial value {int(v)} of {_cell(program, s + j)} is outside the "
                               f"{program.N}-bit range [{lo}, {hi}]")
     for i, (a, b, c) in enumerate(cmds.tolist()):
-        col = s + m + i
+        at = _instruction(program, i)
         for name, v in (("a", a), ("b", b)):
             if not s <= v < s + m:
-                raise TpcoreError(f"instruction {i} (column {col}): operand {name} = {v} is not a "
-                                  f"memory column (expected {s}..{s + m - 1})")
+                raise TpcoreError(f"{at}: operand {name} = {v} is not a memory column (expected "
+                                  f"{s}..{s + m - 1})")
         if not s + m <= c < n:
-            raise TpcoreError(f"instruction {i} (column {col}): jump target c = {c} is not an "
-                              f"instruction column (expected {s + m}..{n - 1})")
+            raise TpcoreError(f"{at}: jump target c = {c} is not an instruction column "
+                              f"(expected {s + m}..{n - 1})")
     a_eof, b_eof, c_eof = (int(v) for v in cmds[-1])
     where = f"last instruction (column {n - 1})"
     if c_eof != n - 1:
         raise TpcoreError(f"missing EOF: {where} jumps to {c_eof}, not to itself")
     if mem[a_eof - s] != 0 or mem[b_eof - s] > 0 or a_eof == b_eof:
         raise TpcoreError(f"missing EOF: {where} must subtract a 0 cell from a different cell "
-                          f"<= 0; cells {a_eof}, {b_eof} hold {int(mem[a_eof - s])}, "
+                          f"<= 0; {_cell(program, a_eof)}, {_cell(program, b_eof)} hold "
+                          f"{int(mem[a_eof - s])}, "
                           f"{int(mem[b_eof - s])}")
     for i, (a, b, _) in enumerate(cmds[:-1].tolist()):
         if b == b_eof or (b == a_eof and a != b):
-            raise TpcoreError(f"instruction {i} (column {s + m + i}) writes cell {b}, which the "
-                              "EOF instruction needs constant")
+            raise TpcoreError(f"{_instruction(program, i)} writes {_cell(program, b)}, which "
+                              "the EOF instruction needs constant")
     return layout
+
+
+def _cell(program: SubleqProgram, col: int) -> str:
+    """A memory column in words: ``cell 'x' (column 4)``, or ``cell 4`` where it has no name."""
+    name = next((k for k, v in program.names.items() if v == col), None)
+    return f"cell {col}" if name is None else f"cell {name!r} (column {col})"
+
+
+def _instruction(program: SubleqProgram, i: int) -> str:
+    """Instruction ``i`` in words, with its label where it has one and its column."""
+    col = program.s + len(program.memory) + i
+    name = next((k for k, v in program.labels.items() if v == col), None)
+    return f"instruction {i}" + (f" {name!r}" if name else "") + f" (column {col})"
 
 
 def load_csv(commands_csv: str | Path, memory_csv: str | Path, s: int, N: int) -> SubleqProgram:
