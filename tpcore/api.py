@@ -29,16 +29,20 @@ from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.sorting import sort_list
 from tpcore.models import load as load_model
+from tpcore.models.transformer import Transformer
 from tpcore.nn.module import Module
+from tpcore.nn.module import save as save_module
 from tpcore.pipelines import learn as pipeline
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
+from tpcore.pipelines.transformer import train_transformer as train_on_splits
 from tpcore.programs import analysis, codegen, ir
 from tpcore.programs.interpret import ENGINES, encode, run_tokens
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.data import TaskData
 
-__all__ = ["Run", "Text", "TransformerProgram", "learn", "load", "sort_list", "subleq", "trees"]
+__all__ = ["Run", "Text", "TransformerProgram", "learn", "load", "save", "sort_list", "subleq",
+           "train_transformer", "trees"]
 
 OPTIONS = {"layers": "n_layers", "cat_heads": "n_cat_heads", "num_heads": "n_num_heads",
            "cat_mlps": "n_cat_mlps", "num_mlps": "n_num_mlps"}
@@ -362,6 +366,45 @@ def learn(task: str, out: str | Path | None = None, *, overwrite: bool = False,
     out = Path(out or Path("runs") / cfg.task)
     metrics = pipeline.learn(cfg, out, quiet=quiet, overwrite=overwrite, threads=threads)
     return Run(out, reused=metrics["reused"])
+
+
+def train_transformer(data: str | dict[str, dict[str, Any]], *, epochs: int = 20,
+                      batch_size: int = 64, lr: float = 1e-3, seed: int = 0,
+                      n_samples: int | None = None, quiet: bool = True,
+                      threads: int | None = None, **options: Any) -> tuple[Transformer, dict]:
+    """Train a standard transformer and return it with its report (the configuration, steps,
+    time, the validation history, and loss, token and sequence accuracy per split).
+
+    ``data``: a task name (``"sort"``, ``"hist"``, ...: its generated train / val / test
+    splits, ``n_samples`` inputs in all, padding and causality as the task has them) or the
+    caller's own splits, ``{"train": {"tokens": ..., "targets": ...[, "mask", "pad"]},
+    "val": ..., "test": ...}`` (:mod:`tpcore.pipelines.transformer` says what each holds and
+    which sizes are derived). ``options``: :class:`~tpcore.models.transformer.TransformerConfig`
+    fields (``d_model``, ``n_layers``, ``n_heads``, ``d_mlp``, ``causal``, ...). ``save(model,
+    path)`` writes it and ``load(path)`` reads it back."""
+    if isinstance(data, str):
+        settings = {} if n_samples is None else {"n_samples": n_samples}
+        task = pipeline.make_data(pipeline.task_config(data, **settings))
+        splits: dict[str, Any] = task.splits
+        pad = task.vocab.index(task.pad) if task.pad is not None else None
+        options = {"pad_token": pad, "causal": task.causal, "max_len": task.max_len, **options}
+    elif n_samples is not None:
+        raise TpcoreError("n_samples sizes a generated task; own splits have their own size")
+    else:
+        splits = data
+    return train_on_splits(splits, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+                           quiet=quiet, threads=threads, **options)
+
+
+def save(model: Module, path: str | Path) -> Path:
+    """Write a model (a :class:`~tpcore.models.transformer.Transformer`, a program model) as
+    ``path`` with suffix ``.npz`` (the weights) and ``.json`` (its class and configuration),
+    each atomically; :func:`load` reads it back. Returns the ``.npz`` path."""
+    if not isinstance(model, Module):
+        raise TpcoreError(f"save({type(model).__name__}): expected a tpcore model")
+    path = Path(path).with_suffix(".npz")
+    save_module(model, path)
+    return path
 
 
 def load(path: str | Path) -> Run | TransformerProgram | Module:
