@@ -46,3 +46,30 @@ def test_sample_draws_filtered_sequences_reproducibly():
 def test_bad_sequences_are_named(leaves, k, match):
     with pytest.raises(TpcoreError, match=match):
         trees.bp(leaves, k)
+
+
+def test_bp_of_a_batch_is_bp_of_each_sequence():
+    t = trees.sample(6, l=3, k=0, seed=4)
+    masked = np.zeros(t.leaves.shape, dtype=bool)
+    masked[:, 2] = masked[3, 5] = True
+    batch = trees.bp_batch(t.leaves, masked, k=1)
+    assert batch.root.shape == (6, 4) and batch.leaves.shape == (6, 8, 4)
+    for b in range(6):
+        one = trees.bp([None if m else int(x) for x, m in zip(t.leaves[b], masked[b])], k=1)
+        np.testing.assert_array_equal(one.root, batch.root[b])
+        np.testing.assert_array_equal(one.cavity, batch.cavity[b])
+        assert one.log_z == batch.log_z[b]
+    written = trees.bp_batch(["0 3 ? 1 2 2 0 1", "1 1 2 ? 0 0 3 3"])
+    assert written.log_z[0] == trees.bp("0 3 ? 1 2 2 0 1").log_z
+
+
+@pytest.mark.parametrize("leaves, masked, match", [
+    (np.array([[0, 1, 4, 3]]), None, r"leaf 4 \(sequence 0, position 2\)"),
+    (np.zeros((2, 4)), None, "expected integer symbols"),
+    (np.zeros((2, 4), int), np.zeros((2, 3), bool), "masked has shape"),
+    (["0 1 ? 3", "0 1 2 3 0 1 2 3"], None, r"sequences of \[4, 8\] leaves"),
+    (["0 1 ? 3"], np.zeros((1, 4), bool), "write a masked leaf"),
+    (np.zeros((2, 6), int), None, "got 6 leaves")])
+def test_bad_batches_are_named(leaves, masked, match):
+    with pytest.raises(TpcoreError, match=match):
+        trees.bp_batch(leaves, masked)

@@ -1,7 +1,8 @@
 """The filtered tree grammar of "hierarchical filtering" and exact belief propagation on it, one
 call each: :func:`grammar` draws a grammar (the paper's by default), :func:`sample` draws
 k-filtered sequences, :func:`bp` gives the exact BP_k marginals of one sequence whose masked
-leaves are written ``?``. ``tpcore trees sample|bp`` print what these return.
+leaves are written ``?``, :func:`bp_batch` those of many. ``tpcore trees sample|bp`` print what
+these return.
 
 The machinery is :mod:`tpcore.tasks.trees` (grammar, sampling) and :mod:`tpcore.bp` (BP and its
 backward); this module only puts it together. Host-only code (NumPy).
@@ -18,7 +19,8 @@ from tpcore.bp import BPResult, belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
 from tpcore.tasks.trees import Grammar, Trees, random_grammar, sample_trees
 
-__all__ = ["MASKED", "BPResult", "Grammar", "Trees", "bp", "grammar", "parse_leaves", "sample"]
+__all__ = ["MASKED", "BPResult", "Grammar", "Trees", "bp", "bp_batch", "grammar", "parse_leaves",
+           "sample"]
 
 MASKED = ("?", "_", "m")
 """How a masked leaf may be written in a text sequence."""
@@ -66,22 +68,69 @@ def parse_leaves(leaves: str | Sequence[int | str | None], q: int) -> tuple[np.n
     return np.array([[0 if x is None else x for x in out]], dtype=np.int64), mask
 
 
+def _check_size(n: int, k: int) -> None:
+    """``n`` leaves make a binary tree (``2**l``, ``l >= 1``) that can be filtered at ``k``."""
+    if n < 2 or n & (n - 1):
+        raise TpcoreError(f"got {n} leaves; expected 2**l of them for a depth l >= 1")
+    if not 0 <= k < n.bit_length():
+        raise TpcoreError(f"k={k}; expected a filtering level 0..{n.bit_length() - 1} for "
+                          f"{n} leaves")
+
+
+def _run(g: Grammar, symbols: np.ndarray, masked: np.ndarray, k: int) -> BPResult:
+    return belief_propagation(g.M, g.p0, evidence_from_leaves(symbols, g.q, masked), k,
+                              use_kernel=importlib.util.find_spec("numba") is not None)
+
+
 def bp(leaves: str | Sequence[int | str | None], k: int = 0, *,
        grammar: Grammar | None = None) -> BPResult:
     """Exact BP_k on one sequence of ``2**l`` leaves (:func:`parse_leaves`; ``?`` masks a leaf)
     under ``grammar`` (default: the paper's), assuming filtering at level ``k``: ``root: (q,)``
     and ``leaves: (N, q)`` posterior marginals, ``cavity: (N, q)`` each leaf predicted from all
     the others, ``log_z``: the log-likelihood of the observed leaves. Runs on the numba kernel
-    where numba is installed, else on the NumPy reference (same results to rounding)."""
+    where numba is installed, else on the NumPy reference (same results to rounding). Many
+    sequences at once: :func:`bp_batch`."""
     g = _paper() if grammar is None else grammar
     symbols, mask = parse_leaves(leaves, g.q)
-    n = symbols.shape[1]
-    if n < 2 or n & (n - 1):
-        raise TpcoreError(f"got {n} leaves; expected 2**l of them for a depth l >= 1")
-    if not 0 <= k < n.bit_length():
-        raise TpcoreError(f"k={k}; expected a filtering level 0..{n.bit_length() - 1} for "
-                          f"{n} leaves")
-    res = belief_propagation(g.M, g.p0, evidence_from_leaves(symbols, g.q, mask), k,
-                             use_kernel=importlib.util.find_spec("numba") is not None)
+    _check_size(symbols.shape[1], k)
+    res = _run(g, symbols, mask, k)
     return BPResult(root=res.root[0], leaves=res.leaves[0], cavity=res.cavity[0],
                     log_z=float(res.log_z[0]))
+
+
+def bp_batch(leaves: np.ndarray | Sequence[str | Sequence[int | str | None]],
+             masked: np.ndarray | None = None, k: int = 0, *,
+             grammar: Grammar | None = None) -> BPResult:
+    """Exact BP_k on ``B`` sequences of ``2**l`` leaves at once, as :func:`bp` on each:
+    ``leaves`` an integer array ``(B, N)`` of symbols (``sample(...).leaves``) with ``masked
+    (B, N)`` True at masked leaves (default none), or a list of sequences as :func:`bp` takes
+    one. Returns ``root: (B, q)``, ``leaves, cavity: (B, N, q)``, ``log_z: (B,)``."""
+    g = _paper() if grammar is None else grammar
+    if isinstance(leaves, np.ndarray):
+        symbols = leaves
+        if symbols.ndim != 2 or symbols.dtype.kind not in "iu" or symbols.size == 0:
+            raise TpcoreError(f"leaves of shape {symbols.shape} and dtype {symbols.dtype}; "
+                              "expected integer symbols (B, N)")
+        if symbols.min() < 0 or symbols.max() >= g.q:
+            bad = symbols[(symbols < 0) | (symbols >= g.q)][0]
+            row, col = np.argwhere(symbols == bad)[0]
+            raise TpcoreError(f"leaf {int(bad)} (sequence {row}, position {col}) is invalid; "
+                              f"expected a symbol 0..{g.q - 1}")
+        mask = np.zeros(symbols.shape, bool) if masked is None else np.asarray(masked)
+        if mask.shape != symbols.shape or mask.dtype != bool:
+            raise TpcoreError(f"masked has shape {mask.shape} and dtype {mask.dtype}; expected "
+                              f"booleans {symbols.shape}")
+    else:
+        if masked is not None:
+            raise TpcoreError("masked goes with an array of symbols; in a list of sequences "
+                              "write a masked leaf '?'")
+        parsed = [parse_leaves(x, g.q) for x in leaves]
+        if not parsed:
+            raise TpcoreError("bp_batch got no sequences")
+        sizes = sorted({s.shape[1] for s, _ in parsed})
+        if len(sizes) > 1:
+            raise TpcoreError(f"sequences of {sizes} leaves; expected one length")
+        symbols = np.concatenate([s for s, _ in parsed])
+        mask = np.concatenate([m for _, m in parsed])
+    _check_size(symbols.shape[1], k)
+    return _run(g, symbols.astype(np.int64), mask, k)

@@ -12,6 +12,8 @@ def test_trees_sample_and_bp(capsys, tmp_path):
     assert main(["trees", "bp", "--l", "2", "0 1 ? 3"]) == 0
     out = capsys.readouterr().out
     assert "leaf 2 marginal" in out and "log Z" in out
+    assert main(["trees", "bp", "0 1 ? 3"]) == 0          # the depth read from the leaves
+    assert out.endswith(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("argv", [["trees", "bp", "--l", "2", "0 1 5 3"],

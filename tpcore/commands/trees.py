@@ -21,7 +21,6 @@ def _grammar(args: argparse.Namespace) -> trees.Grammar:
 
 def _add_grammar_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--q", type=positive_int, default=4, help="vocabulary size (default 4)")
-    p.add_argument("--l", type=positive_int, default=4, help="tree depth, 2**l leaves (default 4)")
     p.add_argument("--sigma", type=nonnegative_float, default=1.0,
                    help="log-normal spread (default 1)")
     p.add_argument("--grammar-seed", type=nonnegative_int, default=0,
@@ -56,8 +55,9 @@ def _bp(args: argparse.Namespace) -> int:
     g = _grammar(args)
     symbols, mask = trees.parse_leaves(args.leaves, g.q)
     n = symbols.shape[1]
-    if n != 2**args.l:
-        raise TpcoreError(f"got {n} leaves; expected 2**l = {2**args.l} (set --l)")
+    if args.l is not None and n != 2**args.l:
+        raise TpcoreError(f"got {n} leaves; --l {args.l} expects 2**l = {2**args.l} (leave --l "
+                          "out to read the depth from the leaves)")
     res = trees.bp(args.leaves, args.k, grammar=g)
     if not np.isfinite(res.log_z):
         raise TpcoreError(f"the sequence's likelihood under this grammar (--sigma {args.sigma}) "
@@ -86,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs = p.add_subparsers(dest="trees_verb", metavar="VERB")
     s = verbs.add_parser("sample", help="sample k-filtered sequences (root TAB leaves, or .npz)")
     _add_grammar_args(s)
+    s.add_argument("--l", type=positive_int, default=4, help="tree depth, 2**l leaves (default 4)")
     s.add_argument("--k", type=nonnegative_int, default=0, help="filtering level 0..l (default 0)")
     s.add_argument("--n", type=positive_int, default=10, help="number of sequences (default 10)")
     s.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed (default 0)")
@@ -95,6 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = verbs.add_parser("bp", help="exact BP_k marginals of one sequence ('?' = masked leaf)")
     _add_grammar_args(b)
     b.add_argument("leaves", help="the 2**l leaves, e.g. '0 1 ? 3' ('?' masks a leaf)")
+    b.add_argument("--l", type=positive_int,
+                   help="tree depth, checked against the leaves (default: read from them)")
     b.add_argument("--k", type=nonnegative_int, default=0,
                    help="BP_k: the filtering level assumed (0)")
     b.add_argument("--cavities", action="store_true",
