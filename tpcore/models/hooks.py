@@ -20,7 +20,7 @@ gradient back, an edit passes ``keep`` times its gradient (:mod:`tpcore.nn.hookp
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,10 @@ from tpcore.nn.hookpoints import Edit, HookFn, Hooks, edit, replace, scale
 
 Selection = int | slice | Iterable[int] | None
 """Entries along one axis: an index, a slice, indices, or every entry (None)."""
+NamesFilter = str | Collection[str] | Callable[[str], bool] | None
+"""TransformerLens's ``names_filter``: a hook point's name, names, or a predicate over names."""
 
-__all__ = ["Cache", "Edit", "HookFn", "Hooked", "ablate_head", "edit_hook", "patch",
+__all__ = ["Cache", "Edit", "HookFn", "Hooked", "LensNames", "ablate_head", "edit_hook", "patch",
            "patch_head", "patch_sweep", "replace", "scale"]
 
 
@@ -58,6 +60,30 @@ class Cache(Mapping[str, Array]):
     def names(self) -> list[str]:
         """The names cached, in forward order."""
         return list(self._values)
+
+
+class LensNames:
+    """TransformerLens's names for the sizes of a model configuration with ``vocab_size``,
+    ``max_len`` and ``n_classes`` fields: ``cfg.d_vocab``, ``cfg.n_ctx``, ``cfg.d_vocab_out``."""
+
+    vocab_size: int
+    max_len: int
+    n_classes: int | None
+
+    @property
+    def d_vocab(self) -> int:
+        """Token ids ``0 .. d_vocab - 1`` (``vocab_size``)."""
+        return self.vocab_size
+
+    @property
+    def n_ctx(self) -> int:
+        """The longest input (``max_len``)."""
+        return self.max_len
+
+    @property
+    def d_vocab_out(self) -> int:
+        """Output classes (``n_classes``, else ``vocab_size``)."""
+        return self.n_classes or self.vocab_size
 
 
 class Hooked:
@@ -94,20 +120,66 @@ class Hooked:
                 raise TpcoreError(f"{name!r} is not a hook point of this "
                                   f"{type(self).__name__}{hint} (hook_names() lists all)")
 
-    def run_with_hooks(self, tokens: Array, hooks: Mapping[str, HookFn], **forward: Any) -> Array:
+    @property
+    def cfg(self) -> Any:
+        """The model's configuration, under TransformerLens's name (``model.cfg.d_vocab``)."""
+        return self.config  # type: ignore[attr-defined]
+
+    def __call__(self, tokens: Array, **forward: Any) -> Array:
+        """``model(tokens)``: the logits of :meth:`forward`, as TransformerLens calls a model."""
+        return self.forward(tokens, **forward)
+
+    def _names(self, names_filter: NamesFilter) -> list[str] | None:
+        """The hook points a TransformerLens ``names_filter`` picks: a name, a list of names or
+        a predicate over names (None: every one)."""
+        if names_filter is None:
+            return None
+        if isinstance(names_filter, str):
+            names_filter = [names_filter]
+        if callable(names_filter):
+            return [n for n in self.hook_names() if names_filter(n)]
+        names = list(names_filter)
+        self.check_hook_names(names)
+        return names
+
+    def _hook_map(self, hooks: Mapping[str, HookFn] | None,
+                  fwd_hooks: Sequence[tuple[str | Callable[[str], bool], HookFn]] | None
+                  ) -> dict[str, HookFn]:
+        """``hooks`` and TransformerLens's ``fwd_hooks`` (pairs of a name, or a predicate over
+        names, and a function) as one map; two functions at one hook point are refused."""
+        out = dict(hooks or {})
+        self.check_hook_names(out)
+        for where, fn in fwd_hooks or ():
+            picked = self._names(where) if callable(where) else self._names([where])
+            for name in picked or ():
+                if name in out:
+                    raise TpcoreError(f"two hook functions at {name!r}; combine them into one")
+                out[name] = fn
+        return out
+
+    def run_with_hooks(self, tokens: Array, hooks: Mapping[str, HookFn] | None = None, *,
+                       fwd_hooks: Sequence[tuple[str | Callable[[str], bool], HookFn]]
+                       | None = None, **forward: Any) -> Array:
         """The logits of ``forward(tokens, **forward)`` with ``hooks[name]`` run at each hook
-        point ``name``; ``backward`` afterwards follows the edits."""
-        self.check_hook_names(hooks)
-        return self.forward(tokens, hooks=Hooks(hooks), **forward)
+        point ``name`` (or TransformerLens's ``fwd_hooks=[(name or predicate, fn)]``);
+        ``backward`` afterwards follows the edits."""
+        return self.forward(tokens, hooks=Hooks(self._hook_map(hooks, fwd_hooks)), **forward)
 
     def run_with_cache(self, tokens: Array, names: Collection[str] | None = None,
-                       hooks: Mapping[str, HookFn] | None = None, **forward: Any
-                       ) -> tuple[Array, Cache]:
-        """``(logits, cache)``: the cache holds a copy of every activation (those in ``names``
-        when given) as the model used it, after any of ``hooks``."""
-        self.check_hook_names([*(names or ()), *(hooks or {})])
+                       hooks: Mapping[str, HookFn] | None = None, *,
+                       names_filter: NamesFilter = None,
+                       fwd_hooks: Sequence[tuple[str | Callable[[str], bool], HookFn]]
+                       | None = None, **forward: Any) -> tuple[Array, Cache]:
+        """``(logits, cache)``: the cache holds a copy of every activation (those in ``names``,
+        or those TransformerLens's ``names_filter`` picks, when given) as the model used it,
+        after any of ``hooks`` / ``fwd_hooks``."""
+        if names is not None and names_filter is not None:
+            raise TpcoreError("give names or names_filter, not both")
+        names = self._names(names_filter) if names_filter is not None else names
+        self.check_hook_names(names or ())
         values: dict[str, Array] = {}
-        logits = self.forward(tokens, hooks=Hooks(hooks, cache=values, names=names), **forward)
+        fns = self._hook_map(hooks, fwd_hooks)
+        logits = self.forward(tokens, hooks=Hooks(fns, cache=values, names=names), **forward)
         return logits, Cache(values, self)
 
 

@@ -44,7 +44,7 @@ import numpy as np
 import tpcore.models.program_ops as ops
 from tpcore.backend import Array, get_xp, scatter_add, to_host
 from tpcore.errors import TpcoreError
-from tpcore.models.hooks import Hooked
+from tpcore.models.hooks import Hooked, LensNames
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.module import Module, Parameter
 from tpcore.nn.relax import gumbel_noise
@@ -86,7 +86,7 @@ class AttnGateLayout:
 
 
 @dataclass
-class ProgramConfig:
+class ProgramConfig(LensNames):
     """Hyper-parameters of a Transformer Program.
 
     ``vocab_size``: token ids ``0 .. V-1``; ``max_len``: longest sequence (BOS/EOS included);

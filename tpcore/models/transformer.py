@@ -27,7 +27,7 @@ from typing import Any
 from tpcore.backend import Array, float_dtype, get_xp, xp_of
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError
-from tpcore.models.hooks import Hooked
+from tpcore.models.hooks import Hooked, LensNames
 from tpcore.nn import functional as F
 from tpcore.nn.attention import attention_mask
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
@@ -64,7 +64,7 @@ forward order (pre-LN; a post-LN block normalises after the sub-layer's ``hook_*
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(LensNames):
     """Hyper-parameters. ``n_classes`` defaults to ``vocab_size``. ``pad_token``: the id that
     marks padding, so that ``forward`` without a ``pad`` mask derives it (positions holding that
     id); None: no id does, and a padded batch needs its ``pad`` mask."""
@@ -104,6 +104,11 @@ class TransformerConfig:
             raise TpcoreError(f"pad_token {self.pad_token} outside the vocabulary "
                               f"0..{self.vocab_size - 1}")
 
+
+    @property
+    def d_head(self) -> int:
+        """Width of one head (``d_model / n_heads``)."""
+        return self.d_model // self.n_heads
 
     def n_parameters(self) -> int:
         """An upper bound on the number of parameters: embeddings, per block the four ``d x d``
@@ -262,6 +267,81 @@ class Transformer(Hooked, Module):
             self.pos_emb.accumulate(grad)
         self.tok_emb.accumulate(F.embedding_backward(self._hooks.grad("hook_embed", d),
                                                      self._emb_cache))
+
+    # ------------------------------------------------------------------ weights by head
+    # TransformerLens's names; each a copy stacked over the layers (writing to it changes
+    # nothing): head h of layer l reads columns h*d_head .. (h+1)*d_head of Wq, Wk, Wv and
+    # writes through the same rows of Wo.
+    def _by_head(self, name: str) -> Array:
+        c = self.config
+        xp = xp_of(self.tok_emb.data)
+        d, h, dh = c.d_model, c.n_heads, c.d_head
+        if name == "wo":
+            return xp.stack([b.attn.wo.data.reshape(h, dh, d) for b in self.blocks])
+        if name.startswith("w"):
+            return xp.stack([getattr(b.attn, name).data.reshape(d, h, dh).transpose(1, 0, 2)
+                             for b in self.blocks])
+        return xp.stack([getattr(b.attn, name).data.reshape(h, dh) for b in self.blocks])
+
+    @property
+    def W_Q(self) -> Array:
+        """Query weights by head ``(n_layers, n_heads, d_model, d_head)``."""
+        return self._by_head("wq")
+
+    @property
+    def W_K(self) -> Array:
+        """Key weights by head ``(n_layers, n_heads, d_model, d_head)``."""
+        return self._by_head("wk")
+
+    @property
+    def W_V(self) -> Array:
+        """Value weights by head ``(n_layers, n_heads, d_model, d_head)``."""
+        return self._by_head("wv")
+
+    @property
+    def W_O(self) -> Array:
+        """Output weights by head ``(n_layers, n_heads, d_head, d_model)``."""
+        return self._by_head("wo")
+
+    @property
+    def b_Q(self) -> Array:
+        """Query biases by head ``(n_layers, n_heads, d_head)``."""
+        return self._by_head("bq")
+
+    @property
+    def b_K(self) -> Array:
+        """Key biases by head ``(n_layers, n_heads, d_head)``."""
+        return self._by_head("bk")
+
+    @property
+    def b_V(self) -> Array:
+        """Value biases by head ``(n_layers, n_heads, d_head)``."""
+        return self._by_head("bv")
+
+    @property
+    def b_O(self) -> Array:
+        """Output biases ``(n_layers, d_model)``."""
+        return xp_of(self.tok_emb.data).stack([b.attn.bo.data for b in self.blocks])
+
+    @property
+    def W_E(self) -> Array:
+        """Token embeddings ``(d_vocab, d_model)``."""
+        return self.tok_emb.data.copy()
+
+    @property
+    def W_pos(self) -> Array:
+        """Position embeddings ``(n_ctx, d_model)`` (learned, or the sinusoidal table)."""
+        return self._positions().copy()
+
+    @property
+    def W_U(self) -> Array:
+        """Unembedding ``(d_model, d_vocab_out)`` (the ``token`` and ``mean`` readouts)."""
+        return self.unembed.w.data.copy()
+
+    @property
+    def b_U(self) -> Array:
+        """Unembedding bias ``(d_vocab_out,)``."""
+        return self.unembed.b.data.copy()
 
     # ------------------------------------------------------------------ hook vocabulary
     def hook_names(self) -> list[str]:

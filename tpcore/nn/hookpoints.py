@@ -45,6 +45,18 @@ HookFn = Callable[[Array, str], "Array | Edit | None"]
 """``fn(value, name) -> None | array | Edit`` (module docstring)."""
 
 
+class HookName(str):
+    """The name a hook function receives: a string that also answers ``.name``, so that a
+    function written for TransformerLens (``fn(activation, hook)``, reading ``hook.name``) runs
+    unchanged."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
 @dataclass
 class _State:
     fns: dict[str, HookFn]
@@ -91,7 +103,7 @@ class Hooks:
         name = self._prefix + name
         fn = s.fns.get(name)
         if fn is not None:
-            value = _apply(s.keep, name, value, fn(value, name))
+            value = _apply(s.keep, name, value, fn(value, HookName(name)))
         if s.cache is not None and (s.names is None or name in s.names):
             s.cache[name] = value.copy()
         return value

@@ -1,0 +1,89 @@
+"""TransformerLens's conventions on tpcore's models: ``model(tokens)``, ``cfg`` with its size
+names, ``fwd_hooks`` with ``fn(activation, hook)``, ``names_filter``, and the per-head weight
+views, each checked against the activations the forward computes."""
+
+import numpy as np
+import pytest
+
+from tpcore.backend import asarray, to_host
+from tpcore.errors import TpcoreError
+from tpcore.models.program import ProgramConfig, ProgramModel
+from tpcore.models.transformer import Transformer, TransformerConfig
+
+
+def _model(**kw):
+    cfg = TransformerConfig(vocab_size=7, max_len=6, n_classes=5, d_model=12, n_layers=2,
+                            n_heads=3, d_mlp=16, seed=1, dtype="float64", **kw)
+    tokens = asarray(np.random.default_rng(0).integers(0, 7, (4, 6)))
+    return Transformer(cfg), tokens
+
+
+def test_call_and_cfg_names():
+    model, tokens = _model()
+    np.testing.assert_array_equal(to_host(model(tokens)), to_host(model.forward(tokens)))
+    assert (model.cfg.d_vocab, model.cfg.n_ctx, model.cfg.d_vocab_out, model.cfg.d_head) == \
+        (7, 6, 5, 4)
+    program = ProgramModel(ProgramConfig(vocab_size=5, max_len=4, n_classes=3, n_layers=1))
+    assert (program.cfg.d_vocab, program.cfg.n_ctx, program.cfg.d_vocab_out) == (5, 4, 3)
+    ids = asarray(np.array([[1, 2, 3, 4]]))
+    np.testing.assert_array_equal(to_host(program(ids)), to_host(program.forward(ids)))
+
+
+def test_weights_by_head_compute_the_cached_activations():
+    model, tokens = _model()
+    logits, cache = model.run_with_cache(tokens)
+    c = {k: to_host(v) for k, v in cache.items()}
+    W = {k: to_host(getattr(model, k)) for k in
+         ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U", "b_U")}
+    assert W["W_Q"].shape == (2, 3, 12, 4) and W["W_O"].shape == (2, 3, 4, 12)
+    np.testing.assert_allclose(W["W_E"][to_host(tokens)], c["hook_embed"])
+    np.testing.assert_allclose(np.broadcast_to(W["W_pos"], c["hook_pos_embed"].shape),
+                               c["hook_pos_embed"])
+    for layer in range(2):
+        x = c[f"blocks.{layer}.ln1.hook_normalized"]
+        for name in "QKV":
+            got = np.einsum("bnd,hde->bnhe", x, W[f"W_{name}"][layer]) + W[f"b_{name}"][layer]
+            np.testing.assert_allclose(got, c[f"blocks.{layer}.attn.hook_{name.lower()}"],
+                                       atol=1e-12)
+        z = c[f"blocks.{layer}.attn.hook_z"]
+        out = np.einsum("bnhe,hed->bnd", z, W["W_O"][layer]) + W["b_O"][layer]
+        np.testing.assert_allclose(out, c[f"blocks.{layer}.hook_attn_out"], atol=1e-12)
+    np.testing.assert_allclose(c["ln_final.hook_normalized"] @ W["W_U"] + W["b_U"],
+                               to_host(logits), atol=1e-12)
+    model.W_Q[0, 0, 0, 0] = 99.0              # a copy: the model does not change
+    assert to_host(model.W_Q)[0, 0, 0, 0] != 99.0
+
+
+def test_fwd_hooks_take_transformerlens_functions_and_filters():
+    model, tokens = _model()
+    seen = []
+
+    def zero_head_1(activation, hook):        # written as for TransformerLens
+        seen.append(hook.name)
+        activation = activation.copy()
+        activation[:, :, 1] = 0.0
+        return activation
+
+    name = "blocks.0.attn.hook_z"
+    a = model.run_with_hooks(tokens, fwd_hooks=[(name, zero_head_1)])
+    b = model.run_with_hooks(tokens, {name: zero_head_1})
+    np.testing.assert_array_equal(to_host(a), to_host(b))
+    assert seen == [name, name] and not np.allclose(to_host(a), to_host(model(tokens)))
+    model.run_with_hooks(tokens, fwd_hooks=[(lambda n: n.endswith("hook_z"), zero_head_1)])
+    assert seen[2:] == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
+    with pytest.raises(TpcoreError, match="two hook functions at 'blocks.0.attn.hook_z'"):
+        model.run_with_hooks(tokens, {name: zero_head_1}, fwd_hooks=[(name, zero_head_1)])
+
+
+def test_names_filter_picks_what_the_cache_keeps():
+    model, tokens = _model()
+    _, by_predicate = model.run_with_cache(tokens, names_filter=lambda n: "pattern" in n)
+    assert by_predicate.names() == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
+    _, by_name = model.run_with_cache(tokens, names_filter="hook_embed")
+    assert by_name.names() == ["hook_embed"]
+    _, by_list = model.run_with_cache(tokens, names_filter=["hook_embed", "hook_pos_embed"])
+    assert by_list.names() == ["hook_embed", "hook_pos_embed"]
+    with pytest.raises(TpcoreError, match="'hook_embd' is not a hook point"):
+        model.run_with_cache(tokens, names_filter=["hook_embd"])
+    with pytest.raises(TpcoreError, match="names or names_filter, not both"):
+        model.run_with_cache(tokens, names=["hook_embed"], names_filter="hook_embed")
