@@ -7,6 +7,7 @@ import pytest
 
 from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
+from tpcore.models import resid
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.models.transformer import Transformer, TransformerConfig
 
@@ -87,3 +88,42 @@ def test_names_filter_picks_what_the_cache_keeps():
         model.run_with_cache(tokens, names_filter=["hook_embd"])
     with pytest.raises(TpcoreError, match="names or names_filter, not both"):
         model.run_with_cache(tokens, names=["hook_embed"], names_filter="hook_embed")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(layer_norm="none"), dict(attn_only=True)])
+def test_the_residual_stream_adds_up_to_the_logits(kw):
+    model, tokens = _model(**kw)
+    logits, cache = model.run_with_cache(tokens)
+    layers = model.config.n_layers
+    acc, labels = cache.accumulated_resid(return_labels=True)
+    assert labels == ["0_pre", "1_pre", "final_post"] and acc.shape == (3, 4, 6, 12)
+    np.testing.assert_array_equal(to_host(acc[1]), to_host(cache["resid_pre", 1]))
+    parts, names = cache.decompose_resid(return_labels=True)
+    assert names[:3] == ["embed", "pos_embed", "0_attn_out"]
+    np.testing.assert_allclose(to_host(parts.sum(axis=0)), to_host(acc[-1]), atol=1e-12)
+    heads, head_names = cache.stack_head_results(return_labels=True)
+    assert head_names[:4] == ["L0H0", "L0H1", "L0H2", "L1H0"]
+    per_layer = to_host(heads[:3].sum(axis=0)) + to_host(model.b_O[0])
+    np.testing.assert_allclose(per_layer, to_host(cache["attn_out", 0]), atol=1e-12)
+    attrs = cache.logit_attrs(parts)                       # (parts, batch, pos, classes)
+    total = to_host(attrs.sum(axis=0)) + to_host(resid.logit_bias(cache))
+    np.testing.assert_allclose(total, to_host(logits), atol=1e-10)
+    classes = to_host(logits).argmax(axis=-1)
+    picked = to_host(cache.logit_attrs(parts, asarray(classes)))
+    np.testing.assert_allclose(picked, np.take_along_axis(to_host(attrs), classes[None, ..., None],
+                                                          axis=-1)[..., 0], atol=1e-12)
+    assert cache.stack_activation("pattern").shape == (layers, 4, 3, 6, 6)
+
+
+def test_what_the_stream_cannot_say_is_refused():
+    model, tokens = _model(layer_norm="post")
+    _, cache = model.run_with_cache(tokens)
+    with pytest.raises(TpcoreError, match="post-LayerNorm .* do not add up"):
+        cache.decompose_resid()
+    _, partial = _model()[0].run_with_cache(tokens, names_filter="hook_embed")
+    with pytest.raises(TpcoreError, match="needs 'blocks.0.hook_resid_pre'"):
+        partial.accumulated_resid()
+    program = ProgramModel(ProgramConfig(vocab_size=5, max_len=4, n_classes=3, n_layers=1))
+    _, pcache = program.run_with_cache(asarray(np.array([[1, 2, 3, 4]])))
+    with pytest.raises(TpcoreError, match="this cache is of a ProgramModel"):
+        pcache.stack_head_results()

@@ -27,6 +27,7 @@ import numpy as np
 
 from tpcore.backend import Array, xp_of
 from tpcore.errors import TpcoreError
+from tpcore.models import resid
 from tpcore.nn.hookpoints import Edit, HookFn, Hooks, edit, replace, scale
 
 Selection = int | slice | Iterable[int] | None
@@ -60,6 +61,33 @@ class Cache(Mapping[str, Array]):
     def names(self) -> list[str]:
         """The names cached, in forward order."""
         return list(self._values)
+
+    @property
+    def model(self) -> Hooked:
+        """The model whose forward this cache recorded."""
+        return self._model
+
+    # the standard transformer's residual stream, under TransformerLens's names
+    # (tpcore.models.resid says what each part is)
+    def stack_activation(self, kind: str) -> Array:
+        """``self[kind, l]`` stacked over the layers (:func:`resid.stack_activation`)."""
+        return resid.stack_activation(self, kind)
+
+    def accumulated_resid(self, return_labels: bool = False) -> Any:
+        """The stream into every block and out of the last (:func:`resid.accumulated_resid`)."""
+        return resid.accumulated_resid(self, return_labels)
+
+    def decompose_resid(self, return_labels: bool = False) -> Any:
+        """The parts that add up to the final stream (:func:`resid.decompose_resid`)."""
+        return resid.decompose_resid(self, return_labels)
+
+    def stack_head_results(self, return_labels: bool = False) -> Any:
+        """Each head's write into the stream (:func:`resid.stack_head_results`)."""
+        return resid.stack_head_results(self, return_labels)
+
+    def logit_attrs(self, stack: Array, classes: Array | None = None) -> Array:
+        """Each part's contribution to the logits (:func:`resid.logit_attribution`)."""
+        return resid.logit_attribution(self, stack, classes)
 
 
 class LensNames:

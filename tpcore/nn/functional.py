@@ -163,9 +163,13 @@ def log_softmax_backward(dy: Array, cache: tuple) -> Array:
     return dy - xp.exp(y) * dy.sum(axis=axis, keepdims=True)
 
 
+LAYER_NORM_EPS = 1e-5
+"""The ``eps`` of :func:`layer_norm_forward`."""
+
+
 @kernel("nn", gpu=True)
 def layer_norm_forward(
-    x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+    x: Array, gamma: Array, beta: Array, eps: float = LAYER_NORM_EPS
 ) -> tuple[Array, tuple]:
     """``y = gamma * (x - mean) / sqrt(var + eps) + beta`` over the last axis ``D``."""
     xp = xp_of(x)
