@@ -90,7 +90,25 @@ def test_format_table_and_bad_model():
     assert text.splitlines()[2] == "| a | 1.0 | 0.0 |"
     with pytest.raises(TpcoreError, match="labels"):
         format_table(np.eye(2), ["a"], ["x", "y"])
-    cfg = TransformerConfig(vocab_size=5, max_len=4, n_layers=2, n_heads=1, layer_norm="none",
-                            attn_only=True)
-    with pytest.raises(TpcoreError, match="n_layers=2"):
-        ov_circuit(Transformer(cfg))
+    cfg = TransformerConfig(vocab_size=5, max_len=4, n_layers=2, n_heads=2)
+    with pytest.raises(TpcoreError, match=r"head \(1, 0\): .* expected \(0, h\)"):
+        ov_circuit(Transformer(cfg), head=(1, 0))
+    with pytest.raises(TpcoreError, match="heads 0..1 per layer"):
+        qk_matrix(Transformer(cfg), 1, head=(0, 2))
+
+
+@pytest.mark.parametrize("layer_norm", ["pre", "post", "none"])
+def test_first_layer_heads_of_any_transformer(layer_norm, rng):
+    """Each head of layer 0 of a 2-layer, 3-head model with MLPs: the QK table is its score."""
+    cfg = TransformerConfig(vocab_size=7, max_len=6, d_model=12, n_layers=2, n_heads=3,
+                            d_mlp=16, layer_norm=layer_norm, positions="sinusoidal", seed=3)
+    model = Transformer(cfg).astype(np.float64)
+    tokens = rng.integers(0, 7, (1, 6))
+    _, cache = model.run_with_cache(tokens)
+    scores = to_host(cache["attn_scores", 0])[0]                  # (head, query, key)
+    for h in range(3):
+        for p, j in ((1, 4), (5, 0), (3, 3)):
+            qk = to_host(qk_matrix(model, p, j, head=(0, h)))
+            assert qk[tokens[0, p], tokens[0, j]] / math.sqrt(4) == pytest.approx(
+                scores[h, p, j], rel=1e-10, abs=1e-12)
+        assert ov_circuit(model, head=(0, h)).shape == (7, 7)

@@ -8,6 +8,7 @@ import pytest
 from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError
 from tpcore.models import resid
+from tpcore.models.hooks import patch_head, patch_head_sweep
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.models.transformer import Transformer, TransformerConfig
 
@@ -127,3 +128,26 @@ def test_what_the_stream_cannot_say_is_refused():
     _, pcache = program.run_with_cache(asarray(np.array([[1, 2, 3, 4]])))
     with pytest.raises(TpcoreError, match="this cache is of a ProgramModel"):
         pcache.stack_head_results()
+
+
+def test_a_head_sweep_is_patch_head_by_layer_and_head():
+    model, tokens = _model()
+    clean, corrupted = tokens[:1], tokens[1:2]
+
+    def metric(logits):
+        return float(to_host(logits)[0, -1, 0])
+
+    sweep = patch_head_sweep(model, clean, corrupted, metric)
+    assert sweep.values.shape == (2, 3) and sweep.columns == ["head 0", "head 1", "head 2"]
+    for layer, h in ((0, 0), (1, 2)):
+        assert sweep.values[layer, h] == metric(patch_head(model, clean, corrupted, (layer, h)))
+    table = sweep.table(prec=2).splitlines()
+    assert table[0] == "| | head 0 | head 1 | head 2 |" and table[3].startswith("| layer 1 | ")
+    by_pos = patch_head_sweep(model, clean, corrupted, metric, by_position=True)
+    assert by_pos.values.shape == (2, 3, 6)
+    assert by_pos.values[1, 2, 4] == metric(patch_head(model, clean, corrupted, (1, 2), 4))
+    assert by_pos.table().splitlines()[2].startswith("| layer 0, head 0 | ")
+    program = ProgramModel(ProgramConfig(vocab_size=5, max_len=4, n_classes=3, n_layers=2,
+                                         n_cat_heads=1, n_num_heads=1))
+    assert [[c for _, c in layer] for layer in program.heads()] == \
+        [["cat head 0", "num head 0"], ["cat head 0", "num head 0"]]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,8 +36,9 @@ Selection = int | slice | Iterable[int] | None
 NamesFilter = str | Collection[str] | Callable[[str], bool] | None
 """TransformerLens's ``names_filter``: a hook point's name, names, or a predicate over names."""
 
-__all__ = ["Cache", "Edit", "HookFn", "Hooked", "LensNames", "ablate_head", "edit_hook", "patch",
-           "patch_head", "patch_sweep", "replace", "scale"]
+__all__ = ["Cache", "Edit", "HeadSweep", "HookFn", "Hooked", "LensNames", "ablate_head",
+           "edit_hook", "patch", "patch_head", "patch_head_sweep", "patch_sweep", "replace",
+           "scale"]
 
 
 class Cache(Mapping[str, Array]):
@@ -135,6 +137,11 @@ class Hooked:
 
     def head_output(self, head: Any) -> tuple[str, dict[str, int]]:
         """The hook point holding ``head``'s output and the ``heads=`` selection in it."""
+        raise NotImplementedError
+
+    def heads(self) -> list[list[tuple[Any, str]]]:
+        """Every attention head by layer, as ``(key, column)``: the key :meth:`head_output`
+        takes and the head's name within its layer (``"head 0"``, ``"cat head 0"``)."""
         raise NotImplementedError
 
     def check_hook_names(self, names: Iterable[str]) -> None:
@@ -295,3 +302,49 @@ def patch_sweep(model: Hooked, clean: Array, corrupted: Array, names: list[str],
             corrupted, {name: edit_hook(model, name, pos, values=cache[name])}, **forward)))
             for pos in range(clean.shape[1])])
     return np.array(rows)
+
+
+@dataclass
+class HeadSweep:
+    """What :func:`patch_head_sweep` measured: ``values[l, h]`` (``[l, h, pos]`` by position)
+    for the head in column ``h`` of layer ``l`` (``columns[h]``, e.g. ``"head 0"``); NaN where a
+    layer has fewer heads."""
+
+    values: np.ndarray
+    columns: list[str]
+
+    def table(self, prec: int = 3) -> str:
+        """A Markdown table: a row per layer and a column per head, or by position a row per
+        head and a column per position."""
+        if self.values.ndim == 2:
+            rows = [(f"layer {layer}", row) for layer, row in enumerate(self.values)]
+            header = self.columns
+        else:
+            rows = [(f"layer {layer}, {column}", self.values[layer, h])
+                    for layer in range(len(self.values)) for h, column in enumerate(self.columns)
+                    if not np.isnan(self.values[layer, h]).all()]
+            header = [f"pos {p}" for p in range(self.values.shape[2])]
+        lines = ["| | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
+        lines += ["| " + label + " | " + " | ".join(
+            "-" if np.isnan(x) else f"{x:.{prec}f}" for x in row) + " |" for label, row in rows]
+        return "\n".join(lines)
+
+
+def patch_head_sweep(model: Hooked, clean: Array, corrupted: Array,
+                     metric: Callable[[Array], float], by_position: bool = False,
+                     **forward: Any) -> HeadSweep:
+    """``metric(logits)`` of :func:`patch_head` for every head (each position apart when
+    ``by_position``): how much of the clean behaviour each head's output carries into the
+    corrupted run, laid out by layer and head (:meth:`Hooked.heads`)."""
+    _same_shape(clean, corrupted)
+    heads = model.heads()
+    columns = max((layer for layer in heads), key=len)
+    n = clean.shape[1]
+    shape = (len(heads), len(columns)) + ((n,) if by_position else ())
+    values = np.full(shape, np.nan)
+    for layer, row in enumerate(heads):
+        for h, (key, _) in enumerate(row):
+            for pos in range(n) if by_position else (None,):
+                value = float(metric(patch_head(model, clean, corrupted, key, pos, **forward)))
+                values[(layer, h) if pos is None else (layer, h, pos)] = value
+    return HeadSweep(values, [column for _, column in columns])

@@ -677,6 +677,14 @@ class ProgramModel(Hooked, Module):
         self.check_hook_names([name])
         return name
 
+    def heads(self) -> list[list[tuple[str, str]]]:
+        """Every head by layer, categorical then numerical: ``("attn_1_0", "cat head 0")``,
+        ``("num_attn_1_0", "num head 0")``."""
+        names = [v.source for v in self.variables if v.source and "attn_" in v.source]
+        return [[(n, f"{'num' if n.startswith('num') else 'cat'} head {n.rsplit('_', 1)[1]}")
+                 for n in names if int(n.split("_")[-2]) == layer]
+                for layer in range(self.config.n_layers)]
+
     def head_output(self, head: str) -> tuple[str, dict[str, int]]:
         """Head ``head``'s (e.g. ``"attn_1_0"``) output variable; no selection."""
         out = [v.name for v in self.variables if v.source == head and "attn_" in head]

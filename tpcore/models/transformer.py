@@ -386,6 +386,12 @@ class Transformer(Hooked, Module):
         self.check_hook_names([name])
         return name
 
+    def heads(self) -> list[list[tuple[tuple[int, int], str]]]:
+        """Every head by layer: ``((layer, h), "head {h}")``."""
+        c = self.config
+        return [[((layer, h), f"head {h}") for h in range(c.n_heads)]
+                for layer in range(c.n_layers)]
+
     def head_output(self, head: tuple[int, int]) -> tuple[str, dict[str, int]]:
         """Head ``(layer, h)``'s output before ``Wo``: hook point and selection
         (``blocks.{layer}.attn.hook_z`` at ``heads=h``)."""
