@@ -21,6 +21,7 @@ import socket
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -145,27 +146,113 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
         np.savez(f, **arrays)
 
 
-def npz_array_bytes(path: str | os.PathLike) -> int:
-    """Bytes of the arrays in the ``.npz`` at ``path``, as their ``.npy`` headers say (nothing is
-    loaded). Raises ``ValueError`` for a file that is not an ``.npz`` of plain numeric arrays
-    (object arrays would need pickle)."""
-    total = 0
+NPZ_KINDS = "fiub"
+"""Array kinds tpcore reads from an ``.npz``: floats, signed and unsigned integers, booleans
+(never objects, strings, dates, complex numbers or records)."""
+
+
+NPZ_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+"""How an ``.npz`` member may be compressed: as ``np.savez`` and ``np.savez_compressed`` write."""
+
+
+@dataclass(frozen=True)
+class NpzMember:
+    """One array of an ``.npz`` as its ``.npy`` header declares it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fortran: bool
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _header(f: IO[bytes], name: str) -> NpzMember:
+    """The header at the start of member ``name``'s stream ``f``, checked."""
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"array {name!r}: format version {version}")
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read(f)
+    if dtype.hasobject or dtype.kind not in NPZ_KINDS or dtype.fields is not None:
+        raise ValueError(f"array {name!r} has dtype {str(dtype)[:40]}; expected numbers or "
+                         "booleans")
+    if any(d < 0 for d in shape):
+        raise ValueError(f"array {name!r} declares shape {str(shape)[:60]}, with a negative "
+                         "size")
+    return NpzMember(name, tuple(shape), dtype, bool(fortran))
+
+
+def npz_members(path: str | os.PathLike) -> list[NpzMember]:
+    """The arrays of the ``.npz`` at ``path`` as their headers declare them (no data is
+    read). Raises ``ValueError`` naming the member for anything that is not an array tpcore
+    reads (:data:`NPZ_KINDS`, sizes >= 0, ``.npy`` members)."""
+    members = []
     try:
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise ValueError(f"member {info.filename[:60]!r} is not an .npy array")
+                if info.compress_type not in NPZ_COMPRESSION:
+                    # zipfile inflates bzip2 and LZMA without a bound on a read's output
+                    raise ValueError(f"member {info.filename[:60]!r} is compressed with method "
+                                     f"{info.compress_type}; expected stored or deflated, as "
+                                     "NumPy writes")
                 with z.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    if version not in ((1, 0), (2, 0)):
-                        raise ValueError(f"array format version {version}")
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                            else np.lib.format.read_array_header_2_0)
-                    shape, _, dtype = read(f)
-                if dtype.hasobject:
-                    raise ValueError(f"array {info.filename!r} holds Python objects")
-                total += math.prod(shape) * dtype.itemsize
+                    members.append(_header(f, info.filename[:-4]))
+    except (OSError, EOFError, zipfile.BadZipFile, SyntaxError) as exc:
+        raise ValueError(f"not an .npz of arrays ({str(exc)[:120]})") from None
+    return members
+
+
+def npz_array_bytes(path: str | os.PathLike) -> int:
+    """Bytes of the arrays in the ``.npz`` at ``path``, as their headers declare
+    (:func:`npz_members`; nothing is loaded)."""
+    return sum(m.nbytes for m in npz_members(path))
+
+
+def read_npz(path: str | os.PathLike, limit: int,
+             shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` at ``path``, read safely: their headers are checked first
+    (:func:`npz_members`; at most ``limit`` bytes together; with ``shapes``, exactly those
+    names and shapes), then each member is decompressed into at most the bytes its header
+    declares, so a member that inflates beyond them, or holds fewer, is refused without
+    growing. Raises ``ValueError`` naming the member."""
+    members = npz_members(path)
+    total = sum(m.nbytes for m in members)
+    if total > limit:
+        raise ValueError(f"its arrays declare {total:,} bytes, over the limit of {limit:,}")
+    if shapes is not None:
+        names = {m.name for m in members}
+        for name in shapes:
+            if name not in names:
+                raise ValueError(f"array {name!r} is missing")
+        for m in members:
+            if m.name not in shapes:
+                raise ValueError(f"unexpected array {m.name[:60]!r}")
+            if m.shape != tuple(shapes[m.name]):
+                raise ValueError(f"array {m.name!r} declares shape {str(m.shape)[:60]}; "
+                                 f"expected {tuple(shapes[m.name])}")
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as z:
+            for m in members:
+                with z.open(m.name + ".npy") as f:
+                    _header(f, m.name)
+                    data = f.read(m.nbytes + 1)
+                if len(data) != m.nbytes:
+                    raise ValueError(f"array {m.name!r} holds {min(len(data), m.nbytes + 1):,}"
+                                     f"{'+' if len(data) > m.nbytes else ''} bytes; its header "
+                                     f"declares {m.nbytes:,}")
+                array = np.frombuffer(data, dtype=m.dtype).reshape(
+                    m.shape, order="F" if m.fortran else "C")
+                out[m.name] = array.copy()
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{path}: not an .npz of arrays ({str(exc)[:200]})") from None
-    return total
+        raise ValueError(f"not an .npz of arrays ({str(exc)[:120]})") from None
+    return out
 
 
 def json_value(obj: Any) -> Any:

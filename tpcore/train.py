@@ -50,7 +50,8 @@ from tpcore.backend import (
 )
 from tpcore.cpu import flush_subnormals, flush_wanted, limit_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
-from tpcore.io import write_json, write_npz
+from tpcore.io import read_npz, write_json, write_npz
+from tpcore.limits import memory_limit
 from tpcore.nn.losses import (
     cross_entropy_backward,
     cross_entropy_forward,
@@ -435,8 +436,12 @@ def _tenths(meta: dict[str, Any], key: str, kind: type) -> list[Any]:
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
+    """The arrays of one file of a paused state, at most the memory limit's bytes
+    (:func:`tpcore.io.read_npz`)."""
+    try:
+        return read_npz(path, memory_limit()[0])
+    except ValueError as exc:
+        raise ValueError(f"{path.name}: {exc}") from None
 
 
 def shuffled_batches(data: Batch, batch_size: int, seed: int = 0, start: int = 0,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,7 +20,7 @@ import numpy as np
 
 from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.io import npz_array_bytes, write_json, write_npz
+from tpcore.io import npz_array_bytes, read_npz, write_json, write_npz
 from tpcore.limits import check_memory
 
 
@@ -132,25 +131,33 @@ def load(path: str | Path, classes: Mapping[str, type[Module]]) -> Module:
     if cls is None or cls.config_class is None:
         raise TpcoreError(f"checkpoint class {meta.get('class')!r} is not a loadable tpcore model")
     config = _config(meta_path, cls.config_class, meta.get("config"))
-    _check_size(path, config)
+    stored = _check_size(path, config)
     try:
         module = cls(config)
     except (TypeError, ValueError, KeyError, IndexError) as exc:
         raise TpcoreError(f"{meta_path}: cannot build {cls.__name__} from its config: "
                           f"{exc}") from None
+    params = dict(module.named_parameters())
     try:
-        with np.load(path) as f:
-            state = {k: get_xp().asarray(f[k]) for k in f.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        arrays = read_npz(path, stored, {k: p.shape for k, p in params.items()})
+    except ValueError as exc:
         raise TpcoreError(f"{path}: not a readable weights file ({exc})") from None
-    for k, a in state.items():
-        if a.dtype.kind in "fc" and not bool(get_xp().isfinite(a).all()):
-            raise TpcoreError(f"{path}: array {k!r} holds NaN or inf")
+    state = {}
+    for k, a in arrays.items():
+        want = np.dtype(params[k].data.dtype)
+        if a.dtype.kind != "f":
+            raise TpcoreError(f"{path}: array {k!r} holds {a.dtype}; expected floats")
+        with np.errstate(over="ignore"):
+            cast = a.astype(want)
+        if not np.isfinite(cast).all():
+            raise TpcoreError(f"{path}: array {k!r} holds NaN or inf"
+                              + (f" as {want}" if np.isfinite(a).all() else ""))
+        state[k] = get_xp().asarray(cast)
     module.load_state_dict(state)
     return module
 
 
-def _check_size(path: Path, config: Any) -> None:
+def _check_size(path: Path, config: Any) -> int:
     """Refuse, before anything is built, weights whose headers describe more than the machine's
     memory, and a config that describes far more parameters (``config.n_parameters()``, an
     upper bound, where the config has one) than the weights file holds."""
@@ -161,15 +168,16 @@ def _check_size(path: Path, config: Any) -> None:
     check_memory(stored, f"{path}")
     count = getattr(config, "n_parameters", None)
     if count is None:
-        return
+        return stored
     try:
         itemsize = np.dtype(getattr(config, "dtype", "float32")).itemsize
     except TypeError:
-        return  # not a type NumPy knows: building the module names it
+        return stored  # not a type NumPy knows: building the module names it
     implied = count() * itemsize
     if implied > 2 * stored + 2**20:
         raise TpcoreError(f"{path.with_suffix('.json')}: its config describes about "
                           f"{implied:,} bytes of parameters but {path.name} holds {stored:,}")
+    return stored
 
 
 SCALARS: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool,
