@@ -11,6 +11,7 @@ Host-only code (NumPy and the standard library)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,7 +66,10 @@ def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
-            entry.unlink(missing_ok=True)
+            try:
+                entry.unlink(missing_ok=True)
+            except OSError:  # another user's, in a folder we may not clean: skipped
+                continue
         removed.append(entry)
     return removed
 
@@ -146,6 +151,22 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
         np.savez(f, **arrays)
 
 
+def open_regular(path: str | os.PathLike) -> IO[bytes]:
+    """``path`` opened for reading in binary, refused with ``OSError`` unless it is a regular
+    file: a FIFO, a device or a folder is never read from (it is opened without blocking, then
+    checked), so reading one cannot hang."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 NPZ_KINDS = "fiub"
 """Array kinds tpcore reads from an ``.npz``: floats, signed and unsigned integers, booleans
 (never objects, strings, dates, complex numbers or records)."""
@@ -192,7 +213,7 @@ def npz_members(path: str | os.PathLike) -> list[NpzMember]:
     reads (:data:`NPZ_KINDS`, sizes >= 0, ``.npy`` members)."""
     members = []
     try:
-        with zipfile.ZipFile(path) as z:
+        with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
             for info in z.infolist():
                 if not info.filename.endswith(".npy"):
                     raise ValueError(f"member {info.filename[:60]!r} is not an .npy array")
@@ -238,7 +259,7 @@ def read_npz(path: str | os.PathLike, limit: int,
                                  f"expected {tuple(shapes[m.name])}")
     out = {}
     try:
-        with zipfile.ZipFile(path) as z:
+        with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
             for m in members:
                 with z.open(m.name + ".npy") as f:
                     _header(f, m.name)

@@ -134,6 +134,11 @@ class RunDir:
         self.path = Path(path)
         if self.path.name in ("", ".."):  # "." or "..": name the folder itself
             self.path = Path(os.path.abspath(self.path))
+        if self.path.is_symlink():
+            # a run is built beside its path and renamed onto it, which a link would defeat
+            raise TpcoreError(f"cannot write the run directory {str(self.path)!r}: it is a "
+                              f"symbolic link (to {os.readlink(self.path)!r}); give the folder "
+                              "itself")
         self.config = json_value(config)
         self.overwrite = overwrite
         self.finished = self._reusable()

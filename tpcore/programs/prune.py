@@ -35,11 +35,17 @@ _CAT_HEAD = re.compile(r"attn_(\d+)_(\d+)")
 
 
 def _heads(program: Program) -> dict[str, tuple[int, int]]:
-    """Name -> ``(layer, head)`` of every categorical head ``attn_{l}_{h}``, in module order."""
+    """Name -> ``(layer, head)`` of every categorical head ``attn_{l}_{h}``, in module order.
+    A layer or head number that is not below the program's number of modules (it cannot have
+    more layers or heads than modules) is refused naming the head."""
     out = {}
+    bound = len(program.modules)
     for m in program.modules:
         match = _CAT_HEAD.fullmatch(m.name)
         if isinstance(m, Head) and m.kind == "categorical" and match:
+            if len(match[1]) > 9 or len(match[2]) > 9 or max(int(match[1]), int(match[2])) >= bound:
+                raise TpcoreError(f"head {m.name[:60]!r}: layer and head numbers must be below "
+                                  f"the program's {bound} modules")
             out[m.name] = (int(match[1]), int(match[2]))
     return out
 

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from tpcore.errors import TpcoreError
+from tpcore.io import open_regular
 
 KINDS = ("categorical", "numerical")
 Label = str | int | float
@@ -132,7 +133,7 @@ def check_finite(a: np.ndarray, what: str) -> None:
 def read_limited(path: str | Path, what: str = "file") -> str:
     """The UTF-8 text of ``path``, reading at most ``LIMITS.file_bytes + 1`` bytes."""
     path = Path(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         data = f.read(LIMITS.file_bytes + 1)
     if len(data) > LIMITS.file_bytes:
         raise TpcoreError(f"{path}: {what} larger than the limit of {LIMITS.file_bytes:,} bytes")
