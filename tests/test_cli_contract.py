@@ -25,6 +25,7 @@ from tpcore.subleq.examples import multiply
 
 REPO = Path(__file__).resolve().parents[1]
 CAUSAL = REPO / "results" / "sorting" / "causal"
+SORT_RUN = str(REPO / "results" / "learn_sort")
 
 
 def one_line_error(capsys, argv: list[str]) -> str:
@@ -53,7 +54,7 @@ BAD = [
     (["learn", "sort", "--grad-clip", "-0.5"], "argument --grad-clip: expected a finite number"),
     (["learn", "sort", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1"),
     (["learn", "sort", "--seed", "-1"], "argument --seed: expected an integer >= 0"),
-    (["learn", "sort", "--n-samples", "5"], "n_samples=5 is too few"),
+    (["learn", "sort", "--n-samples", "5"], "n_samples=5; expected 20 (to split"),
     (["learn", "sort", "--samples", "1000000000"], "samples=1000000000 Gumbel samples"),
     (["learn", "sort", "--samples", "1e9"], "argument --samples: expected an integer >= 1"),
     (["learn", "sort", "--d-mlp", "1e9"], "argument --d-mlp: expected an integer >= 1"),
@@ -62,8 +63,10 @@ BAD = [
     (["learn", "ner-demo", "--budget", "0"], "argument --budget: expected a finite number > 0"),
     (["program", "eval", "any.json", "--task", "sort", "--n-samples", "0"],
      "argument --n-samples"),
-    (["program", "eval", "any.json", "--task", "sort", "--n-samples", "5"],
-     "--n-samples 5 is too few"),
+    (["program", "eval", SORT_RUN, "--task", "sort", "--n-samples", "5"],
+     "n_samples 5: expected an integer 20"),
+    (["program", "eval", SORT_RUN, "--task", "sort", "--n-samples", "30000000"],
+     "n_samples 30000000: expected an integer 20 (to split"),
     (["looped", "run", "multiply", "--lam", "nan"], "argument --lam"),
     (["trees", "sample", "--sigma", "inf"], "argument --sigma"),
     (["trees", "sample", "--grammar-seed", "4294967296"], "seed=4294967296 is invalid"),
@@ -83,7 +86,7 @@ BAD = [
     (["learn", "sort", "--vocab-size", "1000000"], "|V| 1000000"),
     (["learn", "sort", "--d-mlp", "1000000000"], "d_mlp 1000000000"),
     (["learn", "sort", "--layers", "100000"], "100000 layers"),
-    (["learn", "sort", "--n-samples", "1000000000"], "n_samples 1000000000"),
+    (["learn", "sort", "--n-samples", "1000000000"], "n_samples=1000000000; expected 20"),
     (["sweep", "sort", "--layers", "2", "100000"], "100000 layers"),
     (["looped", "run", "multiply", "--s", "100000"], "s=100000"),
     (["trees", "sample", "--q", "100000"], "q=100000 symbols"),

@@ -129,10 +129,8 @@ class TransformerProgram:
         from ``n_samples`` and ``seed`` (:func:`tpcore.pipelines.score.evaluate_on_task`): a
         fresh split, not a learn run's own; :meth:`Run.evaluate` scores a run's program on the
         data the run was trained on."""
-        for name, value, least in (("n_samples", n_samples, pipeline.MIN_SAMPLES),
-                                   ("seed", seed, 0)):
-            if type(value) is not int or value < least:
-                raise TpcoreError(f"{name} {value!r:.20}: expected an integer >= {least}")
+        if type(seed) is not int or seed < 0:
+            raise TpcoreError(f"seed {seed!r:.20}: expected an integer >= 0")
         return evaluate_on_task(self.ir, task, split, n_samples, seed, engine)
 
     def save(self, path: str | Path) -> None:

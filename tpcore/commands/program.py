@@ -19,7 +19,7 @@ from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_i
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.learn import MIN_SAMPLES, LearnConfig, is_run, make_data, recorded_run
+from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, codegen, ir, prune, reads
 from tpcore.programs.interpret import predict, run_tokens
@@ -94,9 +94,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    if args.n_samples is not None and args.n_samples < MIN_SAMPLES:
-        raise TpcoreError(f"--n-samples {args.n_samples} is too few to split 80/10/10 with no "
-                          f"split empty; expected >= {MIN_SAMPLES}")
     p = load_program(args.path)
     engine = engine_or_numpy(args.engine)
     run = _learn_run_config(Path(args.path))

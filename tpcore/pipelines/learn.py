@@ -66,7 +66,8 @@ from tpcore.train import (
 )
 
 __all__ = [
-    "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MIN_SAMPLES", "PAUSED",
+    "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MAX_SAMPLES", "MIN_SAMPLES",
+    "PAUSED",
     "TASK_RECIPES", "LearnConfig", "build_model", "fidelity", "fit_run",
     "grow_then_prune", "is_run", "learn", "make_data", "paused_dir", "paused_summary",
     "pick_candidate", "program_step", "read_metrics", "recorded_accuracy", "recorded_run",
@@ -79,6 +80,9 @@ EVAL_BATCH = 1024
 MIN_SAMPLES = 20
 """Fewest ``n_samples``: at least half are distinct (or generation fails), and the 80/10/10
 split of 10 or more inputs leaves none empty."""
+MAX_SAMPLES = 2**18
+"""Most generated inputs of a run (``n_samples``; the paper's tasks use 20,000): a bound on the
+work a configuration asks for, from the command line or read back from a file."""
 MAX_GUMBEL_SAMPLES = 1024
 """Most Gumbel samples per training step (``samples``)."""
 LR_SCHEDULES = ("constant", "cosine")
@@ -187,9 +191,10 @@ class LearnConfig:
                      "vocab_size", "max_len", "seed", "data_seed", "grow"):
             if getattr(self, name) < 0:
                 raise TpcoreError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.n_samples < MIN_SAMPLES:
-            raise TpcoreError(f"n_samples={self.n_samples} is too few to split 80/10/10 with no "
-                              f"split empty; expected n_samples >= {MIN_SAMPLES}")
+        if not MIN_SAMPLES <= self.n_samples <= MAX_SAMPLES:
+            raise TpcoreError(f"n_samples={self.n_samples}; expected {MIN_SAMPLES} (to split "
+                              f"80/10/10 with no split empty) .. {MAX_SAMPLES:,} generated "
+                              "inputs")
         if self.samples > MAX_GUMBEL_SAMPLES:
             raise TpcoreError(f"samples={self.samples} Gumbel samples per step (each a forward "
                               f"and backward pass); expected 1..{MAX_GUMBEL_SAMPLES}")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
+from tpcore.pipelines.learn import MAX_SAMPLES, MIN_SAMPLES
 from tpcore.programs.interpret import run_ids
 from tpcore.programs.ir import Program
 from tpcore.tasks.data import TaskData
@@ -20,7 +21,11 @@ def evaluate_on_task(program: Program, task: str, split: str = "test", n_samples
     """Token and exact-match sequence accuracy of ``program`` on a split of ``task`` generated
     at the program's size (its content symbols plus the task's special tokens, its whole
     length) from ``n_samples`` and ``seed``. To score a learn run's program on the data it was
-    trained on, give that data to :func:`evaluate_on_data` (``tpcore.Run.evaluate`` does)."""
+    trained on, give that data to :func:`evaluate_on_data` (``tpcore.Run.evaluate`` does).
+    ``n_samples`` is bounded as a learn run's (:data:`~tpcore.pipelines.learn.MAX_SAMPLES`)."""
+    if type(n_samples) is not int or not MIN_SAMPLES <= n_samples <= MAX_SAMPLES:
+        raise TpcoreError(f"n_samples {n_samples!r:.20}: expected an integer {MIN_SAMPLES} (to "
+                          f"split 80/10/10 with no split empty) .. {MAX_SAMPLES:,}")
     framing = {program.bos, program.eos, program.pad} - {None}
     content = [t for t in program.tokens.values if t not in framing]
     data = make_task(task, vocab_size=len(content) + len(special_tokens(task)),
