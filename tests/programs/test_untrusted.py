@@ -3,6 +3,7 @@ allocated, and bad values are refused naming the value (a TpcoreError, never ano
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -21,7 +22,7 @@ from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
 from tpcore.pipelines.decompile import load_program
-from tpcore.programs import codegen, generated, ir, parse, weights_csv
+from tpcore.programs import build, codegen, generated, ir, parse, weights_csv
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import reverse_program
 
@@ -268,3 +269,27 @@ def test_codegen_refuses_rows_the_csv_cannot_tell_apart():
     p = reverse_program(words=["_", "a"])
     with pytest.raises(TpcoreError, match="'attn_1_0_outputs' has the label _"):
         weights_csv.write(p)
+
+
+def test_the_work_of_a_run_is_bounded_before_it_starts(monkeypatch):
+    """A 177 KB IR of 1,000 heads at N = 4096 ran for over a minute on 4,095 tokens."""
+    prog = reverse_program()
+    heads = sum(isinstance(m, ir.Head) for m in prog.modules)
+    with pytest.raises(TpcoreError, match=rf"\({heads} heads, .* on 1000000 sequences of "
+                                          r"length 4096 computes about .* the limit is 4.29e\+09"):
+        it.check_work(prog, 10**6, 4096)
+    it.check_work(prog, 10**5, 8)   # the bench's batch
+    monkeypatch.setattr(it, "LIMITS", dataclasses.replace(it.LIMITS, work=10))
+    with pytest.raises(TpcoreError, match="the limit is 10"):
+        it.predict(prog, [prog.frame(["1", "2"])])
+
+
+def test_the_tables_of_an_imported_program_are_bounded_together(tmp_path, monkeypatch):
+    """200 MLPs of ``return 0``, each within the bound of one table, took 49 s and 4.1 GB."""
+    path, _ = codegen.write(reverse_program(), tmp_path / "gen", compress=False)
+    whole = sum(m.table.size for m in parse.parse_file(path).modules if isinstance(m, ir.Mlp))
+    assert whole > 0
+    monkeypatch.setattr(build, "LIMITS", dataclasses.replace(build.LIMITS,
+                                                             total_table=whole - 1))
+    with pytest.raises(TpcoreError, match="table entries of all MLPs up to"):
+        parse.parse_file(path)

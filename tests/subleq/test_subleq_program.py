@@ -93,3 +93,10 @@ def test_csv_roundtrip(tmp_path):
     (tmp_path / "bad.csv").write_text("x,y,z\n1,2,3\n")
     with pytest.raises(TpcoreError, match="expected a,b,c"):
         load_csv(tmp_path / "bad.csv", tmp_path / "mem.csv", s=2, N=6)
+
+
+def test_a_layout_beyond_the_column_limit_is_refused_before_anything_is_built():
+    """22 KB of assembly declaring 11,000 cells ran for over a minute and took 4.9 GB."""
+    source = ".data\nxs = " + ",".join(["0"] * 11000) + "\n.code\nhalt\n"
+    with pytest.raises(TpcoreError, match="layout of 11006 columns .* expected at most 4096"):
+        assemble(source, N=8)

@@ -46,6 +46,7 @@ class _Builder:
         self.p, self.csv_values, self.max_len = p, csv_values, max_len
         self.variables: dict[str, Variable] = {}
         self.total = 0
+        self.entries = 0
 
     def define(self, var: Variable) -> Variable:
         self.variables[var.name] = var
@@ -106,6 +107,9 @@ class _Builder:
         check_size(math.prod(shape), LIMITS.table, f"{p.file}: {rec.name}: table entries")
         if kind == "categorical" and decisions.count_tests(stmts, "le"):
             p.fail(rec.node, f"{rec.name}: comparisons with <= need numerical inputs")
+        self.entries += math.prod(shape)
+        check_size(self.entries, LIMITS.total_table,
+                   f"{p.file}: table entries of all MLPs up to {rec.name}")
         check_size((decisions.count_tests(stmts) + decisions.count_tests(stmts, "le"))
                    * math.prod(shape), LIMITS.decisions,
                    f"{p.file}: {rec.name}: tests times table entries")

@@ -19,6 +19,7 @@ from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
 from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Program, RunningCount
 from tpcore.programs.modules import Batch
+from tpcore.programs.values import LIMITS
 
 __all__ = [
     "ENGINES", "check_framing", "compile_program", "encode", "evaluate", "feature_logits",
@@ -124,8 +125,23 @@ def run_reference(program: Program, ids: Any, lengths: Any) -> Any:
     return passthrough(program, ids, lengths, pred)
 
 
+def check_work(program: Program, batch: int, n: int) -> None:
+    """Refuse a run whose work (``LIMITS.work``: ``N^2`` entries per head and ``N`` per other
+    module and the classifier, for each of ``batch`` sequences of length ``n``) is over the
+    limit, naming both, before anything is computed."""
+    heads = sum(isinstance(m, Head) for m in program.modules)
+    work = batch * (heads * n * n + (len(program.modules) - heads + 1) * n)
+    if work > LIMITS.work:
+        raise TpcoreError(f"running program {program.name!r} ({heads} heads, "
+                          f"{len(program.modules) - heads} other modules) on {batch} sequences "
+                          f"of length {n} computes about {work:.3g} entries; the limit is "
+                          f"{LIMITS.work:.3g}")
+
+
 def run_ids(program: Program, ids: Any, lengths: Any, engine: str = "numba") -> Any:
-    """Predictions ``(B, N)`` (indices into ``output_labels()``) with the chosen engine."""
+    """Predictions ``(B, N)`` (indices into ``output_labels()``) with the chosen engine, within
+    the work limit (:func:`check_work`)."""
+    check_work(program, *ids.shape)
     if engine == "numpy":
         return run_reference(program, ids, lengths)
     if engine == "numba":

@@ -62,6 +62,10 @@ class Limits:
     table: int = 2**21
     """Entries of one MLP table: the product of its inputs' value-set sizes (1,052,929; a
     failed seed of ``results/counting_arch``, prefix seed 5, has 14,753,281 and is refused)."""
+    total_table: int = 2**24
+    """Entries of all the MLP tables of a program file together, which an imported program
+    computes from its decision lists (276,782 for the main job's sort program, 269,374 for the
+    authors' published one)."""
     decisions: int = 2**28
     """Tests times table entries of an imported MLP written as a decision list, each test
     evaluated on every entry (40 tests on 1,052,929 entries)."""
@@ -70,6 +74,10 @@ class Limits:
     gate: int = 2**20
     """Vocabulary size times maximum length for an expert gate (the lengths its rule is
     decided at; 256)."""
+    work: int = 2**32
+    """Entries one run of the interpreter computes: per sequence ``N^2`` for each head and
+    ``N`` for every other module and the classifier (a batch of 10^5 sequences of the 3-layer
+    sort program: 1.5 x 10^8)."""
 
 
 LIMITS = Limits()

@@ -39,6 +39,11 @@ MAX_BITS = 48
 leave float64 room for the +-1 bits beside it (at N = 49 the machine no longer reaches the EOF
 fixed point)."""
 
+MAX_COLUMNS = 4096
+"""Most columns of ``X`` (scratchpad, memory and instructions; the examples use 15-80): the
+dense machine's attention scores and probabilities hold ``6 n^2`` float64 values, 0.8 GB at
+this size (:meth:`Layout.memory_estimate`)."""
+
 BLOCKS = ("cmd_a", "cmd_b", "cmd_c", "mem", "scr_a", "scr_b", "cur_a", "cur_b", "cur_c", "pc",
           "pc1", "flag", "enc", "ind", "tmp_cmd", "tmp_a", "tmp_b")
 TEMPORARY = ("pc1", "flag", "tmp_cmd", "tmp_a", "tmp_b")
@@ -60,6 +65,9 @@ class Layout:
                                  ("N", self.N, 2)):
             if value < low:
                 raise TpcoreError(f"layout {name} = {value}; expected {name} >= {low}")
+        if self.n > MAX_COLUMNS:
+            raise TpcoreError(f"layout of {self.n} columns (s={self.s}, m={self.m} memory cells, "
+                              f"k={self.k} instructions); expected at most {MAX_COLUMNS}")
         if self.N > MAX_BITS:
             raise TpcoreError(f"layout N = {self.N} bits per integer; expected 2 <= N <= "
                               f"{MAX_BITS} (the float64 machine is exact up to {MAX_BITS} bits)")
