@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import tpcore
 import tpcore.io
 from tpcore.cli import main
+from tpcore.commands.output import printable
 from tpcore.errors import TpcoreError
+from tpcore.programs import ir
 from tpcore.subleq.examples import multiply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -289,3 +292,17 @@ def test_json_output_is_standard_json(capsys):
     doc = json.loads(capsys.readouterr().out,
                      parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert doc == {"loss": None, "rows": [1.0, None]}
+
+
+def test_control_characters_in_labels_never_reach_the_terminal(tmp_path, capsys):
+    """A class label ``\\x1b]0;...\\x07`` (a terminal's set-title sequence) was printed raw."""
+    prog = tpcore.load(REPO / "results" / "learn_sort").program.ir
+    evil = "\x1b]0;pwned\x07"
+    data = ir.to_dict(prog)
+    data["classifier"]["classes"] = [evil if c == "a" else c
+                                     for c in data["classifier"]["classes"]]
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    assert main(["program", "run", str(tmp_path / "p.json"), "d", "a", "c", "b"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned\\x07" in out
+    assert printable("a\tb\nc\x9b") == "a\tb\nc\\x9b"

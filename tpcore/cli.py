@@ -21,6 +21,7 @@ from typing import NoReturn
 
 import tpcore
 from tpcore.backend import BACKENDS
+from tpcore.commands.output import printable
 from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tpcore: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the contract: every failure is one line and exit status 2
-        print(f"tpcore: error: {error_line(exc)}", file=sys.stderr)
+        print(f"tpcore: error: {printable(error_line(exc))}", file=sys.stderr)
         return 2
 
 

@@ -293,3 +293,39 @@ def test_the_tables_of_an_imported_program_are_bounded_together(tmp_path, monkey
                                                              total_table=whole - 1))
     with pytest.raises(TpcoreError, match="table entries of all MLPs up to"):
         parse.parse_file(path)
+
+
+@pytest.mark.parametrize("field, name", [("variable", "len"), ("module", "classify"),
+                                         ("variable", "predictions")])
+def test_names_a_generated_program_uses_itself_are_refused(field, name):
+    """An IR variable named ``len`` was accepted, and its exported program crashed when run."""
+    d = ir.to_dict(reverse_program())
+    module = next(m for m in d["modules"] if m["type"] == "mlp")
+    if field == "module":
+        module["name"] = name
+    else:
+        old = module["output"]
+        module["output"] = name
+        d = json.loads(json.dumps(d).replace(f'"{old}"', f'"{name}"'))
+    with pytest.raises(TpcoreError, match=f"'{name}' is a name the generated program uses"):
+        ir.from_dict(d)
+
+
+def test_the_reserved_names_cover_what_a_generated_program_defines():
+    import ast
+
+    from tpcore.programs.values import RESERVED
+
+    prog = reverse_program()
+    tree = ast.parse(codegen.source(prog))
+    top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    top |= {a.asname or a.name for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
+            for a in n.names}
+    top |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+            if isinstance(t, ast.Name)}
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    assigned = {t.id for n in run.body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+    own = set(prog.variables) | {m.name for m in prog.modules}
+    derived = {a for a in assigned if a.endswith("_pattern")}
+    assert top <= RESERVED and assigned - own - derived <= RESERVED | set(ir.INPUTS)

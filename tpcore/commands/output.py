@@ -12,6 +12,7 @@ JSON: a number that is not finite (an overflowed log-likelihood, a loss that div
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,16 +27,29 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
                         "go to stderr)")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters other than newline and tab: a label holding one (``\x1b]0;...``) would
+act on the reader's terminal."""
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character other than newline and tab written as its escape
+    (``\x1b``), so that labels from a file cannot act on a terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
 def emit(args: argparse.Namespace, result: Mapping[str, Any],
          text: str | Callable[[], str]) -> None:
     """Print ``result`` as JSON under ``--json``, else ``text`` (a callable is called only
-    then, so costly text is not built for nothing)."""
+    then, so costly text is not built for nothing) with control characters escaped
+    (:func:`printable`)."""
     if getattr(args, "json", False):
         print(json_text(dict(result), strict=True))
     else:
-        print(text() if callable(text) else text)
+        print(printable(text() if callable(text) else text))
 
 
 def note(args: argparse.Namespace, line: str) -> None:
     """Print a line that is not a result: on stdout as text, on stderr under ``--json``."""
-    print(line, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
+    print(printable(line), file=sys.stderr if getattr(args, "json", False) else sys.stdout,
+          flush=True)

@@ -59,6 +59,7 @@ from tpcore.programs.values import (
     check_label,
     check_name,
     check_size,
+    check_variable_name,
     fail,
     need,
     read_labels,
@@ -139,7 +140,7 @@ def validate(p: Program) -> None:
     check_name(p.name, "program name")
     check_size(len(v), LIMITS.variables, "variables")
     for name in [*v, *(m.name for m in p.modules)]:
-        check_name(name, "variable or module name")
+        check_variable_name(name, "variable or module name")
     if len({m.name for m in p.modules}) != len(p.modules):
         fail("modules", "module names must be distinct")
     for name in INPUTS:

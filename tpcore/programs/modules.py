@@ -39,6 +39,7 @@ from tpcore.programs.values import (
     check_label,
     check_name,
     check_size,
+    check_variable_name,
     fail,
     need,
     read_labels,
@@ -459,9 +460,9 @@ MODULE_TYPES: dict[str, type[ProgramModule]] = {kind.type_name: kind
 def read_module(d: Any, i: int, scope: Scope) -> ProgramModule:
     """Module ``i`` of a JSON program: its name, kind and output checked here, the rest by its
     kind's ``from_json``, which defines its output variable in ``scope``."""
-    name = check_name(need(d, "name", f"module {i}"), f"module {i} name")
+    name = check_variable_name(need(d, "name", f"module {i}"), f"module {i} name")
     kind, out = need(d, "kind", name, str), need(d, "output", name, str)
-    check_name(out, f"{name} output")
+    check_variable_name(out, f"{name} output")
     mtype = d.get("type")
     cls = MODULE_TYPES.get(mtype) if isinstance(mtype, str) else None
     if cls is None:

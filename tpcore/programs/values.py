@@ -10,6 +10,7 @@ what :func:`tpcore.programs.ir.from_dict` and each module kind's ``from_json`` p
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -102,6 +103,24 @@ def check_name(name: Any, what: str) -> str:
             and not keyword.iskeyword(name)):
         raise TpcoreError(f"{what} {shorten(name)} is not a name: expected an ASCII Python "
                           f"identifier of at most {LIMITS.name_chars} characters, not a keyword")
+    return name
+
+
+RESERVED = frozenset(dir(builtins)) | {
+    "select_closest", "select", "aggregate", "aggregate_sum", "classify", "load_weights", "run",
+    "features", "predictions", "csv", "functools", "os", "sys", "np", "pd", "BOS", "EOS",
+    "MAX_LEN", "VOCAB", "WEIGHTS"}
+"""Names a generated program gives its helpers, imports, constants and the end of ``run``, and
+Python's builtins: a variable or module named so would shadow them in the program."""
+
+
+def check_variable_name(name: Any, what: str) -> str:
+    """``name`` when :func:`check_name` accepts it and a generated program does not already use
+    it (:data:`RESERVED`); else raises naming it."""
+    check_name(name, what)
+    if name in RESERVED:
+        raise TpcoreError(f"{what} {name!r} is a name the generated program uses itself (a "
+                          "helper, a constant or a Python builtin); rename it")
     return name
 
 
@@ -261,7 +280,7 @@ class Scope:
     def add(self, name: Any, kind: Any, values: tuple[Label, ...]) -> Variable:
         """Define variable ``name``; raises when it is defined already or the values of all
         variables exceed ``LIMITS.total_values``."""
-        name = check_name(name, "variable name")
+        name = check_variable_name(name, "variable name")
         if name in self.variables:
             fail(name, "variable defined twice")
         self.total += len(values)
