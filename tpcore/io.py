@@ -198,7 +198,9 @@ def _header(f: IO[bytes], name: str) -> NpzMember:
     read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
             else np.lib.format.read_array_header_2_0)
     shape, fortran, dtype = read(f)
-    if dtype.hasobject or dtype.kind not in NPZ_KINDS or dtype.fields is not None:
+    if dtype.hasobject:
+        raise ValueError(f"array {name!r} holds Python objects (reading them would need pickle)")
+    if dtype.kind not in NPZ_KINDS or dtype.fields is not None:
         raise ValueError(f"array {name!r} has dtype {str(dtype)[:40]}; expected numbers or "
                          "booleans")
     if any(d < 0 for d in shape):
