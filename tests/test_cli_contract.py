@@ -96,6 +96,8 @@ BAD = [
     (["trees", "bp", "--q", "100000", "0 1"], "q=100000 symbols"),
     (["trees", "sample", "--l", "60"], "depth l=60"),
     (["reproduce", "bp-table", "--samples", "1000000000"], "1000000000 trees"),
+    (["learn", "hist", "--init-from", "p.json", "--init-parts", "read", "--init-strength",
+      "1e308"], "init_strength 1e+308; expected a number in (0, 1000]"),
 ]
 
 
@@ -306,3 +308,11 @@ def test_control_characters_in_labels_never_reach_the_terminal(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned\\x07" in out
     assert printable("a\tb\nc\x9b") == "a\tb\nc\\x9b"
+
+
+def test_a_text_file_in_another_encoding_names_the_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.conll"
+    bad.write_bytes(b"EU\tB-ORG\nrejects\tO\n\xff\xfe\tO\n")
+    assert main(["nlp", "conll", "--train", str(bad), "--dev", str(bad), "--test",
+                 str(bad)]) == 2
+    assert f"{bad}:3: not UTF-8 text" in capsys.readouterr().err

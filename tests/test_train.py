@@ -47,6 +47,9 @@ def test_nan_loss_names_step_and_last_finite_loss():
     with pytest.raises(TrainingDiverged, match="step 3; last finite loss 1.5 at step 2"):
         fit(Scalar(), SGD(Scalar().parameters(), lr=0.1), _batches(0.0), step,
             TrainConfig(steps=10, quiet=True))
+    with pytest.raises(TrainingDiverged, match="step 0; no finite loss before it"):
+        fit(Scalar(), SGD(Scalar().parameters(), lr=0.1), _batches(0.0),
+            lambda m, b, ctx: float("nan"), TrainConfig(steps=10, quiet=True))
 
 
 def test_selection_restores_best_and_early_stops():

@@ -357,9 +357,9 @@ class _Losses:
             values = _to_floats([loss for _, loss in self.pending])
             for (step, _), value in zip(self.pending, values):
                 if not math.isfinite(value):
-                    raise TrainingDiverged(
-                        f"loss became {value} at step {step}; last finite loss "
-                        f"{self.last:.6g} at step {self.last_step}")
+                    before = (f"last finite loss {self.last:.6g} at step {self.last_step}"
+                              if self.last_step >= 0 else "no finite loss before it")
+                    raise TrainingDiverged(f"loss became {value} at step {step}; {before}")
                 self.last, self.last_step = value, step
             self.pending.clear()
         return self.last

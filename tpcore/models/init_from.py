@@ -38,6 +38,9 @@ PARTS = ("read", "predicate", "classifier")
 """What :func:`init_from_program` can initialise."""
 STRENGTH = 10.0
 """Default logit margin of an initialised choice (Gumbel noise has standard deviation 1.28)."""
+MAX_STRENGTH = 1000.0
+"""Largest logit margin: far beyond any Gumbel sample, and far below float32 overflow in the
+softmax's sums (a margin of 1e308 turned the first loss into NaN)."""
 
 
 def parse_parts(parts: Sequence[str]) -> list[tuple[str | None, str]]:

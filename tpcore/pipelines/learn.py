@@ -39,7 +39,7 @@ from tpcore.limits import check_memory, peak_rss_mb
 from tpcore.models import load
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
 from tpcore.models.extract import extract
-from tpcore.models.init_from import STRENGTH, init_from_program, parse_parts
+from tpcore.models.init_from import MAX_STRENGTH, STRENGTH, init_from_program, parse_parts
 from tpcore.models.program import AttnGateLayout, ProgramConfig, ProgramModel
 from tpcore.nn.losses import cross_entropy_backward, cross_entropy_forward
 from tpcore.nn.module import save
@@ -236,9 +236,9 @@ class LearnConfig:
                 raise TpcoreError("init_from and init_parts go together; got init_from="
                                   f"{self.init_from!r}, init_parts={self.init_parts!r}")
             parse_parts(self.init_parts.split(","))
-            if not (math.isfinite(self.init_strength) and self.init_strength > 0):
-                raise TpcoreError(f"init_strength must be a finite number > 0, got "
-                                  f"{self.init_strength}")
+            if not 0 < self.init_strength <= MAX_STRENGTH:
+                raise TpcoreError(f"init_strength {self.init_strength}; expected a number in "
+                                  f"(0, {MAX_STRENGTH:g}]")
         V, N = self.task_size()
         check_memory(max(self.memory_estimate(), self.grown().memory_estimate()),
                      f"learn {self.task} (|V| {V}, N {N}, {self.n_layers} layers, d_mlp "

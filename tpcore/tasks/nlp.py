@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.io import write_text
+from tpcore.io import open_regular, write_text
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -86,11 +86,23 @@ def _where(path: str | Path, line: int) -> str:
     return f"{path}:{line}"
 
 
+def _lines(path: Path) -> list[str]:
+    """The lines of the UTF-8 text file ``path``; another encoding is refused naming the file
+    and the line."""
+    with open_regular(path) as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TpcoreError(f"{_where(path, line)}: not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start}); expected a UTF-8 file") from None
+
+
 def read_conll(path: str | Path) -> list[TaggedSentence]:
     """Sentences of a CoNLL file (see the module docstring); IOB2 tags are checked per line."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    lines = _lines(path)
     sentences: list[TaggedSentence] = []
     words: list[str] = []
     tags: list[str] = []
@@ -127,17 +139,16 @@ def read_classification(path: str | Path) -> list[Example]:
     """Examples of a ``LABEL<TAB>TEXT`` file (see the module docstring)."""
     path = Path(path)
     examples: list[Example] = []
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            label, tab, text = line.partition("\t")
-            label, words = label.strip(), text.split()
-            if not tab or not label or not words:
-                raise TpcoreError(f"{_where(path, number)}: expected 'LABEL<TAB>TEXT', got "
-                                  f"{line[:60]!r}")
-            examples.append(Example(words, label, number))
+    for number, raw in enumerate(_lines(path), 1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        label, tab, text = line.partition("\t")
+        label, words = label.strip(), text.split()
+        if not tab or not label or not words:
+            raise TpcoreError(f"{_where(path, number)}: expected 'LABEL<TAB>TEXT', got "
+                              f"{line[:60]!r}")
+        examples.append(Example(words, label, number))
     return examples
 
 
