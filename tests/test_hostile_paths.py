@@ -80,3 +80,26 @@ def test_another_users_stale_temporary_is_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(io, "_running", lambda pid: False)
     monkeypatch.setattr(Path, "unlink", refuse)
     assert io.remove_stale_temps(tmp_path) == [] and stale.exists()
+
+
+@pytest.mark.parametrize("reader", ["state", "record", "metrics"])
+def test_no_record_tpcore_reads_back_blocks_on_a_fifo(tmp_path, run, reader):
+    from tpcore.errors import TpcoreError
+    from tpcore.pipelines.learn import recorded_run
+    from tpcore.rundir import RunDir
+    from tpcore.train import load_state
+
+    folder = tmp_path / "x"
+    folder.mkdir()
+    name = {"state": "state.json", "record": "run.json", "metrics": "metrics.json"}[reader]
+    os.mkfifo(folder / name)
+    start = time.perf_counter()
+    match = "holds files but no finished run" if reader == "record" else "not a regular file"
+    with pytest.raises((TpcoreError, OSError), match=match):
+        if reader == "state":
+            load_state(folder)
+        elif reader == "record":
+            RunDir(folder, {})
+        else:
+            recorded_run(folder)
+    assert time.perf_counter() - start < 2.0

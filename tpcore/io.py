@@ -29,6 +29,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from tpcore.errors import TpcoreError
+
 _HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname())[:40] or "host"
 """This machine's name as temporary names carry it."""
 _TEMP = re.compile(r"\..+\.(\w+)-(\d+)-[0-9a-f]{8}\.tmp")
@@ -170,6 +172,25 @@ def open_regular(path: str | os.PathLike) -> IO[bytes]:
 NPZ_KINDS = "fiub"
 """Array kinds tpcore reads from an ``.npz``: floats, signed and unsigned integers, booleans
 (never objects, strings, dates, complex numbers or records)."""
+
+
+TEXT_BYTES = 16 * 2**20
+"""Most bytes of a text file tpcore reads back (records, configurations, programs)."""
+
+
+def read_text(path: str | os.PathLike, what: str = "file", limit: int = TEXT_BYTES) -> str:
+    """The UTF-8 text of the regular file ``path`` (:func:`open_regular`), reading at most
+    ``limit + 1`` bytes; a larger file, or one in another encoding, raises a
+    :class:`~tpcore.errors.TpcoreError` naming it."""
+    with open_regular(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TpcoreError(f"{path}: {what} larger than the limit of {limit:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TpcoreError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
 
 
 NPZ_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.errors import TpcoreError
-from tpcore.io import json_value, remove_stale_temps, temp_sibling, write_json
+from tpcore.io import json_value, read_text, remove_stale_temps, temp_sibling, write_json
 
 RECORD = "run.json"
 """The completion record inside a run directory, written last."""
@@ -153,7 +153,8 @@ class RunDir:
         if not rec.is_file():
             return None
         try:
-            return recorded_config(json.loads(rec.read_text()), f"the run in {str(self.path)!r}")
+            return recorded_config(json.loads(read_text(rec, "run record")),
+                                   f"the run in {str(self.path)!r}")
         except (TpcoreError, ValueError):
             if self.overwrite:
                 return {}
@@ -211,7 +212,7 @@ def saved(path: str | os.PathLike, config: Any, remedy: str = OVERWRITE,
     path = Path(path)
     if not path.is_file():
         return None
-    row = json.loads(path.read_text())
+    row = json.loads(read_text(path, "result"))
     try:
         recorded = recorded_config(row.get("record") if isinstance(row, dict) else None,
                                    str(path), remedy)

@@ -50,7 +50,7 @@ from tpcore.backend import (
 )
 from tpcore.cpu import flush_subnormals, flush_wanted, limit_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
-from tpcore.io import read_npz, write_json, write_npz
+from tpcore.io import read_npz, read_text, write_json, write_npz
 from tpcore.limits import memory_limit
 from tpcore.nn.losses import (
     cross_entropy_backward,
@@ -403,7 +403,7 @@ def load_state(folder: str | Path) -> TrainState:
     unreadable file raises a :class:`TpcoreError` naming it."""
     folder = Path(folder)
     try:
-        meta = json.loads((folder / "state.json").read_text())
+        meta = json.loads(read_text(folder / "state.json", "paused state"))
         arrays = {name: _read_npz(folder / f"{name}.npz")
                   for name in ("params", "best", "optimizer")
                   if name != "best" or (folder / "best.npz").is_file()}

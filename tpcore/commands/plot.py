@@ -21,6 +21,7 @@ from tpcore.commands.options import need_package
 from tpcore.commands.output import add_json_option, emit
 from tpcore.commands.reproduce import EXPERIMENTS
 from tpcore.errors import TpcoreError
+from tpcore.io import read_text
 
 FIGURES = {name: module for name, module in EXPERIMENTS.items() if hasattr(module, "figures")}
 """The reproductions whose figures ``tpcore plot NAME`` redraws (those with a ``figures``)."""
@@ -31,7 +32,7 @@ def _read(path: Path) -> Any:
     if not path.is_file():
         raise TpcoreError(f"{path}: no such file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path, "result"))
     except (ValueError, RecursionError) as exc:
         raise TpcoreError(f"{path}: not JSON ({str(exc)[:200]})") from None
 

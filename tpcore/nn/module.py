@@ -20,7 +20,7 @@ import numpy as np
 
 from tpcore.backend import get_xp, to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.io import npz_array_bytes, read_npz, write_json, write_npz
+from tpcore.io import npz_array_bytes, read_npz, read_text, write_json, write_npz
 from tpcore.limits import check_memory
 
 
@@ -122,7 +122,7 @@ def load(path: str | Path, classes: Mapping[str, type[Module]]) -> Module:
         if not p.is_file():
             raise TpcoreError(f"checkpoint file {str(p)!r} not found")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(read_text(meta_path, "model description"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TpcoreError(f"{meta_path}: not valid JSON ({exc})") from None
     if not isinstance(meta, dict):

@@ -34,7 +34,7 @@ from typing import Any
 
 from tpcore.cpu import default_threads, limit_threads, training_machine
 from tpcore.errors import TpcoreError, unknown_name
-from tpcore.io import write_json
+from tpcore.io import read_text, write_json
 from tpcore.limits import check_memory, peak_rss_mb
 from tpcore.models import load
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
@@ -554,7 +554,7 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     run = run_dir(cfg, out, overwrite)
     missing = [n for n in ("model.json", "model.npz") if not (run.path / n).is_file()]
     if run.finished and not missing:
-        return {**json.loads((run.path / "metrics.json").read_text()), "reused": True}
+        return {**read_metrics(run.path), "reused": True}
     if run.finished and not overwrite:
         raise TpcoreError(f"{run.path} holds the metrics of a finished run of these settings "
                           f"but not its model ({', '.join(missing)} missing); {OVERWRITE}")
@@ -565,7 +565,8 @@ def learn(cfg: LearnConfig, out: Path, quiet: bool = True, overwrite: bool = Fal
     where = paused_dir(run.path)  # only looked at when it exists or a pause is asked for
     paused = RunDir(where, cfg.settings(), overwrite) if pause or where.exists() else None
     resumable = paused is not None and paused.finished
-    record = json.loads((paused.path / PAUSED).read_text()) if resumable else None
+    record = (json.loads(read_text(paused.path / PAUSED, "paused-run summary")) if resumable
+              else None)
     if pause and record is not None and record["epochs"] >= pause_after:
         return record
     state = load_state(paused.path) if resumable else None

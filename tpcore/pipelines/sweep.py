@@ -47,7 +47,7 @@ from typing import Any
 
 from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import TpcoreError, missing_package
-from tpcore.io import write_json, write_text
+from tpcore.io import read_text, write_json, write_text
 from tpcore.pipelines import learn
 from tpcore.pipelines.learn import LearnConfig, paused_dir, run_dir
 from tpcore.pipelines.wall_clock import WallClock
@@ -110,7 +110,7 @@ def run_rung(cfg_dict: dict[str, Any], out: str, overwrite: bool, epochs: int
 
 def summarise(path: Path) -> dict[str, Any]:
     """The row a sweep table shows for a finished run directory."""
-    m = json.loads((path / "metrics.json").read_text())
+    m = json.loads(read_text(path / "metrics.json", "run metrics"))
     c = m["config"]
     return {"run": path.name, "task": m["task"], "layers": c["n_layers"],
             "heads": c["n_cat_heads"] + c["n_num_heads"],

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from tpcore.errors import TpcoreError
-from tpcore.io import write_json
+from tpcore.io import read_text, write_json
 
 WALL_FILE = "wall.json"
 MAX_PHASES = 64
@@ -60,7 +60,7 @@ def read_phases(out: Path) -> dict[str, float]:
         earlier = _sweep_json_seconds(out)
         return {EARLIER: earlier} if earlier else {}
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_text(path, "wall-clock record"))
     except (OSError, ValueError) as exc:
         raise TpcoreError(f"{path}: not a readable wall clock ({exc}); delete it to start "
                           f"the clock again") from None
@@ -84,7 +84,7 @@ def _sweep_json_seconds(out: Path) -> float:
     """``wall_seconds`` of the ``sweep.json`` in ``out`` (0 when there is none, or it holds no
     finite number of seconds >= 0)."""
     try:
-        seconds = json.loads((out / "sweep.json").read_text(encoding="utf-8"))["wall_seconds"]
+        seconds = json.loads(read_text(out / "sweep.json", "sweep record"))["wall_seconds"]
     except (OSError, ValueError, KeyError, TypeError):
         return 0.0
     return float(seconds) if _seconds(seconds) else 0.0

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.io import open_regular
+from tpcore.io import TEXT_BYTES, read_text
 
 KINDS = ("categorical", "numerical")
 Label = str | int | float
@@ -35,7 +35,7 @@ class Limits:
     each one before allocating anything of that size; the largest value among the programs of
     the tests, ``results/`` and the authors' published RASP programs is given in brackets."""
 
-    file_bytes: int = 16 * 2**20
+    file_bytes: int = TEXT_BYTES
     """Bytes of one file: an IR ``.json``, a program ``.py``, a weights CSV, a saved model's
     ``.npz`` (its arrays' bytes) or ``.json`` (the program generated from the Dyck-2 model of
     ``results/table1``: 13 MB)."""
@@ -158,17 +158,8 @@ def check_finite(a: np.ndarray, what: str) -> None:
 
 
 def read_limited(path: str | Path, what: str = "file") -> str:
-    """The UTF-8 text of ``path``, reading at most ``LIMITS.file_bytes + 1`` bytes."""
-    path = Path(path)
-    with open_regular(path) as f:
-        data = f.read(LIMITS.file_bytes + 1)
-    if len(data) > LIMITS.file_bytes:
-        raise TpcoreError(f"{path}: {what} larger than the limit of {LIMITS.file_bytes:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TpcoreError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
-                          f"{exc.start})") from None
+    """The UTF-8 text of ``path``, at most ``LIMITS.file_bytes`` (:func:`tpcore.io.read_text`)."""
+    return read_text(path, what, LIMITS.file_bytes)
 
 
 @dataclass(frozen=True)

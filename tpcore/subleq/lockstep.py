@@ -13,6 +13,7 @@ import numpy as np
 
 from tpcore.backend import get_xp
 from tpcore.errors import TpcoreError, unknown_name
+from tpcore.io import read_text
 from tpcore.limits import check_memory
 from tpcore.subleq.asm import assemble
 from tpcore.subleq.examples import EXAMPLES, example
@@ -48,7 +49,7 @@ def load(spec: str | Path, *, N: int | None = None, s: int = 1,
             raise TpcoreError(f"{spec} is a commands CSV; give its memory CSV too (--mem, or "
                               "mem= in Python)")
         return load_csv(path, mem, s=s, N=bits)
-    return assemble(path.read_text(encoding="utf-8"), N=bits, s=s)
+    return assemble(read_text(path, "assembly"), N=bits, s=s)
 
 
 MAX_REPR_CELLS = 8
