@@ -329,3 +329,55 @@ def test_the_reserved_names_cover_what_a_generated_program_defines():
     own = set(prog.variables) | {m.name for m in prog.modules}
     derived = {a for a in assigned if a.endswith("_pattern")}
     assert top <= RESERVED and assigned - own - derived <= RESERVED | set(ir.INPUTS)
+
+
+def _many_mlps(folder: Path, count: int, max_len: int) -> Path:
+    """A program file of ``count`` numerical MLPs ``return 0`` over two prefix counts of
+    ``max_len`` values each: a few KB whose tables hold ``count * max_len^2`` entries."""
+    from tpcore.programs.examples import base_variables
+
+    v = base_variables(4, 6)
+    mods: list = []
+    for t in ("0", "1"):
+        v[f"prefix_count_{t}"] = ir.Variable(f"prefix_count_{t}", "numerical", tuple(range(6)))
+        mods.append(ir.PrefixCount(f"prefix_count_{t}", t, f"prefix_count_{t}"))
+    v["num_mlp_0_0_outputs"] = ir.Variable("num_mlp_0_0_outputs", "categorical", (0,))
+    mods.append(ir.Mlp("num_mlp_0_0", "numerical", ("prefix_count_0", "prefix_count_1"),
+                       "num_mlp_0_0_outputs", np.zeros((6, 6), dtype=np.int64), 0))
+    classes = v["tokens"].values[3:]
+    weights = {"tokens": np.zeros((v["tokens"].size, len(classes))),
+               "num_mlp_0_0_outputs": np.ones((1, len(classes)))}
+    clf = ir.Classifier(classes, tuple(weights), weights, np.zeros(len(classes)))
+    prog = ir.Program("many", v, mods, clf, bos="<s>", eos="</s>", pad="<pad>")
+    path, csv = codegen.write(prog, folder, compress=False)
+    text = path.read_text().replace("MAX_LEN = 6", f"MAX_LEN = {max_len}")
+    start, end = text.index("    # num_mlp_0_0 #"), text.index("    features = [")
+    block = ("    def num_mlp_0_{i}(prefix_count_0, prefix_count_1):\n        return 0\n\n"
+             "    num_mlp_0_{i}_outputs = [\n        num_mlp_0_{i}(k0, k1) for k0, k1 in "
+             "zip(prefix_count_0, prefix_count_1)\n    ]\n\n")
+    features = "".join(f'        ("num_mlp_0_{i}_outputs", num_mlp_0_{i}_outputs),\n'
+                       for i in range(count))
+    text = (text[:start] + "".join(block.format(i=i) for i in range(count))
+            + '    features = [\n        ("tokens", tokens),\n' + features + "    ]\n"
+            + text[text.index("    predictions = classify"):])
+    path.write_text(text)
+    rows = [r for r in csv.read_text().splitlines() if not r.startswith("num_mlp")]
+    rows += [f"num_mlp_0_{i}_outputs,0" + ",1.0" * len(classes) for i in range(count)]
+    csv.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_many_small_tables_are_refused_quickly(tmp_path):
+    """200 MLPs of ``return 0`` over two prefix counts (32 KB) took 49 s and 4.1 GB."""
+    path = _many_mlps(tmp_path, 200, 1448)
+    start = time.perf_counter()
+    tracemalloc.start()
+    try:
+        with pytest.raises(TpcoreError, match="table entries of all MLPs up to num_mlp_0_"):
+            parse.parse_file(path)
+        assert tracemalloc.get_traced_memory()[1] < 200 * 2**20
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 2.0
+    small = parse.parse_file(_many_mlps(tmp_path / "small", 3, 6))
+    assert sum(isinstance(m, ir.Mlp) for m in small.modules) == 3

@@ -63,7 +63,7 @@ class Limits:
     table: int = 2**21
     """Entries of one MLP table: the product of its inputs' value-set sizes (1,052,929; a
     failed seed of ``results/counting_arch``, prefix seed 5, has 14,753,281 and is refused)."""
-    total_table: int = 2**24
+    total_table: int = 2**22
     """Entries of all the MLP tables of a program file together, which an imported program
     computes from its decision lists (276,782 for the main job's sort program, 269,374 for the
     authors' published one)."""
