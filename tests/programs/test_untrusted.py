@@ -351,7 +351,7 @@ def _many_mlps(folder: Path, count: int, max_len: int) -> Path:
     prog = ir.Program("many", v, mods, clf, bos="<s>", eos="</s>", pad="<pad>")
     path, csv = codegen.write(prog, folder, compress=False)
     text = path.read_text().replace("MAX_LEN = 6", f"MAX_LEN = {max_len}")
-    start, end = text.index("    # num_mlp_0_0 #"), text.index("    features = [")
+    start = text.index("    # num_mlp_0_0 #")
     block = ("    def num_mlp_0_{i}(prefix_count_0, prefix_count_1):\n        return 0\n\n"
              "    num_mlp_0_{i}_outputs = [\n        num_mlp_0_{i}(k0, k1) for k0, k1 in "
              "zip(prefix_count_0, prefix_count_1)\n    ]\n\n")
