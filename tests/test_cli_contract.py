@@ -64,6 +64,8 @@ BAD = [
     (["nlp", "conll", "--train", "t", "--dev", "d", "--test", "t", "--batch-size", "0"],
      "argument --batch-size"),
     (["learn", "ner-demo", "--budget", "0"], "argument --budget: expected a finite number > 0"),
+    (["learn", "ner-demo", "--epochs", "3"], "--epochs 3: the demos train each model for its "
+                                             "own number of epochs; scale them all with --budget"),
     (["program", "eval", "any.json", "--task", "sort", "--n-samples", "0"],
      "argument --n-samples"),
     (["program", "eval", SORT_RUN, "--task", "sort", "--n-samples", "5"],

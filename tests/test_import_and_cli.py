@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,47 @@ def test_learn_lists_the_nlp_tasks(capsys):
         main(["learn", "--help"])
     out = capsys.readouterr().out
     assert all(task in out for task in ("conll", "classify", "ner-demo", "classify-demo"))
+
+
+def test_help_texts_read_as_plain_text():
+    """The help of every command quoted its docstring's Sphinx markup (``x``, :func:`y`)."""
+    import argparse
+    import contextlib
+    import io
+
+    from tpcore.cli import build_parser
+
+    def parsers(p: argparse.ArgumentParser):
+        yield p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in dict.fromkeys(action.choices.values()):
+                    yield from parsers(sub)
+
+    seen = 0
+    for p in parsers(build_parser()):
+        text = p.format_help()
+        seen += 1
+        assert "``" not in text and not any(f":{r}:`" in text for r in
+                                            ("mod", "func", "class", "meth", "attr", "data")), \
+            p.prog
+    assert seen > 30
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):
+        build_parser().parse_args(["learn", "--help"])
+    assert out.getvalue().count("`tpcore learn TASK`") == 1
+
+
+def test_an_uninstalled_source_folder_names_the_install_step(tmp_path):
+    """From a clone without installing, the first use failed with "No module named
+    'tpcore.kernels'"."""
+    import os
+    import shutil
+
+    import numpy
+
+    shutil.copytree(Path(tpcore.__file__).parent, tmp_path / "tpcore",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    site = os.path.dirname(os.path.dirname(numpy.__file__))
+    code = f"import sys; sys.path[:0] = [{str(tmp_path)!r}, {site!r}]; import tpcore"
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    assert out.returncode == 1 and "install it first: pip install -e ." in out.stderr

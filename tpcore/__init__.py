@@ -14,10 +14,17 @@ are imported when first used, and numba, scipy, cupy, matplotlib and tqdm by the
 need them.
 """
 
+import importlib.util
 import typing
 
-from tpcore.backend import get_xp, set_backend, xp_of
-from tpcore.errors import TpcoreError
+if importlib.util.find_spec("tpcore.kernels") is None:  # a source folder, not installed
+    raise ImportError("tpcore's kernels (the kernels/ folder, installed as tpcore.kernels) are "
+                      f"not importable: tpcore here runs from {__path__[0]} without being "
+                      "installed; install it first: pip install -e . (in the folder holding "
+                      "pyproject.toml)")
+
+from tpcore.backend import get_xp, set_backend, xp_of  # noqa: E402
+from tpcore.errors import TpcoreError  # noqa: E402
 
 __version__ = "0.1.0"
 

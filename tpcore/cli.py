@@ -37,10 +37,24 @@ def _action_name(action: argparse.Action) -> str:
     return action.metavar if isinstance(action.metavar, str) else action.dest
 
 
+_ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc):`~?([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` with reStructuredText roles and literals as a terminal shows them: ``:func:`~a.b```
+    becomes ``b``, ``:mod:`a.b``` becomes ``a.b``, a double-backquoted literal loses its quotes."""
+    text = _ROLE.sub(lambda m: m[1].rsplit(".", 1)[-1] if m[0].count("~") else m[1], text)
+    return text.replace("``", "`")
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors raise :class:`TpcoreError` ``MESSAGE (see PROG
     --help)`` for :func:`main` to print as one line; an unknown choice (a subcommand, say) gets
     a did-you-mean, and is called a task where the choices are tasks (metavar ``TASK``)."""
+
+    def format_help(self) -> str:
+        """The help, with the Sphinx markup of the docstrings it quotes read as plain text."""
+        return plain_text(super().format_help())
 
     def error(self, message: str) -> NoReturn:
         value = re.search(r"invalid choice: '([^']*)'", message)

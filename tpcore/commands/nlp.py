@@ -123,6 +123,7 @@ def add_tasks(tasks: argparse._SubParsersAction) -> None:
         d = tasks.add_parser(name, help=f"the built-in synthetic {what} corpus: program vs "
                                         "transformer vs baseline")
         demo_options(d, f"runs/{name}")
+        d.add_argument("--epochs", help=argparse.SUPPRESS)  # refused, naming --budget
         add_json_option(d)
         d.set_defaults(func=run_demo, demo=name)
 
@@ -214,6 +215,9 @@ def run_classify(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    if args.epochs is not None:
+        raise TpcoreError(f"--epochs {args.epochs[:20]}: the demos train each model for its own "
+                          "number of epochs; scale them all with --budget (e.g. --budget 0.5)")
     module = DEMOS[args.demo][0]
     out = Path(args.out)
     result = module.run(module.budget(args.budget), out, args.seed, args.quiet, args.overwrite)
