@@ -15,7 +15,7 @@ TIMEOUT = 120
 
 def test_there_is_an_example_per_capability():
     assert {p.stem for p in EXAMPLES} >= {"programs", "hooks", "sorting", "counting", "looped",
-                                          "trees"}
+                                          "trees", "bp_vs_transformer", "gradient"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
