@@ -245,3 +245,14 @@ def test_the_python_api_raises_tpcore_errors_naming_the_argument(call, message):
     """Once a TypeError, ValueError or a silently truncated list from deep inside."""
     with pytest.raises(tpcore.TpcoreError, match=message):
         call()
+
+
+def test_a_sorting_model_trains_from_one_call():
+    model, report = tpcore.train_sorter("causal", scale=0.002, seed=5)
+    assert report["config"]["steps"] == 16 and len(report["history"]) == 16  # every step
+    assert 0.0 <= report["random_lists_correct"] <= 1.0
+    assert len(tpcore.sort_list(model, [3, 1, 2])) == 3
+    with pytest.raises(tpcore.TpcoreError, match="scale 0: expected a number in"):
+        tpcore.train_sorter("causal", scale=0)
+    with pytest.raises(tpcore.TpcoreError, match="nope"):
+        tpcore.train_sorter("nope")

@@ -29,7 +29,7 @@ from tpcore.errors import TpcoreError  # noqa: E402
 __version__ = "0.1.0"
 
 _API = ("Run", "Text", "TransformerProgram", "learn", "load", "save", "sort_list", "subleq",
-        "train_transformer", "trees")
+        "train_sorter", "train_transformer", "trees")
 """The names :mod:`tpcore.api` defines, imported on first use."""
 
 __all__ = ["__version__", "TpcoreError", "get_xp", "set_backend", "xp_of", *_API]

@@ -28,6 +28,7 @@ from tpcore import subleq, trees
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.sorting import sort_list
+from tpcore.experiments.sorting import train_setting as train_sorter
 from tpcore.models import load as load_model
 from tpcore.models.transformer import Transformer
 from tpcore.nn.module import Module
@@ -42,7 +43,7 @@ from tpcore.rundir import check_out_dir
 from tpcore.tasks.data import TaskData
 
 __all__ = ["Run", "Text", "TransformerProgram", "learn", "load", "save", "sort_list", "subleq",
-           "train_transformer", "trees"]
+           "train_sorter", "train_transformer", "trees"]
 
 OPTIONS = {"layers": "n_layers", "cat_heads": "n_cat_heads", "num_heads": "n_num_heads",
            "cat_mlps": "n_cat_mlps", "num_mlps": "n_num_mlps"}
