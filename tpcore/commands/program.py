@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tpcore.analysis.program_figures import write_program_figures
+from tpcore.analysis.html_view import program_html
+from tpcore.analysis.program_figures import example_input, write_program_figures
 from tpcore.analysis.reads_figure import reads_figure
 from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
+from tpcore.io import write_text
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
@@ -44,6 +46,11 @@ def _show(args: argparse.Namespace) -> int:
     if args.plots:
         figures = write_program_figures(p, Path(args.plots))
         result["figures"] = {**figures, "files": [str(f) for f in figures["files"]]}
+    if args.html:
+        tokens = p.frame(args.input.split()) if args.input else example_input(p)
+        run_tokens(p, [t for t in tokens if t not in (p.bos, p.eos)])   # checks the tokens
+        write_text(args.html, program_html(p, tokens, full=args.full))
+        result["html"] = args.html
 
     def text() -> str:
         lines = [result["source"]] if "source" in result else []
@@ -59,6 +66,8 @@ def _show(args: argparse.Namespace) -> int:
         if embeddings:
             lines.append("# words per learned embedding value (the paper's Figure 7 table):")
             lines += [f"#   {line}" for line in result["embedding_table"].splitlines()]
+        if "html" in result:
+            lines.append(f"# page: {result['html']}")
         if "figures" in result:
             lines.append(f"# figures (attention on {' '.join(result['figures']['input'])}; "
                          f"graph drawn with {result['figures']['graph_drawn_with']}): "
@@ -210,6 +219,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="also write figures into DIR (needs matplotlib): the heads' "
                            "predicates, their attention on an example input, the dependency "
                            "graph as Graphviz DOT and PNG")
+    show.add_argument("--html", metavar="FILE",
+                      help="also write one self-contained HTML page: the source beside every "
+                           "head's predicate and attention, hovering a token shows what each "
+                           "head reads there")
+    show.add_argument("--input", metavar="TOKENS",
+                      help="the input the attention is shown on, e.g. 'd a c b' (default: an "
+                           "example of the longest length)")
     add_json_option(show)
     show.set_defaults(func=_show)
     run = verbs.add_parser("run", help="predict the tokens of one input (printed for its content "
