@@ -310,32 +310,44 @@ def _markdown(res: dict[str, Any]) -> str:
 
 
 def figures(res: dict[str, Any], out: Path) -> list[Path]:
-    """``fleq_errors.png``: error vs c, vs lambda and vs m."""
+    """``fleq_errors.png``: the relative error of three compiled blocks against exact
+    arithmetic, as their sharpness or size grows (the matrix product as attention against the
+    softmax scale ``c``, the pointer heads against ``lambda``, the sigmoid sums against their
+    number ``m``)."""
     plt = pyplot()
-    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     for sym in (False, True):
         for dt in DTYPES:
             pts = [(r["c"], r["error"]) for r in res["matmul"]["vs_c"]
                    if r["symmetric"] == sym and r["dtype"] == dt]
             ax[0].loglog(*zip(*pts), marker="o",
-                         label=f"{'symmetric' if sym else '1 head'} {dt}")
-    ax[0].set(xlabel="c", ylabel="relative error", title="A^T B (Lemma 7), C = 30")
-    ax[0].legend()
+                         label=f"{'two symmetric heads' if sym else 'one head'}, {dt}")
+    ax[0].set(xlabel="softmax scale c", ylabel="relative error",
+              title="matrix product A^T B as attention\n(Lemma 7; entries bounded by C = 30)")
     for dt in DTYPES:
         for blk in ("add", "transpose"):
             pts = [(r["lam"], max(r[blk], 1e-17)) for r in res["lambda"]
                    if r["dtype"] == dt and r["gate"] == DEFAULT_GATE]
-            ax[1].semilogy(*zip(*pts), marker="o", label=f"{blk} {dt}")
-    ax[1].set(xlabel="lambda", ylabel="relative error", title="pointer heads")
-    ax[1].legend()
+            ax[1].semilogy(*zip(*pts), marker="o", label=f"{blk} block, {dt}")
+    ax[1].set(xlabel="attention sharpness lambda", ylabel="relative error",
+              title="pointer heads reading one column\n(add and transpose blocks)")
+    names = {"inv": "1/x", "sqrt": "sqrt(x)", "lstsq": "least-squares fit",
+             "lemma": "the lemma's construction"}
     for fn in ("inv", "sqrt"):
         for kind in ("lstsq", "lemma"):
             pts = [(r["terms"], r["block_float64"]) for r in res["sigmoids"]
                    if r["function"] == fn and r["kind"] == kind]
-            ax[2].loglog(*zip(*pts), marker="o", label=f"{fn} {kind}")
-    ax[2].set(xlabel="sigmoid terms m", ylabel="relative error", title="Lemma 5 block")
-    ax[2].legend()
-    fig.tight_layout()
+            ax[2].loglog(*zip(*pts), marker="o", label=f"{names[fn]}, {names[kind]}")
+    terms = sorted({r["terms"] for r in res["sigmoids"] if r["kind"] == "lstsq"})
+    ax[2].set(xlabel="sigmoids m", ylabel="relative error (float64)",
+              title="functions as sums of m sigmoids\n(Lemma 5 block)")
+    ax[2].set_xticks(terms, [str(t) for t in terms])
+    ax[2].xaxis.set_minor_formatter(plt.NullFormatter())
+    for a in ax:
+        a.legend(fontsize=8)
+        a.tick_params(labelsize=8)
+    fig.suptitle("FLEQ building blocks: relative error of each compiled block against exact "
+                 "arithmetic")
     return [save_png(fig, out / "fleq_errors.png")]
 
 
