@@ -65,20 +65,29 @@ def scaling(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+ANCHOR_NAMES = {"torch": "PyTorch", "authors": "authors' code"}
+"""How the figure names each anchor."""
+MODEL_NAMES = {"transformer": "standard transformer", "program": "Transformer Program"}
+"""How the figure names each model of the scaling bench."""
+
+
 def figure(rows: list[dict], path: Path) -> bool:
-    """Milliseconds per step against each axis (log-log), tpcore and the anchor; False when
-    matplotlib is missing."""
+    """Milliseconds per training step (forward, backward, Adam) against batch, length and
+    layers (log-log), tpcore beside its anchor run alternately in one process; the title names
+    the processor and the threads. False when matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return False
     scaled = [r for r in rows if "axis" in r]
     models = list(dict.fromkeys(r["model"] for r in scaled))
     axes_names = ["batch", "length", "layers"]
-    fig, grid = plt.subplots(len(models), 3, figsize=(11, 3.2 * len(models)), squeeze=False)
+    fig, grid = plt.subplots(len(models), 3, figsize=(12, 3.4 * len(models) + 0.6),
+                             squeeze=False, layout="constrained")
     for i, model in enumerate(models):
         for j, axis in enumerate(axes_names):
             ax = grid[i][j]
@@ -88,14 +97,23 @@ def figure(rows: list[dict], path: Path) -> bool:
             ax.plot(xs, [r["tpcore_ms"] for r in part], "o-", label="tpcore")
             anchor = next((a for a in map(_anchor, part) if a), None)
             if anchor:
-                ax.plot(xs, [r.get(f"{anchor}_ms") for r in part], "s--", label=anchor)
+                ax.plot(xs, [r.get(f"{anchor}_ms") for r in part], "s--",
+                        label=ANCHOR_NAMES.get(anchor, anchor))
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            ax.set_xticks(xs, [str(x) for x in xs])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
             ax.set_xlabel(axis)
-            ax.set_ylabel("ms per step")
-            ax.set_title(f"{model}: {axis}")
-            ax.legend()
-    fig.tight_layout()
+            ax.set_ylabel("ms per training step")
+            ax.set_title(f"{MODEL_NAMES.get(model, model)}: {axis}", fontsize=9)
+            ax.legend(fontsize=8)
+    threads = sorted({r.get("threads") for r in scaled} - {None})
+    cpu = next((r["machine"].get("cpu", {}).get("brand_raw") for r in scaled
+                if r.get("machine")), None) or "this machine"
+    fig.suptitle(f"Training-step time (forward, backward, Adam) as one size grows, the others "
+                 f"at the bench's defaults\ntpcore beside PyTorch and beside the authors' "
+                 f"PyTorch model; {cpu}, {', '.join(map(str, threads)) or '?'} thread"
+                 f"{'s' * (threads != [1])}, medians of alternating runs", fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
