@@ -4,7 +4,7 @@ Nodes are the program's variables (the inputs ``tokens``, ``positions``, ``ones`
 module's output, named by its module) and the classifier; an edge ``a -> b`` says that ``b``'s
 module reads ``a``: as query, key or value for a head (``q``, ``k``, ``v``), as an input for an
 MLP or a counting module, as a feature for the classifier. Variables that no prediction depends
-on are drawn grey and dashed.
+on are drawn grey and dashed in the DOT text, and left out of the picture.
 
 :func:`dot_text` needs nothing installed. :func:`graph_png` renders the DOT text with Graphviz's
 ``dot`` program when it is on the ``PATH``, and otherwise draws the same graph with matplotlib in
@@ -73,13 +73,20 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def dot_text(program: Program) -> str:
-    """The dependency graph in Graphviz's DOT language (inputs on the top row)."""
+def dot_text(program: Program, used_only: bool = False) -> str:
+    """The dependency graph in Graphviz's DOT language, one row per layer of the program
+    (:func:`layers`: the inputs on top, the classifier at the bottom); ``used_only``: without the
+    variables no prediction depends on (what the picture draws), else with them dashed."""
     used = used_variables(program)
+    shown = [n for n in program.variables if n in used or not used_only]
     lines = [f"digraph {_quote(program.name)} {{", "  rankdir=TB;",
              '  node [shape=box, style="rounded", fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=8, arrowsize=0.6];']
-    for name in program.variables:
+    if used_only and len(shown) < len(program.variables):
+        note = (f"{len(program.variables) - len(shown)} variables no prediction depends on "
+                "are left out")
+        lines.append(f"  label={_quote(note)}; labelloc=t;")
+    for name in shown:
         attrs = [f"label={_quote(node_label(program, name))}"]
         if name in INPUTS:
             attrs.append("shape=ellipse")
@@ -88,8 +95,14 @@ def dot_text(program: Program) -> str:
         lines.append(f"  {_quote(name)} [{', '.join(attrs)}];")
     lines.append(f"  {_quote(CLASSIFIER)} [label={_quote(node_label(program, CLASSIFIER))}, "
                  "shape=doubleoctagon];")
-    lines.append("  { rank=same; " + " ".join(f"{_quote(x)};" for x in INPUTS) + " }")
+    row = layers(program)
+    for r in range(max(row.values())):
+        names = [n for n in shown if row.get(n) == r]
+        if names:
+            lines.append("  { rank=same; " + " ".join(f"{_quote(x)};" for x in names) + " }")
     for source, target, role in edges(program):
+        if source not in shown or (target != CLASSIFIER and target not in shown):
+            continue
         label = f", label={_quote(role)}" if role in ("q", "k", "v") else ""
         lines.append(f"  {_quote(source)} -> {_quote(target)} [color={_quote(ROLES[role])}"
                      f"{label}];")
@@ -112,32 +125,38 @@ def layers(program: Program) -> dict[str, int]:
     return row
 
 
-def layout(program: Program) -> dict[str, tuple[float, float]]:
-    """``{node: (x, y)}``: rows from :func:`layers` (``y = -row``), nodes of a row ordered by the
-    mean ``x`` of what they read (fewer crossings) and centred on ``x = 0``, one unit apart."""
-    row = layers(program)
+def layout(program: Program, keep: set[str] | None = None) -> dict[str, tuple[float, float]]:
+    """``{node: (x, y)}`` of the nodes in ``keep`` (all when None): rows from :func:`layers`
+    (``y = -row``), nodes of a row ordered by the mean ``x`` of what they read (fewer
+    crossings) and centred on ``x = 0``, one unit apart."""
+    row = {n: r for n, r in layers(program).items() if keep is None or n in keep}
     reads: dict[str, list[str]] = {}
     for source, target, _ in edges(program):
-        reads.setdefault(target, []).append(source)
+        if source in row:
+            reads.setdefault(target, []).append(source)
     pos: dict[str, tuple[float, float]] = {}
     for r in range(max(row.values()) + 1):
         names = [n for n in row if row[n] == r]
         if r:
-            names.sort(key=lambda n: sum(pos[s][0] for s in reads[n]) / len(reads[n]))
+            names.sort(key=lambda n: sum(pos[s][0] for s in reads.get(n, [])) /
+                       max(len(reads.get(n, [])), 1))
         for i, n in enumerate(names):
             pos[n] = (i - (len(names) - 1) / 2, -float(r))
     return pos
 
 
 def _draw(program: Program, path: Path) -> Path:
-    """The graph drawn with matplotlib in the layers of :func:`layout`."""
-    pos = layout(program)
+    """The graph drawn with matplotlib in the layers of :func:`layout`, without the variables
+    no prediction depends on."""
     used = used_variables(program) | {CLASSIFIER}
+    pos = layout(program, used | set(INPUTS))
     width = max(x for x, _ in pos.values()) - min(x for x, _ in pos.values()) + 1
     depth = -min(y for _, y in pos.values()) + 1
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(min(1.8 * width + 1, 60), min(1.2 * depth + 1, 40)))
     for source, target, role in edges(program):
+        if source not in pos or target not in pos:
+            continue
         ax.annotate("", xy=pos[target], xytext=pos[source],
                     arrowprops=dict(arrowstyle="-|>", color=ROLES[role], lw=0.8,
                                     shrinkA=12, shrinkB=12, mutation_scale=8,
@@ -152,13 +171,14 @@ def _draw(program: Program, path: Path) -> Path:
     for role, name in (("q", "query"), ("k", "key"), ("v", "value"), ("", "MLP / count input"),
                        ("feature", "classifier feature")):
         ax.plot([], [], color=ROLES[role], label=f"reads as {name}")
-    ax.plot([], [], color="grey", linestyle="--", label="unused (no effect on predictions)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     ax.set_xlim(min(x for x, _ in pos.values()) - 0.7, max(x for x, _ in pos.values()) + 0.7)
     ax.set_ylim(-depth + 0.5, 0.7)
     ax.set_axis_off()
+    left_out = len(program.variables) - len(pos) + 1
+    note = f"; {left_out} variables no prediction depends on left out" if left_out else ""
     ax.set_title(f"{program.name}: dependency graph (rows: the program's layers, attention then "
-                 "MLPs)", fontsize=10)
+                 f"MLPs{note})", fontsize=10)
     return save_png(fig, path)
 
 
@@ -170,7 +190,8 @@ def graph_png(program: Program, path: Path) -> tuple[Path, str]:
         return _draw(program, path), "matplotlib"
     with atomic_path(path) as tmp:
         done = subprocess.run([dot, "-Tpng", f"-Gdpi={DPI}", "-o", str(tmp)],
-                              input=dot_text(program), text=True, capture_output=True,
+                              input=dot_text(program, used_only=True), text=True,
+                              capture_output=True,
                               timeout=DOT_TIMEOUT, check=False)
         if done.returncode != 0:
             raise TpcoreError(f"Graphviz dot could not draw the graph of {program.name!r}: "
