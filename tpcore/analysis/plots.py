@@ -66,13 +66,16 @@ def draw_or_note(draw: Callable[[], list[Path]]) -> list[Path]:
 
 
 def heatmap(ax: Any, m: np.ndarray, row_labels: list[str], col_labels: list[str],
-            title: str) -> None:
-    """Draw ``m: (R, C)`` on ``ax`` with its labels and a colour bar."""
+            title: str, value: str, rows: str, cols: str) -> None:
+    """Draw ``m: (R, C)`` on ``ax`` with its labels, its axes named ``rows`` and ``cols`` and a
+    colour bar named ``value``."""
     im = ax.imshow(m, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(col_labels)), col_labels, fontsize=7)
     ax.set_yticks(range(len(row_labels)), row_labels, fontsize=7)
+    ax.set_xlabel(cols, fontsize=8)
+    ax.set_ylabel(rows, fontsize=8)
     ax.set_title(title, fontsize=9)
-    ax.figure.colorbar(im, ax=ax)
+    ax.figure.colorbar(im, ax=ax, label=value)
 
 
 @dataclass
@@ -175,9 +178,8 @@ def sorting_figures(out_dir: Path, name: str, qk: dict[int, np.ndarray], q_label
     paths = [out_dir / f"{name}_{kind}.png" for kind in ("qk", "ov", "bos", "attention")]
     fig, axes = plt.subplots(1, len(qk), figsize=(5 * len(qk), 4), squeeze=False)
     for ax, (k, m) in zip(axes[0], qk.items()):
-        heatmap(ax, m, q_labels, k_labels, f"{name}: QK for output item {k}")
-        ax.set_xlabel("key token")
-        ax.set_ylabel("query token")
+        heatmap(ax, m, q_labels, k_labels, f"{name}: QK for output item {k}",
+                "QK score less the row's largest (clipped at -99)", "query token", "key token")
     save_png(fig, paths[0])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     n = len(q_labels)
@@ -194,9 +196,11 @@ def sorting_figures(out_dir: Path, name: str, qk: dict[int, np.ndarray], q_label
     ax.plot(range(len(bos_ratio)), bos_ratio, marker="o")
     ax.set_title(f"{name}: attention on BOS / on a value token")
     ax.set_xlabel("output item k")
+    ax.set_ylabel("ratio of attention weights")
     save_png(fig, paths[2])
     fig, axes = plt.subplots(1, len(patterns), figsize=(6 * len(patterns), 5), squeeze=False)
     for ax, (label, (pat, labels)) in zip(axes[0], patterns.items()):
-        heatmap(ax, pat, labels, labels, f"{name}: attention, {label} list")
+        heatmap(ax, pat, labels, labels, f"{name}: attention, {label} list",
+                "attention weight", "query position (its token)", "key position (its token)")
     save_png(fig, paths[3])
     return paths
