@@ -191,3 +191,19 @@ def test_graph_png_runs_graphviz_dot_on_the_dot_text(tmp_path, monkeypatch):
     with pytest.raises(TpcoreError, match="Graphviz dot could not draw.*syntax error"):
         depgraph.graph_png(p, tmp_path / "h.png")
     assert not (tmp_path / "h.png").exists()
+
+
+def test_patterns_figure_draws_each_head_of_a_cached_layer(plt, tmp_path):
+    from tpcore.analysis.plots import patterns_figure
+    from tpcore.errors import TpcoreError
+    from tpcore.models.transformer import Transformer, TransformerConfig
+
+    model = Transformer(TransformerConfig(vocab_size=5, max_len=4, d_model=8, n_heads=2))
+    _, cache = model.run_with_cache(np.array([[1, 2, 3, 4]]))
+    path = patterns_figure(cache["pattern", 0][0], ["a", "b", "c", "d"], "layer 0",
+                           tmp_path / "p.png")
+    assert is_png(path)
+    fig = patterns_figure(cache["pattern", 0][0], list("abcd"), "layer 0")
+    assert len([a for a in fig.axes if a.get_title().startswith("head")]) == 2
+    with pytest.raises(TpcoreError, match=r"expected \(heads, N, N\) for the 3 labels"):
+        patterns_figure(cache["pattern", 0][0], list("abc"), "x")

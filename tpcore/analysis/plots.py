@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.backend import to_host
+from tpcore.errors import TpcoreError
 from tpcore.io import atomic_path
 
 DPI = 110
@@ -76,6 +78,28 @@ def heatmap(ax: Any, m: np.ndarray, row_labels: list[str], col_labels: list[str]
     ax.set_ylabel(rows, fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.figure.colorbar(im, ax=ax, label=value)
+
+
+def patterns_figure(patterns: Any, labels: Sequence[str], title: str,
+                    path: Path | None = None) -> Any:
+    """Every head's attention pattern side by side: ``patterns: (H, N, N)`` (query rows, key
+    columns; a host or device array, as ``cache["pattern", layer][b]`` holds one sequence's),
+    ``labels`` the ``N`` tokens. Written to ``path`` when given (then closed); returns the
+    figure otherwise."""
+    pats = np.asarray(to_host(patterns), dtype=float)
+    if pats.ndim != 3 or pats.shape[1:] != (len(labels), len(labels)):
+        raise TpcoreError(f"patterns of shape {pats.shape}; expected (heads, N, N) for the "
+                          f"{len(labels)} labels")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(pats), figsize=(3.6 * len(pats) + 0.8, 3.6), squeeze=False,
+                             layout="constrained")
+    for h, (ax, pat) in enumerate(zip(axes[0], pats)):
+        heatmap(ax, pat, list(labels), list(labels), f"head {h}", "attention weight",
+                "query", "key")
+    fig.suptitle(title, fontsize=10)
+    if path is not None:
+        return save_png(fig, Path(path))
+    return fig
 
 
 @dataclass
