@@ -123,13 +123,41 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         f.write(text)
 
 
+JSON_WIDTH = 100
+"""Characters a line of :func:`json_text` fills before it breaks."""
+
+
 def json_text(obj: Any, strict: bool = False) -> str:
-    """``obj`` as indented JSON text (NumPy scalars and arrays and paths are converted);
-    ``strict``: standard JSON, a number that is not finite written as ``null`` (Python's
-    ``NaN``/``Infinity`` are not JSON)."""
-    if strict:
-        return json.dumps(_finite(json_value(obj)), indent=2, allow_nan=False)
-    return json.dumps(obj, indent=2, default=_json_default)
+    """``obj`` as JSON text that reads like indented JSON but keeps short objects and lists on
+    one line and packs long lists of numbers several to a line (NumPy scalars and arrays and
+    paths are converted); ``strict``: standard JSON, a number that is not finite written as
+    ``null`` (Python's ``NaN``/``Infinity`` are not JSON)."""
+    value = _finite(json_value(obj)) if strict else json_value(obj)
+    return _layout(value, 0, not strict)
+
+
+def _layout(value: Any, indent: int, allow_nan: bool) -> str:
+    """``value`` laid out at ``indent`` (see :func:`json_text`)."""
+    flat = json.dumps(value, allow_nan=allow_nan)
+    if not isinstance(value, list | dict) or not value or indent + len(flat) <= JSON_WIDTH:
+        return flat
+    pad = " " * (indent + 2)
+    if isinstance(value, dict):
+        items = [f"{pad}{json.dumps(k)}: {_layout(v, indent + 2, allow_nan)}"
+                 for k, v in value.items()]
+    elif all(not isinstance(v, list | dict) for v in value):
+        items, line = [], ""
+        for v in value:
+            text = json.dumps(v, allow_nan=allow_nan)
+            if line and len(pad) + len(line) + len(text) + 2 > JSON_WIDTH:
+                items.append(pad + line)
+                line = ""
+            line += ("" if not line else ", ") + text
+        items.append(pad + line)
+    else:
+        items = [pad + _layout(v, indent + 2, allow_nan) for v in value]
+    close = "}" if isinstance(value, dict) else "]"
+    return ("{" if close == "}" else "[") + "\n" + ",\n".join(items) + "\n" + " " * indent + close
 
 
 def _finite(value: Any) -> Any:
