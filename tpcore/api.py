@@ -25,10 +25,13 @@ from typing import Any
 import numpy as np
 
 from tpcore import subleq, trees
+from tpcore.analysis.html_view import program_html
+from tpcore.analysis.program_figures import example_input
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.sorting import sort_list
 from tpcore.experiments.sorting import train_setting as train_sorter
+from tpcore.io import write_text
 from tpcore.models import load as load_model
 from tpcore.models.transformer import Transformer
 from tpcore.nn.module import Module
@@ -104,6 +107,21 @@ class TransformerProgram:
         """Write ``NAME.py`` and its weights CSV into ``folder`` (created if needed); the program
         runs on its own: ``python NAME.py d a c b``. Returns both paths."""
         return codegen.write(self.ir, check_out_dir(folder), compress=not full)
+
+    def html(self, path: str | Path, tokens: str | Sequence[str] | None = None,
+             full: bool = False) -> Path:
+        """Write one self-contained HTML page to ``path``: the source beside every head's
+        attention on ``tokens`` (content tokens as :meth:`run` takes them; default an example of
+        the longest length) and its predicate; hovering a token shows what each head reads
+        there (:mod:`tpcore.analysis.html_view`). Returns ``path``."""
+        if tokens is None:
+            framed = example_input(self.ir)
+        else:
+            words = tokens.split() if isinstance(tokens, str) else list(tokens)
+            self.run(words)                       # checks the tokens, naming a bad one
+            framed = self.ir.frame(words)
+        write_text(path, program_html(self.ir, framed, full=full))
+        return Path(path)
 
     def head(self, name: str) -> Text:
         """Head ``name``'s predicate as a table: a row per query value, a column per key value,

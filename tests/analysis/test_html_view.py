@@ -69,6 +69,15 @@ def test_program_show_writes_the_page(tmp_path, capsys):
     assert not (tmp_path / "x.html").exists()
 
 
+def test_the_python_api_writes_the_same_page(program, tmp_path):
+    prog = tpcore.load(SORT_RUN).program
+    path = prog.html(tmp_path / "p.html", "d a c b")
+    assert path.read_text() == program_html(program, program.frame("d a c b".split()))
+    with pytest.raises(tpcore.TpcoreError, match="token 'z'"):
+        prog.html(tmp_path / "q.html", ["d", "z"])
+    assert not (tmp_path / "q.html").exists()
+
+
 def _browser():
     webdriver = pytest.importorskip("selenium.webdriver")
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
