@@ -41,7 +41,7 @@ from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.pipelines.transformer import train_transformer as train_on_splits
 from tpcore.programs import analysis, codegen, ir
-from tpcore.programs.interpret import ENGINES, encode, run_tokens
+from tpcore.programs.interpret import ENGINES, check_tokens, encode, run_tokens
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.data import TaskData
 
@@ -117,9 +117,7 @@ class TransformerProgram:
         if tokens is None:
             framed = example_input(self.ir)
         else:
-            words = tokens.split() if isinstance(tokens, str) else list(tokens)
-            self.run(words)                       # checks the tokens, naming a bad one
-            framed = self.ir.frame(words)
+            framed = check_tokens(self.ir, tokens.split() if isinstance(tokens, str) else tokens)
         write_text(path, program_html(self.ir, framed, full=full))
         return Path(path)
 
@@ -288,20 +286,21 @@ class Run:
         """The framed tokens of one input as strings (``["<s>", "d", ..., "</s>"]``), from a
         string or its ids ``(N,)`` / ``(1, N)``; of several, ids ``(B, N)`` or a list of
         strings, a list per input. Padding is left out."""
-        ids = self._ids(input)
-        values, keep = self.program.ir.tokens.values, ~self.pad_mask(ids)
-        rows = [[values[int(t)] for t, k in zip(row, kept) if k] for row, kept in zip(ids, keep)]
+        rows = self._str_rows(self._ids(input))
         return rows[0] if len(rows) == 1 and not self._is_batch(input) else rows
 
     def to_string(self, tokens: Any) -> str | list[str]:
         """Token ids back to the input they encode (tokens joined by spaces, framing and padding
         left out): one string for ``(N,)`` / ``(1, N)``, a list for ``(B, N)``."""
         prog = self.program.ir
-        special = {prog.bos, prog.eos}
-        rows = self.to_str_tokens(self._ids(tokens))
-        rows = [rows] if rows and isinstance(rows[0], str) else rows
-        text = [" ".join(t for t in row if t not in special) for row in rows]
+        text = [" ".join(t for t in row if t not in (prog.bos, prog.eos))
+                for row in self._str_rows(self._ids(tokens))]
         return text[0] if len(text) == 1 and not self._is_batch(tokens) else text
+
+    def _str_rows(self, ids: np.ndarray) -> list[list[str]]:
+        """Each row of the ids ``(B, N)`` as token strings, padding left out."""
+        values, keep = self.program.ir.tokens.values, ~self.pad_mask(ids)
+        return [[values[int(t)] for t, k in zip(row, kept) if k] for row, kept in zip(ids, keep)]
 
     @staticmethod
     def _is_batch(input: Any) -> bool:

@@ -43,7 +43,7 @@ _ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc):`~?([^`]+)`")
 def plain_text(text: str) -> str:
     """``text`` with reStructuredText roles and literals as a terminal shows them: ``:func:`~a.b```
     becomes ``b``, ``:mod:`a.b``` becomes ``a.b``, a double-backquoted literal loses its quotes."""
-    text = _ROLE.sub(lambda m: m[1].rsplit(".", 1)[-1] if m[0].count("~") else m[1], text)
+    text = _ROLE.sub(lambda m: m[1].rsplit(".", 1)[-1] if "~" in m[0] else m[1], text)
     return text.replace("``", "`")
 
 

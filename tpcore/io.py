@@ -197,11 +197,6 @@ def open_regular(path: str | os.PathLike) -> IO[bytes]:
         raise
 
 
-NPZ_KINDS = "fiub"
-"""Array kinds tpcore reads from an ``.npz``: floats, signed and unsigned integers, booleans
-(never objects, strings, dates, complex numbers or records)."""
-
-
 TEXT_BYTES = 16 * 2**20
 """Most bytes of a text file tpcore reads back (records, configurations, programs)."""
 
@@ -219,6 +214,11 @@ def read_text(path: str | os.PathLike, what: str = "file", limit: int = TEXT_BYT
     except UnicodeDecodeError as exc:
         raise TpcoreError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
                           f"{exc.start})") from None
+
+
+NPZ_KINDS = "fiub"
+"""Array kinds tpcore reads from an ``.npz``: floats, signed and unsigned integers, booleans
+(never objects, strings, dates, complex numbers or records)."""
 
 
 NPZ_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
@@ -258,32 +258,58 @@ def _header(f: IO[bytes], name: str) -> NpzMember:
     return NpzMember(name, tuple(shape), dtype, bool(fortran))
 
 
+def _members(z: zipfile.ZipFile) -> list[NpzMember]:
+    """The headers of the open ``.npz`` ``z``, checked (:func:`npz_members`)."""
+    members = []
+    for info in z.infolist():
+        if not info.filename.endswith(".npy"):
+            raise ValueError(f"member {info.filename[:60]!r} is not an .npy array")
+        if info.compress_type not in NPZ_COMPRESSION:
+            # zipfile inflates bzip2 and LZMA without a bound on a read's output
+            raise ValueError(f"member {info.filename[:60]!r} is compressed with method "
+                             f"{info.compress_type}; expected stored or deflated, as NumPy "
+                             "writes")
+        with z.open(info) as f:
+            members.append(_header(f, info.filename[:-4]))
+    return members
+
+
 def npz_members(path: str | os.PathLike) -> list[NpzMember]:
     """The arrays of the ``.npz`` at ``path`` as their headers declare them (no data is
     read). Raises ``ValueError`` naming the member for anything that is not an array tpcore
-    reads (:data:`NPZ_KINDS`, sizes >= 0, ``.npy`` members)."""
-    members = []
+    reads (:data:`NPZ_KINDS`, sizes >= 0, ``.npy`` members, compressed as NumPy writes)."""
     try:
         with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
-            for info in z.infolist():
-                if not info.filename.endswith(".npy"):
-                    raise ValueError(f"member {info.filename[:60]!r} is not an .npy array")
-                if info.compress_type not in NPZ_COMPRESSION:
-                    # zipfile inflates bzip2 and LZMA without a bound on a read's output
-                    raise ValueError(f"member {info.filename[:60]!r} is compressed with method "
-                                     f"{info.compress_type}; expected stored or deflated, as "
-                                     "NumPy writes")
-                with z.open(info) as f:
-                    members.append(_header(f, info.filename[:-4]))
+            return _members(z)
     except (OSError, EOFError, zipfile.BadZipFile, SyntaxError) as exc:
         raise ValueError(f"not an .npz of arrays ({str(exc)[:120]})") from None
-    return members
 
 
 def npz_array_bytes(path: str | os.PathLike) -> int:
     """Bytes of the arrays in the ``.npz`` at ``path``, as their headers declare
     (:func:`npz_members`; nothing is loaded)."""
     return sum(m.nbytes for m in npz_members(path))
+
+
+def _check_members(members: list[NpzMember], limit: int,
+                   shapes: dict[str, tuple[int, ...]] | None) -> None:
+    """Refuse ``members`` over ``limit`` bytes together or, with ``shapes``, of other names or
+    shapes (:func:`read_npz`)."""
+    total = sum(m.nbytes for m in members)
+    if total > limit:
+        raise ValueError(f"its arrays declare {total:,} bytes, over the limit of {limit:,}")
+    if shapes is None:
+        return
+    names = {m.name for m in members}
+    for name in shapes:
+        if name not in names:
+            raise ValueError(f"array {name!r} is missing")
+    for m in members:
+        if m.name not in shapes:
+            raise ValueError(f"unexpected array {m.name[:60]!r}")
+        if m.shape != tuple(shapes[m.name]):
+            raise ValueError(f"array {m.name!r} declares shape {str(m.shape)[:60]}; expected "
+                             f"{tuple(shapes[m.name])}")
 
 
 def read_npz(path: str | os.PathLike, limit: int,
@@ -293,24 +319,11 @@ def read_npz(path: str | os.PathLike, limit: int,
     names and shapes), then each member is decompressed into at most the bytes its header
     declares, so a member that inflates beyond them, or holds fewer, is refused without
     growing. Raises ``ValueError`` naming the member."""
-    members = npz_members(path)
-    total = sum(m.nbytes for m in members)
-    if total > limit:
-        raise ValueError(f"its arrays declare {total:,} bytes, over the limit of {limit:,}")
-    if shapes is not None:
-        names = {m.name for m in members}
-        for name in shapes:
-            if name not in names:
-                raise ValueError(f"array {name!r} is missing")
-        for m in members:
-            if m.name not in shapes:
-                raise ValueError(f"unexpected array {m.name[:60]!r}")
-            if m.shape != tuple(shapes[m.name]):
-                raise ValueError(f"array {m.name!r} declares shape {str(m.shape)[:60]}; "
-                                 f"expected {tuple(shapes[m.name])}")
     out = {}
     try:
         with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
+            members = _members(z)
+            _check_members(members, limit, shapes)
             for m in members:
                 with z.open(m.name + ".npy") as f:
                     _header(f, m.name)
@@ -319,10 +332,9 @@ def read_npz(path: str | os.PathLike, limit: int,
                     raise ValueError(f"array {m.name!r} holds {min(len(data), m.nbytes + 1):,}"
                                      f"{'+' if len(data) > m.nbytes else ''} bytes; its header "
                                      f"declares {m.nbytes:,}")
-                array = np.frombuffer(data, dtype=m.dtype).reshape(
-                    m.shape, order="F" if m.fortran else "C")
-                out[m.name] = array.copy()
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+                out[m.name] = np.frombuffer(data, dtype=m.dtype).reshape(
+                    m.shape, order="F" if m.fortran else "C").copy()
+    except (OSError, EOFError, zipfile.BadZipFile, SyntaxError) as exc:
         raise ValueError(f"not an .npz of arrays ({str(exc)[:120]})") from None
     return out
 

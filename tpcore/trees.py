@@ -112,10 +112,9 @@ def bp_batch(leaves: np.ndarray | Sequence[str | Sequence[int | str | None]],
             raise TpcoreError(f"leaves of shape {symbols.shape} and dtype {symbols.dtype}; "
                               "expected integer symbols (B, N)")
         if symbols.min() < 0 or symbols.max() >= g.q:
-            bad = symbols[(symbols < 0) | (symbols >= g.q)][0]
-            row, col = np.argwhere(symbols == bad)[0]
-            raise TpcoreError(f"leaf {int(bad)} (sequence {row}, position {col}) is invalid; "
-                              f"expected a symbol 0..{g.q - 1}")
+            row, col = np.argwhere((symbols < 0) | (symbols >= g.q))[0]
+            raise TpcoreError(f"leaf {int(symbols[row, col])} (sequence {row}, position {col}) "
+                              f"is invalid; expected a symbol 0..{g.q - 1}")
         mask = np.zeros(symbols.shape, bool) if masked is None else np.asarray(masked)
         if mask.shape != symbols.shape or mask.dtype != bool:
             raise TpcoreError(f"masked has shape {mask.shape} and dtype {mask.dtype}; expected "

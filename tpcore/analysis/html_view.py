@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.analysis.program_figures import attention_maps, heads, predicate_matrix
+from tpcore.analysis.program_figures import heads, maps_of, predicate_matrix
 from tpcore.programs import codegen
 from tpcore.programs.interpret import encode, evaluate, predict
 from tpcore.programs.ir import Program
@@ -92,9 +92,9 @@ def _matrix_svg(matrix: np.ndarray, title: str, rows: Sequence[str], cols: Seque
 def page_data(program: Program, tokens: Sequence[str]) -> dict[str, Any]:
     """What the page shows of ``program`` on the framed input ``tokens``: per head its
     attention and, per query position, the keys it reads, the value it reads and its output."""
-    maps = attention_maps(program, tokens)
     ids, lengths = encode(program, [list(tokens)])
     env = evaluate(program, ids, lengths)
+    maps = maps_of(program, env, lengths)
     rows = []
     for h in heads(program):
         a = maps[h.name]

@@ -58,8 +58,13 @@ def attention_maps(program: Program, tokens: Sequence[str]) -> dict[str, np.ndar
     """``{head name: A (N, N)}`` on the framed input ``tokens``: ``A[i, j] = 1`` where query
     position ``i`` reads key position ``j`` (see the module docstring)."""
     ids, lengths = encode(program, [list(tokens)])
-    env = evaluate(program, ids, lengths)
-    mask = key_mask(lengths, ids.shape[1], program.causal)
+    return maps_of(program, evaluate(program, ids, lengths), lengths)
+
+
+def maps_of(program: Program, env: dict[str, Any], lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`attention_maps` from the variables ``env`` of one input of ``lengths``
+    (:func:`tpcore.programs.interpret.evaluate`)."""
+    mask = key_mask(lengths, env["tokens"].shape[1], program.causal)
     out = {}
     for h in heads(program):
         s = h.match_scores(env[h.query], env[h.key], mask)

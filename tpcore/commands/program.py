@@ -24,7 +24,7 @@ from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, codegen, ir, prune, reads
-from tpcore.programs.interpret import predict, run_tokens
+from tpcore.programs.interpret import check_tokens, predict, run_tokens
 from tpcore.rundir import check_out_dir
 
 
@@ -47,8 +47,7 @@ def _show(args: argparse.Namespace) -> int:
         figures = write_program_figures(p, Path(args.plots))
         result["figures"] = {**figures, "files": [str(f) for f in figures["files"]]}
     if args.html:
-        tokens = p.frame(args.input.split()) if args.input else example_input(p)
-        run_tokens(p, [t for t in tokens if t not in (p.bos, p.eos)])   # checks the tokens
+        tokens = check_tokens(p, args.input.split()) if args.input else example_input(p)
         write_text(args.html, program_html(p, tokens, full=args.full))
         result["html"] = args.html
 

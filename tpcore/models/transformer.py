@@ -184,6 +184,12 @@ class Block(Module):
         return self._hooks.grad("hook_resid_pre", self._sub_backward(d, "attn", self._drop1))
 
 
+def _head_view(name: str, doc: str) -> property:
+    """A read-only property: the attention parameter ``name`` split by head
+    (:meth:`Transformer._by_head`)."""
+    return property(lambda self: self._by_head(name), doc=doc)
+
+
 class Transformer(Hooked, Module):
     """The standard transformer; see the module docstring for its options."""
 
@@ -273,6 +279,7 @@ class Transformer(Hooked, Module):
     # nothing): head h of layer l reads columns h*d_head .. (h+1)*d_head of Wq, Wk, Wv and
     # writes through the same rows of Wo.
     def _by_head(self, name: str) -> Array:
+        """Parameter ``name`` of every layer's attention (``wq``, ..., ``bv``), split by head."""
         c = self.config
         xp = xp_of(self.tok_emb.data)
         d, h, dh = c.d_model, c.n_heads, c.d_head
@@ -283,40 +290,13 @@ class Transformer(Hooked, Module):
                              for b in self.blocks])
         return xp.stack([getattr(b.attn, name).data.reshape(h, dh) for b in self.blocks])
 
-    @property
-    def W_Q(self) -> Array:
-        """Query weights by head ``(n_layers, n_heads, d_model, d_head)``."""
-        return self._by_head("wq")
-
-    @property
-    def W_K(self) -> Array:
-        """Key weights by head ``(n_layers, n_heads, d_model, d_head)``."""
-        return self._by_head("wk")
-
-    @property
-    def W_V(self) -> Array:
-        """Value weights by head ``(n_layers, n_heads, d_model, d_head)``."""
-        return self._by_head("wv")
-
-    @property
-    def W_O(self) -> Array:
-        """Output weights by head ``(n_layers, n_heads, d_head, d_model)``."""
-        return self._by_head("wo")
-
-    @property
-    def b_Q(self) -> Array:
-        """Query biases by head ``(n_layers, n_heads, d_head)``."""
-        return self._by_head("bq")
-
-    @property
-    def b_K(self) -> Array:
-        """Key biases by head ``(n_layers, n_heads, d_head)``."""
-        return self._by_head("bk")
-
-    @property
-    def b_V(self) -> Array:
-        """Value biases by head ``(n_layers, n_heads, d_head)``."""
-        return self._by_head("bv")
+    W_Q = _head_view("wq", "Query weights by head ``(n_layers, n_heads, d_model, d_head)``.")
+    W_K = _head_view("wk", "Key weights by head ``(n_layers, n_heads, d_model, d_head)``.")
+    W_V = _head_view("wv", "Value weights by head ``(n_layers, n_heads, d_model, d_head)``.")
+    W_O = _head_view("wo", "Output weights by head ``(n_layers, n_heads, d_head, d_model)``.")
+    b_Q = _head_view("bq", "Query biases by head ``(n_layers, n_heads, d_head)``.")
+    b_K = _head_view("bk", "Key biases by head ``(n_layers, n_heads, d_head)``.")
+    b_V = _head_view("bv", "Value biases by head ``(n_layers, n_heads, d_head)``.")
 
     @property
     def b_O(self) -> Array:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.errors import TpcoreError
+from tpcore.io import json_value
 from tpcore.pipelines.learn import learn, recorded_run
 
 COMPARED = ("steps", "steps_per_epoch", "selected_at_step", "history", "train", "val", "test")
@@ -49,7 +50,7 @@ def differences(recorded: dict[str, Any], rebuilt: dict[str, Any]) -> list[dict[
     """Every value of :data:`COMPARED` and :data:`PROGRAM_COMPARED` where two runs' metrics
     differ, as ``{"key": "test.acc", "recorded": ..., "rebuilt": ...}`` (lists of another length
     count as one difference). ``rebuilt`` is compared as JSON reads it back, as the record was."""
-    rebuilt = json.loads(json.dumps(rebuilt))
+    rebuilt = json_value(rebuilt)
     found: list[dict[str, Any]] = []
     for key in COMPARED:
         _walk(recorded.get(key), rebuilt.get(key), key, found)

@@ -22,8 +22,9 @@ from tpcore.programs.modules import Batch
 from tpcore.programs.values import LIMITS
 
 __all__ = [
-    "ENGINES", "check_framing", "compile_program", "encode", "evaluate", "feature_logits",
-    "key_mask", "passthrough", "predict", "run_ids", "run_reference", "run_tokens",
+    "ENGINES", "check_framing", "check_tokens", "check_work", "compile_program", "encode",
+    "evaluate", "feature_logits", "key_mask", "passthrough", "predict", "run_ids",
+    "run_reference", "run_tokens",
 ]
 
 ENGINES = ("numpy", "numba")
@@ -160,18 +161,24 @@ def predict(program: Program, sequences: Sequence[Sequence[str]],
     return [[labels[int(x)] for x in pred[b, : lengths[b]]] for b in range(len(sequences))]
 
 
-def run_tokens(program: Program, tokens: Sequence[str], engine: str = "numpy") -> list[str]:
-    """The program's output for one input given as its content tokens: framed with the program's
-    ``bos``/``eos`` where missing (:meth:`Program.frame`), predicted, and returned for the
-    positions that hold content tokens (the framing tokens carry no target). Raises naming a
-    token outside the vocabulary."""
+def check_tokens(program: Program, tokens: Sequence[str]) -> list[str]:
+    """``tokens`` (one input's content tokens) framed with the program's ``bos``/``eos`` where
+    missing (:meth:`Program.frame`); a token outside the vocabulary, or the padding token, raises
+    naming it and its position."""
     framing = {program.bos, program.eos} - {None}
     content = [t for t in program.tokens.values if t not in framing and t != program.pad]
     for i, tok in enumerate(tokens):
         if tok not in program.tokens.lookup or tok == program.pad:
             raise TpcoreError(f"token {tok!r} (position {i}) is not in the vocabulary of "
                               f"program {program.name!r}: {content}")
-    framed = program.frame(tokens)
+    return program.frame(tokens)
+
+
+def run_tokens(program: Program, tokens: Sequence[str], engine: str = "numpy") -> list[str]:
+    """The program's output for one input given as its content tokens (:func:`check_tokens`),
+    returned for the positions that hold content tokens (the framing tokens carry no target)."""
+    framing = {program.bos, program.eos} - {None}
+    framed = check_tokens(program, tokens)
     pred = predict(program, [framed], engine)[0]
     return [y for t, y in zip(framed, pred) if t not in framing]
 
