@@ -25,8 +25,8 @@ from tpcore.commands.output import printable
 from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
-COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "rebuild", "program",
-            "sweep", "nlp", "plot")
+COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "rebuild", "pack",
+            "program", "sweep", "nlp", "plot")
 """Modules of ``tpcore.commands`` that add subcommands, in the order ``--help`` lists them."""
 
 

@@ -127,35 +127,36 @@ JSON_WIDTH = 100
 """Characters a line of :func:`json_text` fills before it breaks."""
 
 
-def json_text(obj: Any, strict: bool = False) -> str:
+def json_text(obj: Any, strict: bool = False, width: int = JSON_WIDTH) -> str:
     """``obj`` as JSON text that reads like indented JSON but keeps short objects and lists on
     one line and packs long lists of numbers several to a line (NumPy scalars and arrays and
     paths are converted); ``strict``: standard JSON, a number that is not finite written as
-    ``null`` (Python's ``NaN``/``Infinity`` are not JSON)."""
+    ``null`` (Python's ``NaN``/``Infinity`` are not JSON); ``width``: the characters a line
+    fills before it breaks."""
     value = _finite(json_value(obj)) if strict else json_value(obj)
-    return _layout(value, 0, not strict)
+    return _layout(value, 0, not strict, width)
 
 
-def _layout(value: Any, indent: int, allow_nan: bool) -> str:
+def _layout(value: Any, indent: int, allow_nan: bool, width: int) -> str:
     """``value`` laid out at ``indent`` (see :func:`json_text`)."""
     flat = json.dumps(value, allow_nan=allow_nan)
-    if not isinstance(value, list | dict) or not value or indent + len(flat) <= JSON_WIDTH:
+    if not isinstance(value, list | dict) or not value or indent + len(flat) <= width:
         return flat
     pad = " " * (indent + 2)
     if isinstance(value, dict):
-        items = [f"{pad}{json.dumps(k)}: {_layout(v, indent + 2, allow_nan)}"
+        items = [f"{pad}{json.dumps(k)}: {_layout(v, indent + 2, allow_nan, width)}"
                  for k, v in value.items()]
     elif all(not isinstance(v, list | dict) for v in value):
         items, line = [], ""
         for v in value:
             text = json.dumps(v, allow_nan=allow_nan)
-            if line and len(pad) + len(line) + len(text) + 2 > JSON_WIDTH:
+            if line and len(pad) + len(line) + len(text) + 2 > width:
                 items.append(pad + line)
                 line = ""
             line += ("" if not line else ", ") + text
         items.append(pad + line)
     else:
-        items = [pad + _layout(v, indent + 2, allow_nan) for v in value]
+        items = [pad + _layout(v, indent + 2, allow_nan, width) for v in value]
     close = "}" if isinstance(value, dict) else "]"
     return ("{" if close == "}" else "[") + "\n" + ",\n".join(items) + "\n" + " " * indent + close
 

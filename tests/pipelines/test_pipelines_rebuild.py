@@ -1,5 +1,5 @@
-"""tpcore rebuild: a committed Table 1 run trained again from its record repeats it exactly; the
-comparison lists what differs; bad input is one line."""
+"""tpcore rebuild: a committed Table 1 run trained again from its record (in its folder or packed
+into a runs.json) repeats it exactly; the comparison lists what differs; bad input is one line."""
 
 import json
 import shutil
@@ -62,11 +62,14 @@ def test_a_committed_table1_run_is_rebuilt_exactly(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["identical"] and result["same_machine"] and result["differences"] == []
     assert (tmp_path / "again" / "model.npz").is_file()
-    # the same folder again: the finished rebuild is reused, and a changed record is caught
-    changed = tmp_path / "changed"
-    changed.mkdir()
+    # the same folder again: the finished rebuild is reused, and a changed record is caught,
+    # here a record packed into a study's runs.json whose run folder is gone
+    changed = tmp_path / "study" / "sweep" / "changed"
+    changed.mkdir(parents=True)
     recorded["test"]["acc"] += 0.001
     (changed / "metrics.json").write_text(json.dumps(recorded))
+    assert main(["pack", str(tmp_path / "study")]) == 0
+    shutil.rmtree(changed)
     assert main(["rebuild", str(changed), "--out", str(tmp_path / "again")]) == 1
     out = capsys.readouterr().out
     assert "1 recorded value not repeated" in out and "  test.acc: recorded" in out

@@ -637,19 +637,24 @@ def read_metrics(run_dir: str | Path) -> dict[str, Any]:
     return metrics
 
 
+def recorded_config(metrics: dict[str, Any], where: str) -> LearnConfig:
+    """The configuration a learn run's record ``metrics`` holds (:meth:`LearnConfig.from_json`),
+    read from ``where``; a record that is not a learn run's raises a :class:`TpcoreError`
+    naming ``where`` and the key."""
+    if "config" not in metrics:
+        raise TpcoreError(f"{where}: no config")
+    config = LearnConfig.from_json(metrics["config"], where)
+    if metrics.get("task", config.task) != config.task:
+        raise TpcoreError(f"{where}: task {json.dumps(metrics['task'])[:40]} is not its config's "
+                          f"{config.task!r}")
+    return config
+
+
 def recorded_run(run_dir: str | Path) -> tuple[dict[str, Any], LearnConfig]:
     """The ``metrics.json`` of a finished learn run and the configuration it records
-    (:meth:`LearnConfig.from_json`); a file that is not such a record raises a
-    :class:`TpcoreError` naming it and the key."""
-    path = Path(run_dir) / "metrics.json"
+    (:func:`recorded_config`)."""
     metrics = read_metrics(run_dir)
-    if "config" not in metrics:
-        raise TpcoreError(f"{path}: no config")
-    config = LearnConfig.from_json(metrics["config"], str(path))
-    if metrics.get("task", config.task) != config.task:
-        raise TpcoreError(f"{path}: task {json.dumps(metrics['task'])[:40]} is not its config's "
-                          f"{config.task!r}")
-    return metrics, config
+    return metrics, recorded_config(metrics, str(Path(run_dir) / "metrics.json"))
 
 
 def recorded_accuracy(metrics: dict[str, Any], split: str, where: str | Path) -> float:

@@ -2,9 +2,11 @@
 compare what comes out with the record.
 
 Committed results keep each run's record (``metrics.json``: its configuration, seed, metrics and
-training history) but not its weights or program. :func:`rebuild` reads the configuration back
-(:func:`tpcore.pipelines.learn.recorded_run`), trains it with :func:`tpcore.pipelines.learn.learn`
-into ``out`` and lists every recorded result the new run does not repeat exactly
+training history; in its folder or packed into a ``runs.json`` above it,
+:mod:`tpcore.pipelines.records`) but not its weights or program. :func:`rebuild` reads the
+configuration back (:func:`tpcore.pipelines.records.find_record`), trains it with
+:func:`tpcore.pipelines.learn.learn` into ``out`` and lists every recorded result the new run
+does not repeat exactly
 (:func:`differences`): the steps, the selected step, every evaluation of the history, the
 train / validation / test metrics of the selected model, and the program's length and fidelity.
 
@@ -23,7 +25,8 @@ from typing import Any
 
 from tpcore.errors import TpcoreError
 from tpcore.io import json_value
-from tpcore.pipelines.learn import learn, recorded_run
+from tpcore.pipelines.learn import learn, recorded_config
+from tpcore.pipelines.records import find_record
 
 COMPARED = ("steps", "steps_per_epoch", "selected_at_step", "history", "train", "val", "test")
 """Keys of ``metrics.json`` a rebuilt run must repeat exactly (timings and paths are left out)."""
@@ -63,8 +66,9 @@ def differences(recorded: dict[str, Any], rebuilt: dict[str, Any]) -> list[dict[
 
 def rebuild(run: str | Path, out: str | Path, quiet: bool = True,
             threads: int | None = None) -> dict[str, Any]:
-    """Train the configuration recorded in ``run/metrics.json`` into ``out`` (a fresh folder, or
-    one holding that configuration's finished run, which is reused) and compare the two.
+    """Train the configuration recorded for the run at ``run`` (its ``metrics.json``, or its
+    packed record, :func:`tpcore.pipelines.records.find_record`) into ``out`` (a fresh folder,
+    or one holding that configuration's finished run, which is reused) and compare the two.
 
     Returns ``{"run", "out", "identical", "differences"`` (:func:`differences`), ``"compared"``
     (the keys), ``"recorded_on"``, ``"rebuilt_on"`` (the machines, None for a record without
@@ -72,7 +76,8 @@ def rebuild(run: str | Path, out: str | Path, quiet: bool = True,
     run, out = Path(run), Path(out)
     if out.resolve() == run.resolve():
         raise TpcoreError(f"--out {out} is the recorded run itself; expected another folder")
-    recorded, cfg = recorded_run(run)
+    recorded, where = find_record(run)
+    cfg = recorded_config(recorded, where)
     machine = recorded.get("machine") if isinstance(recorded.get("machine"), dict) else None
     if threads is None and machine is not None and type(machine.get("threads")) is int:
         threads = max(1, machine["threads"])

@@ -1,0 +1,128 @@
+"""Run records packed into one file per study.
+
+A sweep or a study leaves one folder per learn run, each with its record ``metrics.json`` (the
+run's configuration, seed, training history and metrics). Results that are committed keep the
+records but not the weights, and hundreds of one-file folders cost more room than their bytes.
+:func:`pack` gathers every record under a folder into that folder's ``runs.json``::
+
+    {"format": "tpcore-runs", "version": 1,
+     "runs": {"<run folder, relative to the packed folder>": <its metrics.json>, ...}}
+
+:func:`find_record` reads a run's record back from its own folder or, where the folder is gone,
+from the ``runs.json`` of a folder above it, so a run is named by the same path either way (as
+``tpcore rebuild`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tpcore.errors import TpcoreError
+from tpcore.io import json_text, read_text, write_text
+from tpcore.pipelines.learn import read_metrics, recorded_config
+
+RECORDS = "runs.json"
+"""The packed records' file name."""
+FORMAT = "tpcore-runs"
+VERSION = 1
+MAX_RUNS = 4096
+"""Records one file holds at most."""
+RECORD_WIDTH = 160
+"""Line width of ``runs.json`` (one evaluation of a history fits a line)."""
+
+
+def _key(run: Path, folder: Path) -> str:
+    return run.relative_to(folder).as_posix()
+
+
+def _valid_key(key: Any) -> bool:
+    parts = key.split("/") if isinstance(key, str) else []
+    return bool(parts) and len(key) <= 1024 and all(
+        p and p not in (".", "..") and not p.startswith(".") and "\\" not in p
+        and p.isprintable() for p in parts)
+
+
+def read_records(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The records of a ``runs.json`` by run path; a file that is not one (another format or
+    version, more than :data:`MAX_RUNS` records, a path leaving the folder, a record that is not
+    a learn run's) raises a :class:`TpcoreError` naming it and the entry."""
+    path = Path(path)
+    try:
+        doc = json.loads(read_text(path, "run records"))
+    except (ValueError, RecursionError) as exc:
+        raise TpcoreError(f"{path}: not readable JSON ({str(exc)[:120]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise TpcoreError(f"{path}: not a {FORMAT} file; expected {{\"format\": \"{FORMAT}\", "
+                          "\"version\": ..., \"runs\": {...}}")
+    if doc.get("version") != VERSION:
+        raise TpcoreError(f"{path}: version {json.dumps(doc.get('version'))[:20]}; this tpcore "
+                          f"reads version {VERSION} (tpcore pack FOLDER writes it again)")
+    runs = doc.get("runs")
+    if not isinstance(runs, dict) or len(runs) > MAX_RUNS:
+        raise TpcoreError(f"{path}: runs is not an object of at most {MAX_RUNS} records")
+    for key, metrics in runs.items():
+        if not _valid_key(key):
+            raise TpcoreError(f"{path}: run {json.dumps(key)[:60]} is not a relative folder "
+                              "path; expected names joined by /")
+        if not isinstance(metrics, dict):
+            raise TpcoreError(f"{path}: run {key!r} is not an object")
+        recorded_config(metrics, f"{path}: run {key!r}")
+    return runs
+
+
+def _records_on_disk(folder: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if "metrics.json" in files and Path(root) != folder:
+            metrics = read_metrics(root)
+            recorded_config(metrics, str(Path(root) / "metrics.json"))
+            found[_key(Path(root), folder)] = metrics
+    return found
+
+
+def pack(folder: str | Path) -> dict[str, Any]:
+    """Write ``folder/runs.json``: the records of every learn run in a folder under ``folder``
+    (hidden folders, such as paused runs, left out), added to the records an existing
+    ``runs.json`` holds (a run on disk replaces its packed record). The run folders are left
+    as they are. Returns ``{"path", "runs", "on_disk", "bytes"}``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise TpcoreError(f"{folder}: not a folder; expected a folder of learn runs")
+    path = folder / RECORDS
+    runs = read_records(path) if path.is_file() else {}
+    on_disk = _records_on_disk(folder)
+    runs.update(on_disk)
+    if not runs:
+        raise TpcoreError(f"{folder}: no learn run records (metrics.json) under it")
+    if len(runs) > MAX_RUNS:
+        raise TpcoreError(f"{folder}: {len(runs)} run records; one {RECORDS} holds at most "
+                          f"{MAX_RUNS}")
+    text = json_text({"format": FORMAT, "version": VERSION, "runs": dict(sorted(runs.items()))},
+                     width=RECORD_WIDTH) + "\n"
+    write_text(path, text)
+    return {"path": str(path), "runs": len(runs), "on_disk": len(on_disk),
+            "bytes": len(text.encode())}
+
+
+def find_record(run: str | Path) -> tuple[dict[str, Any], str]:
+    """The record of the learn run at ``run`` and where it was read: ``run/metrics.json``, or
+    where that folder holds none, the entry for ``run`` in the ``runs.json`` of the nearest
+    folder above it that has one."""
+    run = Path(run)
+    if (run / "metrics.json").is_file():
+        return read_metrics(run), str(run / "metrics.json")
+    for folder in run.parents:
+        path = folder / RECORDS
+        if path.is_file():
+            key = _key(run, folder)
+            runs = read_records(path)
+            if key in runs:
+                return runs[key], f"{path}: run {key!r}"
+            raise TpcoreError(f"{run}: {path} has no record of run {key!r} "
+                              f"({len(runs)} runs there)")
+    raise TpcoreError(f"{run}: no metrics.json there and no {RECORDS} above it; expected a "
+                      "learn run's folder")
