@@ -37,8 +37,8 @@ LAYERS = {
 """Layer of each unit: 0 base, 1 nn, 2 domain, 3 train, 4 pipelines, 5 experiments,
 6 interface (``../shared/ARCHITECTURE.md``)."""
 
-LAZY = ("numba", "cupy", "scipy", "matplotlib", "tqdm", "torch", "dask", "distributed",
-        "tpcore.kernels")
+LAZY = ("numba", "cupy", "scipy", "matplotlib", "tqdm", "torch", "transformer_lens", "dask",
+        "distributed", "tpcore.kernels")
 """Packages imported inside functions, so that ``import tpcore`` stays light."""
 
 LAZY_API = ("tpcore", "tpcore.api")

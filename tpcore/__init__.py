@@ -28,8 +28,8 @@ from tpcore.errors import TpcoreError  # noqa: E402
 
 __version__ = "0.1.0"
 
-_API = ("Run", "Text", "TransformerProgram", "learn", "load", "save", "sort_list", "subleq",
-        "train_sorter", "train_transformer", "trees")
+_API = ("Run", "Text", "TransformerProgram", "from_lens", "learn", "load", "save", "sort_list",
+        "subleq", "to_lens", "train_sorter", "train_transformer", "trees")
 """The names :mod:`tpcore.api` defines, imported on first use."""
 
 __all__ = ["__version__", "TpcoreError", "get_xp", "set_backend", "xp_of", *_API]

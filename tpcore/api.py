@@ -33,6 +33,7 @@ from tpcore.experiments.sorting import sort_list
 from tpcore.experiments.sorting import train_setting as train_sorter
 from tpcore.io import write_text
 from tpcore.models import load as load_model
+from tpcore.models.lens import from_lens, to_lens
 from tpcore.models.transformer import Transformer
 from tpcore.nn.module import Module
 from tpcore.nn.module import save as save_module
@@ -45,8 +46,8 @@ from tpcore.programs.interpret import ENGINES, check_tokens, encode, run_tokens
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.data import TaskData
 
-__all__ = ["Run", "Text", "TransformerProgram", "learn", "load", "save", "sort_list", "subleq",
-           "train_sorter", "train_transformer", "trees"]
+__all__ = ["Run", "Text", "TransformerProgram", "from_lens", "learn", "load", "save", "sort_list",
+           "subleq", "to_lens", "train_sorter", "train_transformer", "trees"]
 
 OPTIONS = {"layers": "n_layers", "cat_heads": "n_cat_heads", "num_heads": "n_num_heads",
            "cat_mlps": "n_cat_mlps", "num_mlps": "n_num_mlps"}
