@@ -12,6 +12,7 @@ from tpcore.tasks.sorting import (
     all_distinct_lists,
     encode,
     generate,
+    get_task,
     hard_lists,
     hard_sets,
     one_list,
@@ -158,3 +159,27 @@ def test_task_of_matches_the_model_config():
         assert task_of(SimpleNamespace(config=config)) is task
     with pytest.raises(TpcoreError, match="matches none of the sorting tasks"):
         task_of(SimpleNamespace(config=SimpleNamespace(vocab_size=5, max_len=3, causal=True)))
+
+
+def test_to_tokens_and_back():
+    task = get_task("bidirectional")
+    ids = task.to_tokens([[3, 1, 2], "5 5 1 0"])
+    assert ids.shape == (2, task.seq_len) and ids[0, 5:].tolist() == [task.pad] * 7
+    assert ids.tolist() == encode(task, np.array([[3, 1, 2] + [10] * 7, [5, 5, 1, 0] + [10] * 6]),
+                                  np.array([3, 4]))["tokens"].tolist()
+    assert task.to_str_tokens(ids) == [["BOS", "3", "1", "2", "EOS"],
+                                       ["BOS", "5", "5", "1", "0", "EOS"]]
+    assert task.to_str_tokens(task.to_tokens([3, 1, 2])) == ["BOS", "3", "1", "2", "EOS"]
+    causal = get_task("causal")
+    row = causal.to_str_tokens(causal.to_tokens([3, 1, 2]))
+    assert row[:5] == ["BOS", "3", "1", "2", "9"] and row[11:15] == ["MOS", "1", "2", "3"]
+
+
+def test_to_tokens_bad_input_names_it():
+    task = get_task("bidirectional")
+    with pytest.raises(TpcoreError, match=r"list \[3, 11\] does not fit"):
+        task.to_tokens([[3, 1], [3, 11]])
+    with pytest.raises(TpcoreError, match="row 1, position 2: token id 99 is outside"):
+        task.to_str_tokens(np.array([[10, 1, 11], [10, 1, 99]]))
+    with pytest.raises(TpcoreError, match="got none"):
+        task.to_tokens([])

@@ -85,6 +85,41 @@ class SortingTask:
         names = [str(v) for v in range(self.n_values)] + ["BOS", "MOS" if self.causal else "EOS"]
         return names if self.causal else names + ["PAD"]
 
+    def to_tokens(self, lists: str | Sequence[Any]) -> np.ndarray:
+        """The token ids ``(B, seq_len)`` the task's models read for ``lists``: one list (its
+        values, or a string of them split on spaces) gives ``(1, seq_len)``, a list of lists
+        one row each. Each list is framed as :func:`one_list` says (a causal task's row holds
+        the sorted list after ``MOS``, which the model reads shifted by one; a short list is
+        filled), a bidirectional row ends in ``EOS`` and ``PAD``, which the model masks. A list
+        that does not fit raises naming it."""
+        if isinstance(lists, str) or (len(lists) > 0 and not isinstance(lists[0], str)
+                                      and not hasattr(lists[0], "__len__")):
+            lists = [lists]
+        if not lists:
+            raise TpcoreError("to_tokens takes one list or a list of lists; got none")
+        rows = [one_list(self, [int(v) for v in x.split()] if isinstance(x, str) else x)
+                for x in lists]
+        return np.concatenate([encode(self, values, n)["tokens"] for values, n in rows])
+
+    def to_str_tokens(self, tokens: Any) -> list[str] | list[list[str]]:
+        """Token ids back as the task's names (``BOS``, ``3``, ``MOS``, ...; padding left out):
+        a list for one row ``(N,)`` or ``(1, N)``, a list per row for ``(B, N)``. An id outside
+        the vocabulary raises naming its row, position and id."""
+        ids = np.asarray(to_host(tokens))
+        one = ids.ndim == 1
+        ids = ids[None] if one else ids
+        if ids.ndim != 2 or ids.dtype.kind not in "iu":
+            raise TpcoreError(f"tokens of shape {ids.shape} and dtype {ids.dtype}: expected "
+                              "integer ids (N,) or (B, N)")
+        names = self.token_names()
+        bad = np.argwhere((ids < 0) | (ids >= len(names)))
+        if len(bad):
+            b, n = bad[0]
+            raise TpcoreError(f"row {b}, position {n}: token id {ids[b, n]} is outside the "
+                              f"{self.name} task's vocabulary 0..{len(names) - 1}")
+        rows = [[names[t] for t in row if t != self.pad] for row in ids.tolist()]
+        return rows[0] if one or len(rows) == 1 else rows
+
 
 TASKS = {
     "causal": SortingTask("causal", 10),
