@@ -100,12 +100,13 @@ def test_transformer_names_are_transformerlens_names():
     model = _transformer(n_layers=1)
     block = ["hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
              "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z",
-             "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre",
-             "mlp.hook_post", "hook_mlp_out", "hook_resid_post"]
+             "attn.hook_result", "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized",
+             "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out", "hook_resid_post"]
     assert model.hook_names() == (["hook_embed", "hook_pos_embed"]
                                   + [f"blocks.0.{n}" for n in block]
                                   + ["ln_final.hook_normalized"])
     assert model.hook_name("pattern", 0) == "blocks.0.attn.hook_pattern"
+    assert model.hook_name("result", 0) == "blocks.0.attn.hook_result"
     assert model.hook_name("resid_post", 0) == "blocks.0.hook_resid_post"
     assert model.hook_name("pre", 0) == "blocks.0.mlp.hook_pre"
     assert model.hook_name("ln2", 0) == "blocks.0.ln2.hook_normalized"
@@ -399,6 +400,27 @@ def test_transformer_gradients_with_hooks(options):
     if not options.get("attn_only"):
         hooks["blocks.1.mlp.hook_pre"] = scale(-0.5, (slice(None), slice(None), slice(0, 6)))
         hooks["blocks.0.hook_mlp_out"] = replace(other["mlp_out", 0], (slice(None), 1))
+    _gradcheck(model, lambda: model.run_with_hooks(tokens, hooks, pad=pad))
+
+
+def test_head_results_sum_to_the_attention_output_and_pass_gradients():
+    """``hook_result`` is each head's ``z_h W_O[h]``, summing with ``b_O`` to ``hook_attn_out``;
+    computed only when asked for; edited, every gradient matches finite differences."""
+    model = _transformer()
+    tokens, pad = _tokens(16, 6), _pad()
+    logits, cache = model.run_with_cache(tokens, pad=pad)
+    result, z = to_host(cache["result", 1]), to_host(cache["z", 1])
+    assert result.shape == (B, N, 2, 8)
+    np.testing.assert_allclose(result, np.einsum("bnhe,hed->bnhd", z, to_host(model.W_O)[1]),
+                               atol=1e-12)
+    np.testing.assert_allclose(result.sum(2) + to_host(model.b_O)[1],
+                               to_host(cache["attn_out", 1]), atol=1e-12)
+    _, some = model.run_with_cache(tokens, names=["blocks.0.attn.hook_z"], pad=pad)
+    assert list(some) == ["blocks.0.attn.hook_z"]
+    assert _close(model.forward(tokens, pad=pad), logits, rtol=0, atol=1e-12)
+    hooks = {"blocks.0.attn.hook_result": edit_hook(model, "blocks.0.attn.hook_result", heads=1,
+                                                    factor=0.5),
+             "blocks.1.attn.hook_result": lambda r, name: Edit(1.0, 0.1)}
     _gradcheck(model, lambda: model.run_with_hooks(tokens, hooks, pad=pad))
 
 

@@ -48,6 +48,7 @@ HOOK_AXES: dict[str, str] = {
     "attn.hook_attn_scores": "batch head query_pos key_pos",
     "attn.hook_pattern": "batch head query_pos key_pos",
     "attn.hook_z": "batch pos head d_head",
+    "attn.hook_result": "batch pos head d_model",
     "hook_attn_out": "batch pos d_model",
     "hook_resid_mid": "batch pos d_model",
     "ln2.hook_normalized": "batch pos d_model",
@@ -59,7 +60,8 @@ HOOK_AXES: dict[str, str] = {
 }
 """The axes of every hook point, by its name without the ``blocks.{l}.`` of a block's points, in
 forward order (pre-LN; a post-LN block normalises after the sub-layer's ``hook_*_out``).
-``hook_attn_scores`` are the scaled scores before the mask; ``hook_attn_out`` and
+``hook_attn_scores`` are the scaled scores before the mask; ``hook_result`` each head's
+``z_h W_O[h]`` (computed only where hooked or recorded); ``hook_attn_out`` and
 ``hook_mlp_out`` what a sub-layer adds to the stream (after dropout)."""
 
 
@@ -361,7 +363,8 @@ class Transformer(Hooked, Module):
             name = f"blocks.{layer}.{kind}.hook_normalized"
         else:
             part = {"q": "attn.", "k": "attn.", "v": "attn.", "z": "attn.", "pattern": "attn.",
-                    "attn_scores": "attn.", "pre": "mlp.", "post": "mlp."}.get(kind, "")
+                    "attn_scores": "attn.", "result": "attn.", "pre": "mlp.",
+                    "post": "mlp."}.get(kind, "")
             name = f"blocks.{layer}.{part}hook_{kind}"
         self.check_hook_names([name])
         return name

@@ -88,7 +88,9 @@ def mha_forward(
     ``x: (B, N, D)`` -> ``y: (B, N, D)``; ``cache[0]`` is the pattern ``(B, H, N, N)``.
     The three projections run as one product with ``[Wq Wk Wv]: (D, 3D)``. Hook points:
     ``hook_q``, ``hook_k``, ``hook_v`` and ``hook_z`` (the heads' outputs before ``Wo``), all
-    ``(B, N, H, Dh)``, and those of :func:`attention_forward`.
+    ``(B, N, H, Dh)``, ``hook_result`` (what each head writes, ``r_h = z_h Wo_h``, ``(B, N, H,
+    D)``; ``y = sum_h r_h + bo``), computed only where it is hooked or recorded, and those of
+    :func:`attention_forward`.
     """
     xp = xp_of(x)
     w = xp.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
@@ -96,8 +98,40 @@ def mha_forward(
     qkv, qkv_cache = linear_forward(x, w, b)
     q, k, v = (_split(y, n_heads, hooks, f"hook_{c}") for c, y in zip("qkv", xp.split(qkv, 3, -1)))
     heads, att_cache = attention_forward(q, k, v, mask, hooks)
-    y, out_cache = linear_forward(_merge(heads, hooks, "hook_z"), params["wo"], params.get("bo"))
+    z = _merge(heads, hooks, "hook_z")
+    y, out_cache = linear_forward(z, params["wo"], params.get("bo"))
+    if hooks.wants("hook_result"):
+        y, out_cache = _result_forward(z, params["wo"], params.get("bo"), n_heads, hooks,
+                                       (y, out_cache))
     return y, (att_cache[0], qkv_cache, att_cache, out_cache, n_heads, hooks)
+
+
+def _result_forward(z: Array, wo: Array, bo: Array | None, n_heads: int, hooks: Hooks,
+                    unedited: tuple[Array, tuple]) -> tuple[Array, tuple]:
+    """The hook point ``hook_result``: ``r_h = z_h Wo_h`` with ``z_h: (B, N, Dh)`` and ``Wo_h:
+    (Dh, D)`` head ``h``'s rows of ``Wo``. A hook that edits it makes ``y = sum_h r_h + bo``;
+    otherwise ``unedited`` (``y = z Wo + bo`` and its cache) stands, bit for bit."""
+    xp = xp_of(z)
+    b, n, d = z.shape
+    zh, woh = z.reshape(b, n, n_heads, d // n_heads), wo.reshape(n_heads, d // n_heads, -1)
+    result = xp.einsum("bnhe,hed->bnhd", zh, woh)
+    edited = hooks("hook_result", result)
+    if edited is result:
+        return unedited
+    y = edited.sum(axis=2)
+    return (y if bo is None else y + bo), ("result", zh, woh, bo is not None)
+
+
+def _result_backward(dy: Array, cache: tuple, hooks: Any) -> tuple[Array, Array, Array | None]:
+    """``dz, dWo, dbo`` of :func:`_result_forward`: ``dr_h = dy`` for every head (then
+    through the hook point), ``dz_h = dr_h Wo_h^T``, ``dWo_h = sum z_h^T dr_h``."""
+    xp = xp_of(dy)
+    _, zh, woh, has_bo = cache
+    b, n, h, e = zh.shape
+    dres = hooks.grad("hook_result", xp.broadcast_to(dy[:, :, None, :], (b, n, h, dy.shape[-1])))
+    dwo = xp.einsum("bnhe,bnhd->hed", zh, dres).reshape(h * e, -1)
+    dz = xp.einsum("bnhd,hed->bnhe", dres, woh).reshape(b, n, h * e)
+    return dz, dwo, (dy.sum(axis=(0, 1)) if has_bo else None)
 
 
 @kernel("nn")
@@ -106,7 +140,10 @@ def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     (``dx`` sums the three paths through the query, key and value projections, in one product)."""
     _, qkv_cache, att_cache, out_cache, n_heads, hooks = cache
     xp = xp_of(dy)
-    dheads, dwo, dbo = linear_backward(dy, out_cache)
+    if isinstance(out_cache[0], str):  # the cache of _result_forward
+        dheads, dwo, dbo = _result_backward(dy, out_cache, hooks)
+    else:
+        dheads, dwo, dbo = linear_backward(dy, out_cache)
     dq_dk_dv = attention_backward(_split(dheads, n_heads, hooks.grad, "hook_z"), att_cache)
     dqkv = xp.concatenate([_merge(d, hooks.grad, f"hook_{c}") for c, d in zip("qkv", dq_dk_dv)],
                           axis=-1)

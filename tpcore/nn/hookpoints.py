@@ -88,6 +88,13 @@ class Hooks:
         """Whether any hook function is set or activations are recorded."""
         return self._state.active
 
+    def wants(self, name: str) -> bool:
+        """Whether hook point ``name`` has a hook function or is recorded, for activations
+        computed only when asked for."""
+        s = self._state
+        name = self._prefix + name
+        return name in s.fns or (s.cache is not None and (s.names is None or name in s.names))
+
     def scope(self, prefix: str) -> Hooks:
         """The same hooks, with ``prefix`` put before every name."""
         view = Hooks.__new__(Hooks)
