@@ -17,11 +17,11 @@ import numpy as np
 from tpcore.backend import asarray, to_host
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
-from tpcore.experiments.seeds import derive_seed
 from tpcore.experiments.tree_grammar import paper_grammar
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn.module import save
 from tpcore.nn.optim import Adam, Schedule, constant, cosine
+from tpcore.seeds import derive_seed
 from tpcore.tasks.trees import Grammar, sample_trees, uniform_sequences
 from tpcore.train import Batch, TrainConfig, fit, shuffled_batches, supervised_step
 

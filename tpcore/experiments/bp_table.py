@@ -14,10 +14,10 @@ import numpy as np
 
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.experiments.budget import Budget, preset
-from tpcore.experiments.seeds import derive_seed
 from tpcore.experiments.tree_grammar import PAPER, paper_grammar
 from tpcore.io import write_json, write_text
 from tpcore.rundir import check_out_dir
+from tpcore.seeds import derive_seed
 from tpcore.tasks.trees import Grammar, sample_trees
 
 BUDGETS = {"small": Budget("small", {"samples": 20_000}),

@@ -64,6 +64,7 @@ from tpcore.models.counting import (
     gate_rule,
     variant_flags,
 )
+from tpcore.nn.hookpoints import Hooks, replace
 from tpcore.nn.module import save
 from tpcore.pipelines import learn
 from tpcore.pipelines.learn import LearnConfig
@@ -175,30 +176,18 @@ def histogram_heads(model: CountingProgramModel, vocab: list[str] | tuple[str, .
 def prefix_ablation(model: CountingProgramModel, split: dict[str, np.ndarray],
                     vocab: list[str] | tuple[str, ...]) -> dict[str, dict[str, float]]:
     """How much a trained model's accuracy on ``split`` rests on its prefix counts ({} without
-    PrefixSumCounts): ``content_zero`` evaluates it with every content token's prefix count set
-    to 0; ``bos_one`` also sets the count of ``<s>`` to 1 at ``<s>`` itself, where it is 0, so that
-    the one prefix count left no longer tells ``<s>`` from the content positions."""
-    ext = next((e for e in model.extensions if isinstance(e, PrefixSumCounts)), None)
-    if ext is None:
+    PrefixSumCounts), read through the hook points ``prefix_count_{v}``: ``content_zero``
+    evaluates it with every content token's prefix count set to 0; ``bos_one`` also sets the
+    count of ``<s>`` to 1 (at ``<s>`` itself it is 0), so that the one prefix count left no
+    longer tells ``<s>`` from the content positions. Padding positions take the values too;
+    their keys are masked and their outputs unscored, so nothing else changes."""
+    if not any(isinstance(e, PrefixSumCounts) for e in model.extensions):
         return {}
     content = framing_and_content(vocab)[1]
-    bos = vocab.index("<s>")
-
-    def ablated(bos_one: bool) -> dict[str, float]:
-        def forward(tokens: Any, pad: Any, noise: Any, tau: float | None) -> tuple[Any, None]:
-            values, cache = PrefixSumCounts.forward(ext, tokens, pad, noise, tau)
-            values[content] = 0.0
-            if bos_one:
-                values[bos] = 1.0 if pad is None else (~pad).astype(values.dtype)
-            return values, cache
-
-        ext.forward = forward  # this instance only, for this evaluation
-        try:
-            return evaluate_supervised(model, split)
-        finally:
-            del ext.forward
-
-    return {"content_zero": ablated(False), "bos_one": ablated(True)}
+    zero = {f"prefix_count_{v}": replace(0.0) for v in content}
+    bos_one = zero | {f"prefix_count_{vocab.index('<s>')}": replace(1.0)}
+    return {case: evaluate_supervised(model, split, hooks=Hooks(fns))
+            for case, fns in (("content_zero", zero), ("bos_one", bos_one))}
 
 
 def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,

@@ -17,12 +17,12 @@ import numpy as np
 from tpcore.backend import asarray, to_host
 from tpcore.backend import rng as make_rng
 from tpcore.experiments.against_bp import TreeRun, make_model, model_probs, test_seed
-from tpcore.experiments.seeds import derive_seed
 from tpcore.models import load
 from tpcore.nn import functional as F
 from tpcore.nn.layers import Linear
 from tpcore.nn.module import Module
 from tpcore.nn.optim import Adam
+from tpcore.seeds import derive_seed
 from tpcore.tasks.trees import Grammar, sample_trees
 from tpcore.train import TrainConfig, fit, shuffled_batches, supervised_step
 

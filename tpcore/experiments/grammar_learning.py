@@ -30,12 +30,12 @@ from tpcore.bp import (
     transition_from_logits,
 )
 from tpcore.experiments.budget import Budget, preset
-from tpcore.experiments.seeds import derive_seed
 from tpcore.experiments.tree_grammar import PAPER, paper_grammar
 from tpcore.io import write_json, write_text
 from tpcore.nn.module import Module, Parameter
 from tpcore.nn.optim import Adam, Optimizer
 from tpcore.rundir import cached, check_out_dir
+from tpcore.seeds import derive_seed
 from tpcore.tasks.trees import sample_trees
 from tpcore.train import Batch, StepContext, TrainConfig, fit, shuffled_batches
 

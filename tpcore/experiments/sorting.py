@@ -25,7 +25,6 @@ from tpcore.analysis.sorting_rules import concave_scores, rule_agreement
 from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError, missing_package
 from tpcore.experiments.budget import Budget, scaled
-from tpcore.experiments.seeds import derive_seed
 from tpcore.io import write_json, write_text
 from tpcore.models import load
 from tpcore.models.transformer import Transformer, TransformerConfig
@@ -33,6 +32,7 @@ from tpcore.nn.losses import cross_entropy_forward
 from tpcore.nn.module import save
 from tpcore.nn.optim import Adam, piecewise
 from tpcore.rundir import cached, check_out_dir, saved
+from tpcore.seeds import derive_seed
 from tpcore.tasks.sorting import (
     TASKS,
     SortingTask,

@@ -132,7 +132,10 @@ def ner_sentences(n: int, seed: int, max_words: int = 30, p_ambiguous: float = 0
 
 def ner_corpus(n_train: int = 4000, n_dev: int = 500, n_test: int = 500, seed: int = 0,
                **kwargs: float) -> dict[str, list[TaggedSentence]]:
-    """Train / dev / test splits from independent streams of one seed."""
+    """Train / dev / test splits from independent streams of one seed: streams ``3 seed``,
+    ``3 seed + 1``, ``3 seed + 2``, so no two seeds share one (new studies derive their streams
+    by name, :func:`tpcore.seeds.derive_seed`; these stay as the committed NER and
+    classification results were drawn)."""
     return {name: ner_sentences(n, seed * 3 + i, **kwargs)
             for i, (name, n) in enumerate((("train", n_train), ("dev", n_dev), ("test", n_test)))}
 
@@ -160,6 +163,7 @@ def review_examples(n: int, seed: int, max_words: int = 30, p_negate: float = 0.
 
 def classification_corpus(n_train: int = 4000, n_dev: int = 500, n_test: int = 500,
                           seed: int = 0, **kwargs: float) -> dict[str, list[Example]]:
-    """Train / dev / test splits from independent streams of one seed."""
+    """Train / dev / test splits from independent streams of one seed, drawn as
+    :func:`ner_corpus` draws them."""
     return {name: review_examples(n, seed * 3 + i, **kwargs)
             for i, (name, n) in enumerate((("train", n_train), ("dev", n_dev), ("test", n_test)))}
