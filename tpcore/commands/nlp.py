@@ -27,6 +27,7 @@ from typing import Any
 
 from tpcore.commands.options import nonnegative_int, positive_float, positive_int
 from tpcore.commands.output import add_json_option, emit
+from tpcore.commands.reproduce import add_reproduction
 from tpcore.errors import TpcoreError
 from tpcore.experiments import classify_demo, ner_demo
 from tpcore.experiments.ner import compare_ner, ner_table
@@ -90,15 +91,6 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def demo_options(p: argparse.ArgumentParser, out: str) -> None:
-    """The options of a demo: ``--budget`` (a scale of the epochs), ``--seed``, ``--out``."""
-    p.add_argument("--budget", type=positive_float, default=1.0,
-                   help="scales the training epochs (default 1)")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--out", default=out)
-    _run_options(p)
-
-
 def add_tasks(tasks: argparse._SubParsersAction) -> None:
     """Add the NLP tasks (:data:`TASKS`) to the task list of ``tpcore learn`` or ``tpcore
     nlp``."""
@@ -122,7 +114,7 @@ def add_tasks(tasks: argparse._SubParsersAction) -> None:
     for name, (_, what) in DEMOS.items():
         d = tasks.add_parser(name, help=f"the built-in synthetic {what} corpus: program vs "
                                         "transformer vs baseline")
-        demo_options(d, f"runs/{name}")
+        add_reproduction(d, DEMOS[name][0], out=f"runs/{name}")
         d.add_argument("--epochs", help=argparse.SUPPRESS)  # refused, naming --budget
         add_json_option(d)
         d.set_defaults(func=run_demo, demo=name)

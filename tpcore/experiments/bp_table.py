@@ -14,6 +14,7 @@ import numpy as np
 
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import Option, Reproduction
 from tpcore.experiments.tree_grammar import PAPER, paper_grammar
 from tpcore.io import write_json, write_text
 from tpcore.rundir import check_out_dir
@@ -47,6 +48,13 @@ def bp_accuracies(grammar: Grammar, leaves: np.ndarray, root: np.ndarray,
         mean_log_z=float(res.log_z[np.isfinite(res.log_z)].mean()),
         zero_likelihood=float(np.mean(~np.isfinite(res.log_z))),
     )
+
+
+CLI = Reproduction(
+    "exact BP_k' accuracy on k-filtered data (root and single-mask MLM), the paper's grammar",
+    "results/hierarchy", "paper", "sequences per k: paper 200000, small 20000",
+    (Option("--samples", "sequences per k instead of the budget's", "count"),))
+"""``tpcore reproduce bp-table``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, samples: int | None = None) -> dict[str, Any]:

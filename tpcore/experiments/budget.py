@@ -14,6 +14,8 @@ None for "the budget's"). Beside it the module has
   module's ``BUDGETS`` (:func:`preset`) or, for the studies whose budget scales their sizes, a
   positive number (:func:`scaled`); a bad budget raises a :class:`TpcoreError`;
 - ``report(result: dict, out: Path) -> str``: what ``tpcore reproduce NAME`` prints;
+- ``CLI``: its command-line face, the help line, the default budget and ``--out`` and its own
+  options (:class:`tpcore.experiments.options.Reproduction`);
 - optionally ``figures(result: dict, out: Path) -> list[Path]``: its PNG figures drawn from the
   JSON's content alone, which ``run`` writes beside its tables when matplotlib is installed
   (:func:`tpcore.analysis.plots.draw_or_note`) and ``tpcore plot NAME RESULTS.json`` redraws.

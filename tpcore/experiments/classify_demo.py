@@ -18,6 +18,11 @@ from tpcore.tasks.synthetic_text import classification_corpus
 budget = synthetic_demo.budget
 
 
+CLI = synthetic_demo.cli("synthetic sentiment: program vs transformer vs baseline",
+                         "results/classify-demo")
+"""``tpcore reproduce classify-demo``'s face (:mod:`tpcore.experiments.options`)."""
+
+
 def run(budget: Budget, out: Path, seed: int, quiet: bool = True,
         overwrite: bool = False) -> dict[str, Any]:
     """The comparison on the corpus of ``seed``, epochs scaled by ``budget``, in the run

@@ -53,6 +53,7 @@ from tpcore.backend import asarray, to_host
 from tpcore.counts import EXPERTS
 from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import EPOCHS, Option, Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.models.counting import (
     VARIANTS,
@@ -401,6 +402,26 @@ def length_table(rows: list[dict[str, Any]]) -> str:
                      f"({_pct(lo.get('share_seen_classes'))}) | {gate} | "
                      f"{_shift_text(r.get('range_shift', {}))} |")
     return "\n".join(lines)
+
+
+CLI = Reproduction(
+    "Modular Counts paper, Table 1 (none / prefix / experts / both x tasks x regimes) + length "
+    "test", "results/counting", "target",
+    "smoke: pipeline check; target: double_hist at |V|=N=16 and the length test on "
+    "hist/double_hist; small: all cells, 4,000 inputs, 20 epochs; paper: all cells, 16,000 "
+    "inputs, 250 epochs",
+    (EPOCHS,
+     Option("--variants", "subset of none prefix experts both running (running: the running "
+            "count of the own token, the PrefixSumCounts of the paper's code)", nargs="+"),
+     Option("--cells", "(task, regime) cells instead of the budget's, e.g. double_hist:bigvocab",
+            "cell", nargs="+", metavar="TASK:REGIME"),
+     Option("--lengthgen", "length-test tasks instead of the budget's (none given: skip it)",
+            nargs="*", metavar="TASK"),
+     Option("--seeds", "seeds instead of the budget's (--seed)", "index", nargs="+"),
+     Option("--arch", "architecture instead of 3 4 2 (heads and MLPs per layer, half "
+            "categorical, half numerical)", "count", nargs=3,
+            metavar=("LAYERS", "HEADS", "MLPS"))))
+"""``tpcore reproduce counting``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,

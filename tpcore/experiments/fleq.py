@@ -26,6 +26,7 @@ from tpcore.analysis.plots import draw_or_note, pyplot, save_png
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import Reproduction
 from tpcore.fleq import applications as AP
 from tpcore.fleq.blocks import (
     DEFAULT_GATE,
@@ -360,6 +361,13 @@ instances (minutes), ``full`` on larger ones."""
 def budget(name: str) -> Budget:
     """The preset ``name`` of :data:`BUDGETS`."""
     return preset(name, BUDGETS)
+
+
+CLI = Reproduction(
+    "FLEQ error study: blocks and applications vs lambda, matmul c and C, sigmoid count m "
+    "(float64 and float32)", "results/fleq", "small",
+    "small: small instances (minutes); full: larger instances")
+"""``tpcore reproduce fleq``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from tpcore.bp import (
     transition_from_logits,
 )
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import Option, Reproduction
 from tpcore.experiments.tree_grammar import PAPER, paper_grammar
 from tpcore.io import write_json, write_text
 from tpcore.nn.module import Module, Parameter
@@ -135,6 +136,17 @@ def learn(evidence: np.ndarray, p0: np.ndarray, theta0: np.ndarray, method: str,
                              desc=f"grammar {method}"), evaluate)
     curve = [(int(h["step"]), h["test_log_z"]) for h in result.history]
     return np.asarray(to_host(model.transitions())), curve, result.seconds
+
+
+CLI = Reproduction(
+    "learn the grammar from leaves: Adam on log Z vs inside-outside, against the number of "
+    "samples", "results/hierarchy", "small",
+    "small: P = 100..3000, 100 EM and 200 Adam steps; tiny: a pipeline check",
+    (Option("--sizes", "training-set sizes P, comma-separated (default 100,300,1000,3000)",
+            "counts"),
+     Option("--em-steps", "inside-outside iterations (100)", "count"),
+     Option("--adam-steps", "Adam steps (200)", "count")))
+"""``tpcore reproduce grammar-learning``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, sizes: tuple[int, ...] | None = None,

@@ -31,6 +31,7 @@ from tpcore.errors import TpcoreError
 from tpcore.experiments.against_bp import TreeRun, closest_bp, train_against_bp
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.encoder_probes import finetune_root, probe_ancestors
+from tpcore.experiments.options import Option, Reproduction
 from tpcore.experiments.tree_grammar import paper_grammar
 from tpcore.io import write_json, write_text
 from tpcore.models import load
@@ -56,6 +57,20 @@ FINETUNE_SIZES = (2**8, 2**10, 2**12)
 def budget(name: str) -> Budget:
     """The preset ``name`` of :data:`BUDGETS`."""
     return preset(name, BUDGETS)
+
+
+CLI = Reproduction(
+    "transformers (root classification for every k_train, MLM) compared with exact BP during "
+    "training", "results/hierarchy", "small",
+    "scale: small: l=3, d=64, FFN 256; paper: l=4, d=128, FFN 2048; tiny: a pipeline check",
+    (Option("--parts", "comma-separated: root, root-long (k_train=--long-k, 4x steps), mlm, "
+            "probe, finetune (default root,mlm; probe and finetune use the encoder saved by "
+            "mlm)", "names", default=("root", "mlm")),
+     Option("--mlm-steps", "MLM steps (default 2x the root steps)", "count"),
+     Option("--long-k", "k_train of the root-long run (0)", "index", default=0),
+     Option("--long-samples", "training trees of the root-long run (default: the budget's P)",
+            "count")))
+"""``tpcore reproduce hierarchy``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", "mlm"),

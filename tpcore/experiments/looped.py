@@ -30,6 +30,7 @@ import numpy as np
 
 from tpcore.analysis.plots import Line, Panel, draw_or_note, panels_figure
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.looped.diff import (
     StackParameters,
@@ -331,6 +332,12 @@ minutes."""
 def budget(name: str) -> Budget:
     """The preset ``name`` of :data:`BUDGETS`."""
     return preset(name, BUDGETS)
+
+
+CLI = Reproduction(
+    "lambda sweep of the SUBLEQ looped transformer, sensitivity and repair by gradient descent "
+    "through the loop", "results/looped", "small", "small: T <= 100 (minutes); full: T <= 1000")
+"""``tpcore reproduce looped``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:

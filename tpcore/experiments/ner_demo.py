@@ -17,6 +17,11 @@ from tpcore.tasks.synthetic_text import ner_corpus
 budget = synthetic_demo.budget
 
 
+CLI = synthetic_demo.cli("synthetic NER: program vs transformer vs baseline",
+                         "results/ner-demo")
+"""``tpcore reproduce ner-demo``'s face (:mod:`tpcore.experiments.options`)."""
+
+
 def run(budget: Budget, out: Path, seed: int, quiet: bool = True,
         overwrite: bool = False) -> dict[str, Any]:
     """The comparison on the corpus of ``seed``, epochs scaled by ``budget``: the run directory

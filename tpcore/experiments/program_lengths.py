@@ -23,6 +23,7 @@ from typing import Any
 from tpcore.errors import TpcoreError
 from tpcore.experiments import table1
 from tpcore.experiments.budget import Budget
+from tpcore.experiments.options import EPOCHS, Option, Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import fidelity, read_metrics, recorded_accuracy
@@ -104,6 +105,20 @@ BUDGETS = table1.BUDGETS
 def budget(name: str) -> Budget:
     """The Table 1 preset ``name``."""
     return table1.budget(name)
+
+
+CLI = Reproduction(
+    "Transformer Programs paper, Table 4 (program length before/after compression)",
+    "results/program_lengths", "small",
+    "the Table 1 budget whose selected programs are counted (its runs are reused, or trained "
+    "when missing)",
+    (EPOCHS,
+     Option("--table1", "Table 1 results folder", default="results/table1", dest="table1_dir"),
+     Option("--run-dirs", "measure these learn run directories instead of the Table 1 "
+            "selection", nargs="+", metavar="DIR"),
+     Option("--no-fidelity", "skip the fidelity check", "off", dest="check_fidelity"),
+     Option("--overwrite", "retrain Table 1 runs made with other settings", "switch")))
+"""``tpcore reproduce program-lengths``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, table1_dir: str | Path = "results/table1",

@@ -36,6 +36,7 @@ from typing import Any
 
 from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import Option, Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.programs import codegen, parse
 from tpcore.programs.examples import all_inputs, input_count, sample_inputs
@@ -169,6 +170,16 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{_agree_text(r['exported_agreement'])} | {_agree_text(r['published_run'])} | "
             f"{f'{m} ({growth:+d})' if growth > 0 else 'none'} |")
     return "\n".join(lines)
+
+
+CLI = Reproduction(
+    "the Transformer Programs authors' published programs re-emitted by tpcore: lines and "
+    "agreement on every input", "results/published_programs", "small",
+    "inputs per program: smoke: all up to 2,000, else 500 random; small: all up to 100,000, "
+    "else 20,000 random; full: all up to 1,000,000, else 200,000 random",
+    (Option("--programs", "the authors' programs folder (with rasp/ and rasp_categorical_only/)",
+            required=True, metavar="DIR"),))
+"""``tpcore reproduce published-programs``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, programs: str | Path = "programs"

@@ -25,6 +25,7 @@ from tpcore.analysis.sorting_rules import concave_scores, rule_agreement
 from tpcore.backend import asarray, to_host
 from tpcore.errors import TpcoreError, missing_package
 from tpcore.experiments.budget import Budget, scaled
+from tpcore.experiments.options import Option, Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.models import load
 from tpcore.models.transformer import Transformer, TransformerConfig
@@ -183,6 +184,16 @@ def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
             "lr_drop": max(1, round(sched["drop"] * scale)), "clip": sched["clip"],
             "seed": seed, "search_lists": None if get_task(name).distinct
             else max(1000, round(SEARCH_LISTS * scale))}
+
+
+CLI = Reproduction(
+    "train the three tiny sorting transformers; accuracy, failure search, rule agreement, "
+    "circuits", "results/sorting", 1.0, "scales training steps and the failure search",
+    (Option("--tasks", "comma-separated subset of causal,distinct,bidirectional", "names"),
+     Option("--overwrite", "retrain tasks whose results in --out were made with other settings",
+            "switch"),
+     Option("--plots", "also write PNG figures", "switch")))
+"""``tpcore reproduce sorting``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,

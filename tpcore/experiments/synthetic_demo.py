@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.experiments.budget import Budget, scaled
+from tpcore.experiments.options import Option, Reproduction
 from tpcore.experiments.text_models import (
     ProgramSettings,
     TransformerSettings,
@@ -29,6 +30,15 @@ TRANSFORMER = TransformerSettings(d_model=64, n_layers=2, n_heads=4, epochs=10)
 def budget(text: str | float) -> Budget:
     """``--budget``: a positive number scaling the training epochs."""
     return scaled(text)
+
+
+def cli(title: str, out: str) -> Reproduction:
+    """A demo's command-line face: ``--budget`` scales the epochs; ``--overwrite``,
+    ``--quiet``."""
+    return Reproduction(title, out, 1.0, "scales the training epochs",
+                        (Option("--overwrite", "replace a run of other settings in --out",
+                                "switch"),
+                         Option("--quiet", "no progress bar", "switch")))
 
 
 def settings(budget: Budget, seed: int) -> tuple[ProgramSettings, TransformerSettings]:

@@ -37,6 +37,7 @@ from typing import Any
 from tpcore.analysis.curves import document_curves
 from tpcore.analysis.plots import draw_or_note
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.options import EPOCHS, OVERWRITE, Option, Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.pipelines.learn import LearnConfig, task_config
 from tpcore.pipelines.sweep import PAPER_GRID, grid, sweep
@@ -113,6 +114,25 @@ def table(rows: list[dict[str, Any]]) -> str:
             + (f"{r['success']} of {r.get('finished', r['runs'])} |" if "success" in r
                else "- |"))
     return "\n".join(lines)
+
+
+CLI = Reproduction(
+    "Transformer Programs paper, Table 1 (RASP tasks + in-context task)", "results/table1",
+    "small", "smoke: pipeline check; small: 2 layers, 2+2 heads, 1+1 MLPs, 1 seed, 60 epochs; "
+    "medium: the paper's architecture per task, 3 seeds, 250 epochs; paper: full grid, 5 seeds "
+    "(seeds counted from --seed)",
+    (EPOCHS,
+     Option("--seeds", "override the budget's seeds", "index", nargs="+"),
+     Option("--tasks", "subset of tasks (default: all eight)", nargs="+"),
+     Option("--jobs", "local worker processes", "count", default=1),
+     Option("--scheduler", "Dask scheduler address"),
+     OVERWRITE,
+     Option("--halving", "successive halving of each task's sweep: keep the best 1/ETA of the "
+            "runs at each rung (ETA >= 2; e.g. --budget paper --halving 3 trains 27.5%% of the "
+            "full grid's epochs; default: every run to the end)", "count", metavar="ETA"),
+     Option("--rungs", "rungs of --halving, the first 1/ETA^(RUNGS-1) of the epochs long "
+            "(default 3)", "count", default=3)))
+"""``tpcore reproduce table1``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
