@@ -19,10 +19,10 @@ from tpcore.bp import BPResult, belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
 from tpcore.tasks.trees import Grammar, Trees, random_grammar, sample_trees
 
-__all__ = ["MASKED", "BPResult", "Grammar", "Trees", "bp", "bp_batch", "grammar", "parse_leaves",
-           "sample"]
+__all__ = ["MASK_SYMBOLS", "BPResult", "Grammar", "Trees", "bp", "bp_batch", "grammar",
+           "parse_leaves", "sample"]
 
-MASKED = ("?", "_", "m")
+MASK_SYMBOLS = ("?", "_", "m")
 """How a masked leaf may be written in a text sequence."""
 
 
@@ -55,7 +55,7 @@ def parse_leaves(leaves: str | Sequence[int | str | None], q: int) -> tuple[np.n
     items = leaves.replace(",", " ").split() if isinstance(leaves, str) else list(leaves)
     out: list[int | None] = []
     for x in items:
-        if x is None or x in MASKED:
+        if x is None or x in MASK_SYMBOLS:
             out.append(None)
         elif isinstance(x, (int, np.integer)) and 0 <= x < q:
             out.append(int(x))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("text", "count", "index", "scale", "counts", "names", "cell", "switch", "off")
+OPTION_KINDS = ("text", "count", "index", "scale", "counts", "names", "cell", "switch", "off")
 """What an option's values must be: ``text`` any string, ``count`` an integer >= 1, ``index``
 an integer >= 0, ``scale`` a finite number > 0, ``counts`` comma-separated counts, ``names``
 comma-separated names, ``cell`` ``TASK:REGIME``; ``switch`` takes no value and gives True when
@@ -23,7 +23,7 @@ present, ``off`` False."""
 @dataclass(frozen=True)
 class Option:
     """One option: ``flag`` (``--epochs``), its ``help``, the ``kind`` of its values
-    (:data:`KINDS`), and as ``argparse`` reads them ``default``, ``nargs``, ``metavar``,
+    (:data:`OPTION_KINDS`), and as ``argparse`` reads them ``default``, ``nargs``, ``metavar``,
     ``required`` and ``dest`` (default: the flag's name with ``-`` read as ``_``)."""
 
     flag: str
@@ -36,8 +36,9 @@ class Option:
     dest: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"option {self.flag}: kind {self.kind!r}; expected one of {KINDS}")
+        if self.kind not in OPTION_KINDS:
+            raise ValueError(f"option {self.flag}: kind {self.kind!r}; expected one of "
+                             f"{OPTION_KINDS}")
 
 
 @dataclass(frozen=True)

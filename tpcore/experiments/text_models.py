@@ -130,7 +130,6 @@ class TransformerSettings:
 Settings = ProgramSettings | TransformerSettings
 Grid = Settings | list[Settings] | None
 """One settings object, a list of them (a grid search), or None (model skipped)."""
-KINDS = {"program": ProgramSettings, "transformer": TransformerSettings}
 
 
 def kinds(program: Grid, transformer: Grid) -> list[tuple[str, list[Settings]]]:
