@@ -117,7 +117,7 @@ def to_lens(model: Transformer, device: str | None = None) -> Any:
     weights = {k: torch.from_numpy(v) for k, v in lens_weights(model).items()}
     bridge = boot(cfg, device=device, dtype=weights["embed.W_E"].dtype)
     bridge.load_state_dict(convert_tl_checkpoint(weights, cfg), strict=True)
-    return bridge.eval()
+    return bridge.train(False)  # inference mode: no dropout
 
 
 def _refusals(cfg: Any) -> list[tuple[str, bool, str]]:
