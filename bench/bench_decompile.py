@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tpcore.pipelines.decompile import load_program
-from tpcore.programs import codegen
+from tpcore.programs.source import writer
 
 RUNS = Path(__file__).resolve().parents[1] / "results" / "table1" / "runs"
 SELECTED = {"reverse": "L3_H4+4_M1+1_s0", "hist": "L1_H2+2_M1+1_s0",
@@ -26,7 +26,7 @@ SELECTED = {"reverse": "L3_H4+4_M1+1_s0", "hist": "L1_H2+2_M1+1_s0",
 
 
 def _decompile(run: Path) -> str:
-    return codegen.source(load_program(run))
+    return writer.source(load_program(run))
 
 
 @pytest.mark.parametrize("task", list(SELECTED))

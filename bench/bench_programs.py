@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from tpcore.pipelines.decompile import load_program
-from tpcore.programs import codegen
 from tpcore.programs.examples import random_inputs, random_program
 from tpcore.programs.interpret import compile_program, run_reference
+from tpcore.programs.source import writer
 
 B = 100_000
 B_PYTHON = 300
@@ -45,7 +45,7 @@ def batch(program):
 
 @pytest.fixture(scope="module")
 def generated(program, tmp_path_factory):
-    path, _ = codegen.write(program, tmp_path_factory.mktemp("bench") / "sort.py")
+    path, _ = writer.write(program, tmp_path_factory.mktemp("bench") / "sort.py")
     spec = importlib.util.spec_from_file_location("bench_sort_program", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""Fused kernels for the Transformer Program modules (``tpcore.models.program_ops``), with the
+"""Fused kernels for the Transformer Program modules (``tpcore.models.program.ops``), with the
 names, arguments, results and caches of the NumPy references they stand in for (see
 ``tpcore.kernels.nn`` for the contract). Active hooks run the references, and so does the
 discrete mode of the categorical heads and the MLPs (no temperature: argmax samples).
@@ -30,7 +30,7 @@ from tpcore.kernels.nn import KERNEL, softmax_backward, softmax_rows
 
 LOG_EPS = 1e-20
 BOS_EPS = 1e-10
-"""As in ``tpcore.models.program_ops``."""
+"""As in ``tpcore.models.program.ops``."""
 LANES = 16
 """Sequences transposed together by :func:`_inner` and :func:`_outer` (a 512-bit vector of
 float32)."""
@@ -170,7 +170,7 @@ def _scores_grads(dqp, q, p):
 
 
 def _scores_cache(q, k, p, qp, kt, qpt):
-    """``program_ops.scores_forward``'s cache ``(q, k, p, qp)``; ``k`` and ``qp`` as views of
+    """``ops.scores_forward``'s cache ``(q, k, p, qp)``; ``k`` and ``qp`` as views of
     their batch-inner copies."""
     return q, _lanes(kt), p, _lanes(qpt)
 
@@ -247,7 +247,7 @@ def _cat_forward(qp, k, v, mask, bias, g, has_noise, scale, inv_tau, qpt, kt, vt
 
 
 def cat_attention_forward(q, k, v, p, mask, bias, noise, tau, hooks=None, names=()):
-    """``program_ops.cat_attention_forward`` in training mode, batch-inner (module docstring)."""
+    """``ops.cat_attention_forward`` in training mode, batch-inner (module docstring)."""
     if tau is None or _active(hooks) or (noise is not None and noise.shape[:2] != q.shape[:2]):
         return NotImplemented
     dt = q.dtype
@@ -315,7 +315,7 @@ def _cat_backward(dout, at, spt, st, dmt, mask, vt, kt, qpt, factor, dv, dqp, dk
 
 
 def cat_attention_backward(dout, cache):
-    """``program_ops.cat_attention_backward``: one batch-inner pass per head from ``dout`` to
+    """``ops.cat_attention_backward``: one batch-inner pass per head from ``dout`` to
     ``dV``, ``dQP`` and ``dK``, then ``dQ`` and ``dP`` as BLAS products."""
     a, a_cache, v, s_cache, maskf, s, dmask, sp, scale, hooks, names = cache
     if _active(hooks) or a_cache is None or a_cache[0] is not a:
@@ -354,7 +354,7 @@ def _num_forward(qp, k, v, mask, qpt, kt, smt, vt, out):
 
 
 def num_attention_forward(q, k, v, p, mask, hooks=None, names=()):
-    """``program_ops.num_attention_forward`` without active hooks, batch-inner: the scores,
+    """``ops.num_attention_forward`` without active hooks, batch-inner: the scores,
     the mask and the sums over keys in one pass per head."""
     if _active(hooks):
         return NotImplemented
@@ -433,7 +433,7 @@ def _num_backward(dout, smt, vt, mask, kt, qpt, dv, dqp, dk):
 
 
 def num_attention_backward(dout, cache):
-    """``program_ops.num_attention_backward``: ``dQP``, ``dK`` and ``dV`` by
+    """``ops.num_attention_backward``: ``dQP``, ``dK`` and ``dV`` by
     :func:`_num_backward_keys` for a mask on the keys alone, else ``dS`` and ``dV`` in one
     batch-inner pass per head and the score backward; then ``dQ`` and ``dP`` as BLAS
     products."""
@@ -486,7 +486,7 @@ def _two_inputs_relu(x, w1, b1, h, hmask):
 
 
 def mlp_forward(x, w1, b1, w2, b2, noise, tau):
-    """``program_ops.mlp_forward`` in training mode: a BLAS product, bias and ReLU in one pass
+    """``ops.mlp_forward`` in training mode: a BLAS product, bias and ReLU in one pass
     (the whole first layer in one pass for two inputs, as the numerical MLPs have), a BLAS
     product, bias, noise and softmax in one pass."""
     if tau is None:
@@ -556,7 +556,7 @@ gradients from :func:`_relu_back_inputs`."""
 
 
 def mlp_backward(dy, cache):
-    """``program_ops.mlp_backward`` with the softmax backward in one pass, the ReLU's and the
+    """``ops.mlp_backward`` with the softmax backward in one pass, the ReLU's and the
     first bias gradient in another (with the first layer's gradients for few inputs), the
     second bias gradient as a product with a ones vector."""
     x, w1, w2, h, hmask, y_cache = cache

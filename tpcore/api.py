@@ -41,8 +41,9 @@ from tpcore.pipelines import learn as pipeline
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.pipelines.transformer import train_transformer as train_on_splits
-from tpcore.programs import analysis, codegen, ir
+from tpcore.programs import analysis, ir
 from tpcore.programs.interpret import ENGINES, check_tokens, encode, run_tokens
+from tpcore.programs.source import writer
 from tpcore.rundir import check_out_dir
 from tpcore.tasks.data import TaskData
 
@@ -102,12 +103,12 @@ class TransformerProgram:
     def source(self, full: bool = False) -> Text:
         """The readable Python program (standard library only); ``full``: before compression
         (one branch per query value)."""
-        return Text(codegen.source(self.ir, compress=not full))
+        return Text(writer.source(self.ir, compress=not full))
 
     def export(self, folder: str | Path, full: bool = False) -> tuple[Path, Path]:
         """Write ``NAME.py`` and its weights CSV into ``folder`` (created if needed); the program
         runs on its own: ``python NAME.py d a c b``. Returns both paths."""
-        return codegen.write(self.ir, check_out_dir(folder), compress=not full)
+        return writer.write(self.ir, check_out_dir(folder), compress=not full)
 
     def html(self, path: str | Path, tokens: str | Sequence[str] | None = None,
              full: bool = False) -> Path:

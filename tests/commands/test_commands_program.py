@@ -12,9 +12,10 @@ from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
 from tpcore.pipelines.decompile import load_program
-from tpcore.programs import codegen, ir
+from tpcore.programs import ir
 from tpcore.programs.examples import random_program, reverse_program
 from tpcore.programs.prune import head_choices, keep_heads
+from tpcore.programs.source import writer
 
 LETTERS = list("abcdefgh")
 
@@ -23,9 +24,9 @@ LETTERS = list("abcdefgh")
 def paths(tmp_path):
     p = reverse_program(words=LETTERS)
     ir.save(p, tmp_path / "reverse.json")
-    py, _ = codegen.write(p, tmp_path / "gen")
-    pub, _ = codegen.write(reverse_program(words=LETTERS, rule="published"),
-                           tmp_path / "pub" / "reverse.py", style="published")
+    py, _ = writer.write(p, tmp_path / "gen")
+    pub, _ = writer.write(reverse_program(words=LETTERS, rule="published"),
+                          tmp_path / "pub" / "reverse.py", style="published")
     return {"json": tmp_path / "reverse.json", "py": py, "published": pub}
 
 

@@ -11,8 +11,9 @@ import pytest
 from tpcore.errors import TpcoreError
 from tpcore.experiments import program_lengths, table1
 from tpcore.models import extract
-from tpcore.programs import codegen, ir
+from tpcore.programs import ir
 from tpcore.programs.examples import reverse_program
+from tpcore.programs.source import writer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def test_counts_selected_programs(tmp_path, monkeypatch):
     result = program_lengths.run(program_lengths.budget("smoke"), tmp_path / "out", 0,
                                  tmp_path / "t1", tasks=("reverse",), check_fidelity=False)
     row = result["tasks"][0]
-    assert (row["full"], row["pruned"]) == tuple(codegen.line_counts(reverse_program()).values())
+    assert (row["full"], row["pruned"]) == tuple(writer.line_counts(reverse_program()).values())
     assert row["test_acc"] == 99.5
     assert result["at_or_below_paper"] == int(row["pruned"] <= 713)
     saved = json.loads((tmp_path / "out" / "program_lengths.json").read_text())

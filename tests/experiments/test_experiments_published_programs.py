@@ -13,8 +13,8 @@ import pytest
 from tpcore.errors import TpcoreError
 from tpcore.experiments import published_programs as pp
 from tpcore.experiments.budget import Budget
-from tpcore.programs import codegen, library, parse
 from tpcore.programs.examples import random_program, reverse_program
+from tpcore.programs.source import library, reader, writer
 
 PANDAS = importlib.util.find_spec("pandas") is not None
 TINY = Budget("tiny", {"exhaustive": 200, "sample": 60, "published": 5})
@@ -28,7 +28,7 @@ def _authors_folder(root: Path) -> Path:
                                                                   rule="published")}
     for (set_name, task), p in programs.items():
         folder = root / "programs" / set_name / task
-        path, _ = codegen.write(p, folder / f"{task}.py", style="published")
+        path, _ = writer.write(p, folder / f"{task}.py", style="published")
         beside = library.weights_beside(f'"{task}_weights.csv"')
         path.write_text(path.read_text().replace(
             beside, f'"programs/{set_name}/{task}/{task}_weights.csv"'))
@@ -49,7 +49,7 @@ def test_rows_count_lines_and_check_every_input(tmp_path):
         assert row["published_lines"] == len(published.splitlines())
         assert row["tpcore_lines"] == len(exported.splitlines())
         assert "def run(tokens):" in exported and "import pandas" not in exported
-        modules = {m.name for m in parse.parse_file(row["published"]).modules}
+        modules = {m.name for m in reader.parse_file(row["published"]).modules}
         assert set(row["module_lines"]) == modules
         heads = [m for m in row["module_lines"] if "attn" in m]
         assert all(row["module_lines"][m]["published"] > 0 for m in heads)

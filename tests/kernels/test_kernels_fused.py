@@ -10,8 +10,8 @@ from tpcore.kernels import program_model as KP
 
 from tpcore import backend
 from tpcore.backend import use_kernels
-from tpcore.models import program_ops as P
 from tpcore.models.program import ProgramConfig, ProgramModel
+from tpcore.models.program import ops as P
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn import attention as A
 from tpcore.nn import functional as F

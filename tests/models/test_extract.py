@@ -9,8 +9,8 @@ import pytest
 from tpcore.backend import to_host
 from tpcore.models import extract
 from tpcore.models.program import ProgramConfig, ProgramModel
-from tpcore.programs import codegen
 from tpcore.programs import interpret as it
+from tpcore.programs.source import writer
 
 VOCAB = ["<pad>", "<s>", "a", "b", "c", "d"]
 
@@ -45,7 +45,7 @@ def _check_fidelity(model: ProgramModel, data: dict[str, np.ndarray], tmp_path, 
     for engine in it.ENGINES:
         got = labels[it.run_ids(prog, ids, lengths, engine)]
         assert ((got == want) | pad).all(), engine
-    path, _ = codegen.write(prog, tmp_path)
+    path, _ = writer.write(prog, tmp_path)
     module = load_generated(path)
     seqs = as_tokens(prog, ids[:n_program], lengths[:n_program])
     for seq, row in zip(seqs, want):
@@ -84,7 +84,7 @@ def test_trained_model_is_its_program(check_fidelity):
         lambda m, b, ctx: supervised_step(m, b, ctx, rng=ctx.rng, tau=ctx.tau, checked=True),
         TrainConfig(steps=40, tau=(3.0, 0.05), quiet=True))
     after = extract.extract(model, VOCAB, [str(c) for c in range(7)])
-    assert codegen.source(after) != codegen.source(before)  # training changed the program
+    assert writer.source(after) != writer.source(before)  # training changed the program
     check_fidelity(model, data)
 
 
@@ -119,8 +119,8 @@ def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal)
     """PrefixSumCounts extracts into prefix-count modules; model == engines ==
     generated program, and the generated program imports back."""
     from tpcore.models.counting import CountingConfig, CountingProgramModel
-    from tpcore.programs import parse
     from tpcore.programs.analysis import dependency_text
+    from tpcore.programs.source import reader
 
     cfg = CountingConfig(vocab_size=len(VOCAB), max_len=6, n_classes=7, masked_classes=(0,),
                          prefix_counts=True, causal=causal, seed=4)
@@ -129,8 +129,8 @@ def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal)
     check_fidelity(model, data)
     prog = extract.extract(model, VOCAB, [str(c) for c in range(7)], bos="<s>", pad="<pad>")
     assert "prefix_count_3 " in dependency_text(prog) and "count of 'b'" in dependency_text(prog)
-    path, _ = codegen.write(prog, tmp_path / "pc")
-    back = parse.parse_file(path)
+    path, _ = writer.write(prog, tmp_path / "pc")
+    back = reader.parse_file(path)
     ids, lengths = data["tokens"], data["lengths"]
     labels = np.asarray(prog.output_labels())
     back_labels = np.asarray(back.output_labels())
@@ -149,7 +149,7 @@ def test_extract_takes_names_and_framing_from_the_task():
     assert prog.tokens.values == task.vocab and prog.classifier.classes == task.classes
     spelled = extract.extract(model, task.vocab, task.classes, name="sort", bos="<s>",
                               eos="</s>", pad="<pad>")
-    assert codegen.source(prog) == codegen.source(spelled)
+    assert writer.source(prog) == writer.source(spelled)
     assert extract.extract(model, task, name="mine", eos=None).name == "mine"
     with pytest.raises(ValueError, match="classes"):
         extract.extract(model, task.vocab)

@@ -12,8 +12,9 @@ from tpcore.errors import TpcoreError
 from tpcore.models import extract
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
 from tpcore.pipelines.fidelity import agreement
-from tpcore.programs import codegen, ir, library
 from tpcore.programs import interpret as it
+from tpcore.programs import ir
+from tpcore.programs.source import library, writer
 from tpcore.tasks.registry import make_task
 
 TASK = make_task("hist", vocab_size=6, max_len=8, n_samples=600, seed=0)
@@ -87,7 +88,7 @@ def test_untrained_models_are_programs(variant, causal, gate):
     got = agreement(model, prog, split)
     assert (got["numpy"], got["numba"], got["generated"]) == (1.0, 1.0, 1.0)
     assert got["generated_sequences"] == len(split["tokens"])
-    source = codegen.source(prog)
+    source = writer.source(prog)
     rule = ir.expert_rule(prog.module("experts"), prog.tokens, "<s>", None, "<pad>", 8)
     choices = set(model.expert_network.choice(asarray(split["tokens"]),
                                               asarray(split["pad"])).tolist())

@@ -11,8 +11,9 @@ from tpcore.errors import TpcoreError
 from tpcore.models import extract
 from tpcore.models.counting import CountingConfig, CountingProgramModel, variant_flags
 from tpcore.pipelines.fidelity import agreement
-from tpcore.programs import codegen, ir, parse
 from tpcore.programs import interpret as it
+from tpcore.programs import ir
+from tpcore.programs.source import grammar, reader, writer
 from tpcore.tasks.registry import make_task
 
 TASK = make_task("hist", vocab_size=6, max_len=8, n_samples=600, seed=0)
@@ -50,14 +51,14 @@ def test_model_reference_kernel_and_generated_program_agree(causal):
     got = agreement(model, prog, split)
     assert (got["numpy"], got["numba"], got["generated"]) == (1.0, 1.0, 1.0)
     line = "running_count = [tokens[:i + 1].count(tokens[i]) for i in range(len(tokens))]"
-    assert line in codegen.source(prog)
+    assert line in writer.source(prog)
 
 
 @pytest.mark.host_only("generated code")
 def test_generated_program_and_json_read_back(tmp_path):
     _, prog = _program(False)
-    path, _ = codegen.write(prog, tmp_path / "hist.py")
-    back = parse.parse_file(path)
+    path, _ = writer.write(prog, tmp_path / "hist.py")
+    back = reader.parse_file(path)
     assert isinstance(back.module("running_count"), ir.RunningCount)
     again = ir.from_dict(json.loads(json.dumps(ir.to_dict(prog))))
     ids, lengths = TASK.splits["test"]["tokens"], (~TASK.splits["test"]["pad"]).sum(axis=1)
@@ -86,8 +87,8 @@ def test_tampered_json_is_refused(field, value, message):
 ])
 def test_altered_running_count_lines_are_refused(tmp_path, line):
     _, prog = _program(False)
-    path, _ = codegen.write(prog, tmp_path / "hist.py")
+    path, _ = writer.write(prog, tmp_path / "hist.py")
     good = "running_count = [tokens[:i + 1].count(tokens[i]) for i in range(len(tokens))]"
     path.write_text(path.read_text().replace(good, line))
-    with pytest.raises(parse.ProgramSyntaxError, match="running_count must be"):
-        parse.parse_file(path)
+    with pytest.raises(grammar.ProgramSyntaxError, match="running_count must be"):
+        reader.parse_file(path)

@@ -28,7 +28,7 @@ def _batch(rng, b=3, n=6, v=5, c=3):
 
 
 @pytest.mark.parametrize("kw", [{}, {"causal": True, "n_embed_vars": 2, "k": 3},
-                                {"gate_tau": 3.0}])
+                                {"gate_tau": 3.0}, {"n_cat_heads": 0, "n_num_heads": 0}])
 def test_model_gradients(rng, kw):
     model = _model(**kw).astype(np.float64)
     tokens, pad, targets, mask = (asarray(a) for a in _batch(rng))

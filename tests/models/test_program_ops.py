@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tpcore.backend import asarray, get_xp, to_host
-from tpcore.models import program_ops as ops
+from tpcore.models.program import ops
 from tpcore.nn.gradcheck import assert_gradients, random_like
 from tpcore.nn.relax import gumbel_from_uniform
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpcore.programs import codegen, compress, parse, weights_csv
+from tpcore.programs import compress
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import all_inputs, base_variables, random_program, reverse_program
 from tpcore.programs.generated import run_generated
 from tpcore.programs.ir import Classifier, Head, Mlp, Program, Variable, numerical_range
+from tpcore.programs.source import reader, weights_csv, writer
 
 pytestmark = pytest.mark.host_only("code generation; generated programs run in child processes")
 
@@ -25,8 +26,8 @@ def assert_same_everywhere(p: Program, tmp_path) -> None:
     inputs = every_input(p)
     want = it.predict(p, inputs, "numba")
     assert run_generated(p, inputs) == want
-    path, _ = codegen.write(p, tmp_path / f"{p.name}.py")
-    assert it.predict(parse.parse_file(path), inputs, "numba") == want
+    path, _ = writer.write(p, tmp_path / f"{p.name}.py")
+    assert it.predict(reader.parse_file(path), inputs, "numba") == want
 
 
 def _silenced(p: Program, features: tuple[str, ...], same: tuple[str, ...] = ()) -> Program:
@@ -49,7 +50,7 @@ def test_random_programs_agree_on_every_input(tmp_path, seed):
         feats = [f for f in p.classifier.features if not f.startswith(("tok", "pos"))]
         p = _silenced(p, tuple(feats[::2]), tuple(feats[1::4]))
     assert_same_everywhere(p, tmp_path)
-    assert codegen.line_counts(p)["pruned"] <= codegen.line_counts(p)["full"]
+    assert writer.line_counts(p)["pruned"] <= writer.line_counts(p)["full"]
 
 
 def _hist_like() -> Program:
@@ -99,7 +100,7 @@ def test_plan_keeps_what_can_change_a_prediction(tmp_path):
     assert "mlp_0_1" not in pl.written and "mlp_0_1_outputs" in pl.constant
     # the numerical MLP reads its count once, as thresholds
     assert pl.mlps["num_mlp_0_0"].inputs == ("num_attn_0_0_outputs",)
-    text = codegen.source(p)
+    text = writer.source(p)
     assert "attn_0_0_outputs = [0] * len(tokens)" in text
     assert "def mlp_0_0(token):" in text and "def predicate_0_0" not in text
     assert "if num_attn_0_0_output <= 2:" in text and "if num_attn_0_0_output <= 4:" in text
@@ -111,7 +112,7 @@ def test_zero_features_leave_the_sum_and_their_modules_go(tmp_path):
     pl = compress.plan(p)
     assert "num_mlp_0_0_outputs" not in pl.features
     assert not {"num_mlp_0_0", "num_attn_0_0"} & pl.written
-    text = codegen.source(p)
+    text = writer.source(p)
     assert "num_attn_0_0" not in text and "num_mlp_0_0" not in text
     assert "num_mlp_0_0_outputs" not in weights_csv.write(p, features=pl.features, reach=pl.reach)
     assert_same_everywhere(p, tmp_path)
@@ -137,7 +138,7 @@ def test_sums_outside_the_listed_values_keep_the_default(tmp_path, inputs, table
 
 def test_queries_that_look_for_their_own_value_share_a_branch(tmp_path):
     p = reverse_program(vocab=3, max_len=7)
-    text = codegen.source(p)
+    text = writer.source(p)
     assert "return position == mlp_0_0_output" in text  # the head reading length - position
     assert text.count("return position ==") == 1
     assert_same_everywhere(p, tmp_path)

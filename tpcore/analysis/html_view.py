@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from tpcore.analysis.program_figures import heads, maps_of, predicate_matrix
-from tpcore.programs import codegen
 from tpcore.programs.interpret import encode, evaluate, predict
 from tpcore.programs.ir import Program
+from tpcore.programs.source import writer
 
 CELL = 14
 """Pixels of one cell of an attention map or predicate table."""
@@ -132,7 +132,7 @@ def program_html(program: Program, tokens: Sequence[str], full: bool = False) ->
             f"columns)</div>{attention}<div>predicate (query values x key values)</div>"
             f"{predicate}</div>")
     payload = json.dumps(data).replace("<", "\\u003c")
-    source = html.escape(codegen.source(program, compress=not full))
+    source = html.escape(writer.source(program, compress=not full))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(program.name)}</title><style>{STYLE}</style></head><body>"
             f"<h1>Transformer Program {html.escape(program.name)}</h1>"

@@ -23,8 +23,9 @@ from tpcore.io import write_text
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
-from tpcore.programs import analysis, codegen, ir, prune, reads
+from tpcore.programs import analysis, ir, prune, reads
 from tpcore.programs.interpret import check_tokens, predict, run_tokens
+from tpcore.programs.source import writer
 from tpcore.rundir import check_out_dir
 
 
@@ -34,7 +35,7 @@ def _show(args: argparse.Namespace) -> int:
         check_out_dir(args.plots)
     p = load_program(args.path)
     stats = analysis.stats(p)
-    result = {**stats, "modules": len(p.modules), "lines": codegen.line_counts(p),
+    result = {**stats, "modules": len(p.modules), "lines": writer.line_counts(p),
               "dependencies": [{"module": name, "output": output, "reads": list(reads)}
                                for name, output, reads in analysis.dependencies(p)],
               "classifier": list(p.classifier.features)}
@@ -42,7 +43,7 @@ def _show(args: argparse.Namespace) -> int:
     if embeddings:
         result["embedding_table"] = analysis.embedding_table(p)
     if not args.no_source:
-        result["source"] = codegen.source(p, compress=not args.full)
+        result["source"] = writer.source(p, compress=not args.full)
     if args.plots:
         figures = write_program_figures(p, Path(args.plots))
         result["figures"] = {**figures, "files": [str(f) for f in figures["files"]]}
@@ -136,8 +137,8 @@ def _learn_run_config(path: Path) -> LearnConfig | None:
 
 def _export(args: argparse.Namespace) -> int:
     p = load_program(args.path)
-    py, csv = codegen.write(p, check_out_dir(args.out), style=args.style,
-                            compress=not args.full)
+    py, csv = writer.write(p, check_out_dir(args.out), style=args.style,
+                           compress=not args.full)
     emit(args, {"program": py, "weights": csv}, f"wrote {py} and {csv}")
     return 0
 
@@ -254,7 +255,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("path")
     export.add_argument("--out", required=True, help="folder for NAME.py and NAME_weights.csv")
     export.add_argument("--full", action="store_true", help="the program before compression")
-    export.add_argument("--style", choices=codegen.STYLES, default="tpcore",
+    export.add_argument("--style", choices=writer.STYLES, default="tpcore",
                         help="tpcore: standard library only, runs as python NAME.py TOKENS...; "
                              "published: the authors' pandas format (needs pandas to run; only "
                              "for programs whose categorical heads use the published rule)")

@@ -32,9 +32,10 @@ from tpcore.io import write_text
 from tpcore.metrics import conll_scores
 from tpcore.nn.module import Module, save
 from tpcore.pipelines.fidelity import agreement
-from tpcore.programs import codegen, ir
+from tpcore.programs import ir
 from tpcore.programs.analysis import embedding_table
 from tpcore.programs.ir import Program
+from tpcore.programs.source import writer
 from tpcore.rundir import RunDir, check_out_dir
 from tpcore.tasks.nlp import NerData, tag_sequences
 
@@ -129,12 +130,12 @@ def write_ner_run(out: Path, named: Path, model: Module, data: NerData,
     if kind == "program":
         program = extract_program(model, data.vocab, data.labels.names, "ner")
         ir.save(program, out / "program.json")
-        codegen.write(program, out / "program" / "ner.py")
+        writer.write(program, out / "program" / "ner.py")
         write_text(out / "embeddings.md", embedding_table(program))
         if {"B-LOC", "B-ORG"} <= set(data.labels.names):
             write_text(out / "figure7.md", class_gap_table(program))
         written.update(program=str(named / "program" / "ner.py"),
-                       ir=str(named / "program.json"), lines=codegen.line_counts(program),
+                       ir=str(named / "program.json"), lines=writer.line_counts(program),
                        fidelity=ner_fidelity(model, program, data.splits["test"]))
     return written
 

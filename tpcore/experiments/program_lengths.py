@@ -8,7 +8,7 @@ program.
 :func:`tpcore.experiments.table1.run` (or takes explicit run directories), reads each selected
 run's program (its ``program.json``, or extracted from its model), counts the lines of its
 generated program without and with compression, in all and per module
-(:func:`tpcore.programs.codegen.module_lines`), times its extraction and code generation,
+(:func:`tpcore.programs.source.writer.module_lines`), times its extraction and code generation,
 measures fidelity (:func:`tpcore.pipelines.learn.fidelity`), and writes
 ``program_lengths.json`` and ``program_lengths.md``.
 """
@@ -27,7 +27,7 @@ from tpcore.experiments.options import EPOCHS, Option, Reproduction
 from tpcore.io import write_json, write_text
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import fidelity, read_metrics, recorded_accuracy
-from tpcore.programs import codegen
+from tpcore.programs.source import writer
 from tpcore.rundir import check_out_dir
 
 TASKS = ("reverse", "hist", "double_hist", "sort", "most_freq", "dyck1", "dyck2")
@@ -54,7 +54,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     """One row: the run's task and test accuracy, its program's line counts and lines per
-    module before and after compression (:func:`tpcore.programs.codegen.module_lines`), the
+    module before and after compression (:func:`tpcore.programs.source.writer.module_lines`), the
     paper's counts, the seconds to extract the program (or read it) and write its compressed
     source, and (with ``check_fidelity``) the agreement of every engine with the model."""
     run_dir = Path(run_dir)
@@ -68,9 +68,9 @@ def measure(run_dir: str | Path, check_fidelity: bool = True) -> dict[str, Any]:
     full, pruned = PAPER[task]
     start = time.perf_counter()
     program = load_program(run_dir)
-    codegen.source(program)
+    writer.source(program)
     seconds = time.perf_counter() - start
-    lines = codegen.module_lines(program)
+    lines = writer.module_lines(program)
     modules = {name: {"full": lines["full"][name], "pruned": lines["pruned"][name]}
                for name in lines["full"] if name != "total"}
     test_acc = recorded_accuracy(metrics, "test", run_dir / "metrics.json")

@@ -5,8 +5,8 @@ For each program of their release's ``programs/rasp`` and ``programs/rasp_catego
 (``--programs``: that ``programs`` folder; ``SET/TASK/TASK.py`` with ``TASK_weights.csv``
 beside it), :func:`measure`
 
-1. imports the published file (:func:`tpcore.programs.parse.parse_file`: read with ``ast``,
-   never run); this IR, run by the NumPy interpreter, is the reference reading of the
+1. imports the published file (:func:`tpcore.programs.source.reader.parse_file`: read with
+   ``ast``, never run); this IR, run by the NumPy interpreter, is the reference reading of the
    published program;
 2. exports it as a tpcore program (``OUT/SET/program/TASK.py``, compressed as ``tpcore program
    export`` does) and counts the lines of both files the same way: every physical line of the
@@ -38,11 +38,11 @@ from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.options import Option, Reproduction
 from tpcore.io import write_json, write_text
-from tpcore.programs import codegen, parse
 from tpcore.programs.examples import all_inputs, input_count, sample_inputs
 from tpcore.programs.generated import run_file
 from tpcore.programs.interpret import predict
 from tpcore.programs.ir import Program
+from tpcore.programs.source import reader, writer
 from tpcore.rundir import check_out_dir
 
 SETS = ("rasp", "rasp_categorical_only")
@@ -113,9 +113,9 @@ def measure(path: Path, set_name: str, out: Path, budget: Budget, seed: int,
             published_cwd: Path | None) -> dict[str, Any]:
     """One row (see the module docstring); the exported program goes to
     ``out/<set>/program/``; the published file runs in ``published_cwd`` (None: not run)."""
-    p: Program = parse.parse_file(path)
+    p: Program = reader.parse_file(path)
     published_text = path.read_text(encoding="utf-8")
-    py, _ = codegen.write(p, check_out_dir(out / set_name / "program") / path.name)
+    py, _ = writer.write(p, check_out_dir(out / set_name / "program") / path.name)
     ours_text = py.read_text(encoding="utf-8")
     names = {m.name for m in p.modules}
     mine, theirs = module_lines(ours_text, names), module_lines(published_text, names)

@@ -33,9 +33,10 @@ from tpcore.metrics import accuracy
 from tpcore.models.pooled import MeanPooled
 from tpcore.nn.module import save
 from tpcore.pipelines.fidelity import agreement
-from tpcore.programs import codegen, ir
+from tpcore.programs import ir
 from tpcore.programs.analysis import embedding_table
 from tpcore.programs.ir import Program
+from tpcore.programs.source import writer
 from tpcore.rundir import RunDir
 from tpcore.tasks.nlp import BOS, EOS, PAD, ClassificationData
 
@@ -111,7 +112,7 @@ def compare_classification(data: ClassificationData, program: Grid, transformer:
                       "readout": "mean"})
                 if kind == "program":
                     ir.save(prog, folder / kind / "program.json")
-                    codegen.write(prog, folder / kind / "program" / "classify.py")
+                    writer.write(prog, folder / kind / "program" / "classify.py")
                     write_text(folder / kind / "embeddings.md", embedding_table(prog))
             results[kind] = info
         return {**results, **(extra or {})}

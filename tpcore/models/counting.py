@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-import tpcore.models.program_ops as ops
 from tpcore.backend import Array, get_xp, to_host
 from tpcore.counts import (
     EXPERTS,
@@ -44,10 +43,10 @@ from tpcore.counts import (
     running_counts,
 )
 from tpcore.errors import TpcoreError
-from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension
+from tpcore.models.program import ProgramConfig, ProgramModel, StreamExtension, ops
 from tpcore.nn.module import Parameter
 from tpcore.programs import ir
-from tpcore.programs.codegen import EXPERT_CODE, rule_text
+from tpcore.programs.source.sections import EXPERT_CODE, rule_text
 
 
 class PrefixSumCounts(StreamExtension):

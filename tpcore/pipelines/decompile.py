@@ -20,9 +20,10 @@ from tpcore.models import load
 from tpcore.models.extract import extract
 from tpcore.models.program import ProgramModel
 from tpcore.pipelines.fidelity import agreement
-from tpcore.programs import codegen, ir
+from tpcore.programs import ir
 from tpcore.programs.files import read_program
 from tpcore.programs.ir import LIMITS, Program, check_label, check_size, read_limited
+from tpcore.programs.source import writer
 from tpcore.tasks.data import TaskData
 
 __all__ = ["decompile", "extract_saved", "load_program"]
@@ -34,7 +35,7 @@ def decompile(model: ProgramModel, task: TaskData, out: Path) -> dict[str, Any]:
     reference, :func:`tpcore.pipelines.fidelity.agreement`)."""
     prog = extract(model, task)
     ir.save(prog, out / "program.json")
-    py, _ = codegen.write(prog, out / "program" / f"{task.name}.py")
+    py, _ = writer.write(prog, out / "program" / f"{task.name}.py")
     fidelity = agreement(model, prog, task.splits["test"], engines=("numpy",))["numpy"]
     return {"path": str(py), "lines": len(py.read_text().splitlines()), "fidelity": fidelity}
 

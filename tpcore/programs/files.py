@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tpcore.errors import TpcoreError
-from tpcore.programs import ir, parse
+from tpcore.programs import ir
 from tpcore.programs.ir import Program
+from tpcore.programs.source import reader
 
 
 def read_program(path: str | Path) -> Program:
@@ -24,11 +25,11 @@ def read_program(path: str | Path) -> Program:
             return ir.load(path / "program.json")
         files = sorted(p for d in (path, path / "program") if d.is_dir() for p in d.glob("*.py"))
         if len(files) == 1:
-            return parse.parse_file(files[0])
+            return reader.parse_file(files[0])
         raise TpcoreError(f"{path}: no program.json, model.npz or single program file found")
     if path.suffix == ".json":
         return ir.load(path)
     if path.suffix == ".py":
-        return parse.parse_file(path)
+        return reader.parse_file(path)
     raise TpcoreError(f"{path}: expected a run directory, a .json or .py program or a saved "
                       "model (.npz)")

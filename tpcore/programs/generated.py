@@ -1,9 +1,9 @@
 """Run a program file on token sequences in a child ``python -I`` process, never in this one.
 
-:func:`run_generated` writes a program (:func:`tpcore.programs.codegen.write`, either style) to
-a temporary folder and runs it; :func:`run_file` runs an existing program file, such as one in
-the authors' published format (which needs pandas, and reads its weights CSV from a path
-relative to its working directory ``cwd``). A small driver loads the file's ``run`` with its
+:func:`run_generated` writes a program (:func:`tpcore.programs.source.writer.write`, either
+style) to a temporary folder and runs it; :func:`run_file` runs an existing program file, such
+as one in the authors' published format (which needs pandas, and reads its weights CSV from a
+path relative to its working directory ``cwd``). A small driver loads the file's ``run`` with its
 printing silenced (a published file prints its examples when loaded); the sequences go in as
 JSON lines and the predictions come back the same way. Host-only code (standard library).
 """
@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from tpcore.errors import TpcoreError
-from tpcore.programs import codegen
 from tpcore.programs.ir import Program
+from tpcore.programs.source import writer
 
 DRIVER = """
 import contextlib
@@ -68,6 +68,6 @@ def run_generated(program: Program, sequences: list[list[str]], timeout: float =
     """Predictions of ``program``'s generated Python program in ``style`` (the ``published``
     one needs pandas) for each sequence, run by :func:`run_file` in a temporary folder."""
     with tempfile.TemporaryDirectory() as tmp:
-        path, _ = codegen.write(program, Path(tmp) / "generated.py", style=style)
+        path, _ = writer.write(program, Path(tmp) / "generated.py", style=style)
         return run_file(path, sequences, timeout, what=f"the generated program of "
                                                        f"{program.name!r}")

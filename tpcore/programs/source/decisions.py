@@ -1,5 +1,5 @@
 """Decision lists: the body of an MLP function of a program file, as
-:meth:`tpcore.programs.parse._Parser.mlp` reads it, and its evaluation on a whole lookup table
+:func:`tpcore.programs.source.mlps.read` reads it, and its evaluation on a whole lookup table
 at once. Host-only code.
 
 A decision list is a list of statements, each ``("return", label)`` or ``("if", test, body,

@@ -1,5 +1,6 @@
-"""What the lines of a program file parse into (:mod:`tpcore.programs.parse`), one record per
-module, before :mod:`tpcore.programs.build` turns them into the IR. Host-only code."""
+"""What the lines of a program file parse into (:mod:`tpcore.programs.source.reader`), one
+record per module, before :mod:`tpcore.programs.source.build` turns them into the IR. Host-only
+code."""
 
 from __future__ import annotations
 

@@ -24,9 +24,10 @@ def write(program: Program, published: bool = False, features: Sequence[str] | N
     """The classifier as CSV: ``feature,value,<classes>``; a categorical feature has one row per
     value (``str(label)``), a numerical one a ``_`` row; a nonzero bias is a ``bias,_`` row.
     The ``published`` format has no bias (it is added to the ``ones`` row,
-    :func:`published_features`) and needs rows for every variable, all zero for those that are
-    not features: its programs look up each variable's scores, and its reader takes the
-    vocabulary and length from the ``tokens`` and ``positions`` rows. Masked classes have no
+    :func:`tpcore.programs.source.published_style.published_features`) and needs rows for
+    every variable, all zero for those that are not features: its programs look up each
+    variable's scores, and its reader takes the vocabulary and length from the ``tokens`` and
+    ``positions`` rows. Masked classes have no
     column. A feature named ``bias`` or a categorical feature with the label ``_`` is refused:
     the format could not tell their rows from the bias or a numerical row. ``features`` and
     ``reach`` (a compressed tpcore program's, :class:`tpcore.programs.compress.Plan`): only those

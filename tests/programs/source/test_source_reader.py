@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpcore.programs import codegen, parse
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import random_inputs, random_program, reverse_program
+from tpcore.programs.source import grammar, reader, writer
 
 pytestmark = pytest.mark.host_only("parses program files into the host-side program IR")
 
@@ -146,7 +146,7 @@ def _write(tmp_path, text, name="hist"):
 
 
 def test_hand_written_published_program(tmp_path):
-    p = parse.parse_file(_write(tmp_path, HIST))
+    p = reader.parse_file(_write(tmp_path, HIST))
     assert p.meta["format"] == "published" and p.max_len == 4
     assert p.module("attn_0_0").rule == "published"
     # vocabulary from the CSV: 0, 1, <pad>, <s>; "<s>" looks for "<pad>"; "<pad>" matches nothing
@@ -197,21 +197,21 @@ MALICIOUS = [
 def test_malicious_programs_are_refused(tmp_path, old, new, message):
     assert old in HIST
     path = _write(tmp_path, HIST.replace(old, new, 1))
-    with pytest.raises(parse.ProgramSyntaxError, match=f"hist.py:\\d+: .*{message}"):
-        parse.parse_file(path)
+    with pytest.raises(grammar.ProgramSyntaxError, match=f"hist.py:\\d+: .*{message}"):
+        reader.parse_file(path)
 
 
 def test_syntax_error_names_file_and_line(tmp_path):
-    with pytest.raises(parse.ProgramSyntaxError, match=r"hist.py:3:"):
-        parse.parse_file(_write(tmp_path, "import numpy as np\n\ndef (:\n"))
+    with pytest.raises(grammar.ProgramSyntaxError, match=r"hist.py:3:"):
+        reader.parse_file(_write(tmp_path, "import numpy as np\n\ndef (:\n"))
 
 
 @pytest.mark.parametrize("style", ["tpcore", "published"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_generated_programs_import_back(tmp_path, style, seed):
     p = random_program(seed, causal=seed == 1, rule="published" if style == "published" else None)
-    path, _ = codegen.write(p, tmp_path / f"{style}.py", style=style)
-    q = parse.parse_file(path)
+    path, _ = writer.write(p, tmp_path / f"{style}.py", style=style)
+    q = reader.parse_file(path)
     assert q.causal == p.causal and q.meta["format"] == style
     ids, lengths = random_inputs(p, 300, seed)
     a = it.run_ids(p, ids, lengths, "numba")
@@ -221,8 +221,8 @@ def test_generated_programs_import_back(tmp_path, style, seed):
 
 
 def test_tpcore_program_round_trip_keeps_reverse(tmp_path):
-    path, _ = codegen.write(reverse_program(), tmp_path)
-    q = parse.parse_file(path)
+    path, _ = writer.write(reverse_program(), tmp_path)
+    q = reader.parse_file(path)
     assert it.predict(q, [["<s>", "1", "2", "3", "</s>"]]) == [["<s>", "3", "2", "1", "</s>"]]
     labels = q.variables["mlp_0_0_outputs"].values
     want = reverse_program().module("mlp_0_0").table
@@ -238,5 +238,5 @@ def test_tpcore_program_round_trip_keeps_reverse(tmp_path):
 def test_prefix_count_lines_are_checked(tmp_path, line, message):
     old = "    positions = list(range(len(tokens)))"
     path = _write(tmp_path, HIST.replace(old, f"{old}\n{line}", 1))
-    with pytest.raises(parse.ProgramSyntaxError, match=message):
-        parse.parse_file(path)
+    with pytest.raises(grammar.ProgramSyntaxError, match=message):
+        reader.parse_file(path)

@@ -1,16 +1,16 @@
-"""A parsed program file (:mod:`tpcore.programs.parsed` records, from
-:mod:`tpcore.programs.parse`) and its weights CSV rows turned into the IR, each table sized by
-:data:`~tpcore.programs.ir.LIMITS` before it is built. Host-only code."""
+"""A parsed program file (:mod:`tpcore.programs.source.parsed` records, from
+:mod:`tpcore.programs.source.reader`) and its weights CSV rows turned into the IR, each table
+sized by :data:`~tpcore.programs.ir.LIMITS` before it is built; the predicate and MLP bodies are
+read here (:func:`tpcore.programs.source.predicates.read`,
+:func:`tpcore.programs.source.mlps.read`). Host-only code."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from tpcore.errors import TpcoreError
-from tpcore.programs import decisions
 from tpcore.programs.ir import (
     LIMITS,
     Classifier,
@@ -25,7 +25,9 @@ from tpcore.programs.ir import (
     check_size,
     numerical_range,
 )
-from tpcore.programs.parsed import SAME, Constant, Count, Lookup, Parsed, Pattern
+from tpcore.programs.source import decisions, mlps, predicates
+from tpcore.programs.source.grammar import Reader
+from tpcore.programs.source.parsed import SAME, Constant, Count, Lookup, Parsed, Pattern
 
 
 def _typed(label: str, like: Label) -> Label:
@@ -42,7 +44,7 @@ class _Builder:
     """The IR of a parsed file, module by module, each variable sized by :data:`LIMITS` before
     its table is built."""
 
-    def __init__(self, p: Any, csv_values: dict[str, list[str]], max_len: int):
+    def __init__(self, p: Reader, csv_values: dict[str, list[str]], max_len: int):
         self.p, self.csv_values, self.max_len = p, csv_values, max_len
         self.variables: dict[str, Variable] = {}
         self.total = 0
@@ -85,7 +87,7 @@ class _Builder:
         numerical = rec.name.startswith("num_")
         q, k, val = v[rec.query], v[rec.key], v[rec.value]
         pred = np.full(q.size, -1, dtype=np.int64)
-        for qs, kl in reversed(p.predicate(rec.fn)):
+        for qs, kl in reversed(predicates.read(p, rec.fn)):
             for ql in qs:
                 if ql in q.lookup:
                     pred[q.lookup[ql]] = k.lookup.get(ql if kl is SAME else kl, -1)
@@ -98,7 +100,7 @@ class _Builder:
 
     def mlp(self, rec: Lookup) -> ProgramModule:
         p, out = self.p, f"{rec.name}_outputs"
-        stmts = p.mlp(rec.fn)
+        stmts = mlps.read(p, rec.fn)
         ins = [self.variables[x] for x in rec.inputs]
         kind = ins[0].kind
         if any(x.kind != kind for x in ins):
@@ -131,12 +133,12 @@ class _Builder:
         return Mlp(rec.name, kind, tuple(rec.inputs), out, table, ov.index(default))
 
 
-def build(p: Any, classes: list[str], rows: dict[tuple[str, str], np.ndarray],
+def build(p: Reader, classes: list[str], rows: dict[tuple[str, str], np.ndarray],
            name: str) -> Program:
-    """The program of a parsed file: ``p`` is the parser after its pass
-    (:class:`tpcore.programs.parse._Parser`: its records ``modules``, the file's constants,
-    style, features and framing), ``classes`` and ``rows`` the weights CSV
-    (:func:`tpcore.programs.weights_csv.read`); the modules through :class:`_Builder`."""
+    """The program of a parsed file: ``p`` is the reader after its pass
+    (:class:`tpcore.programs.source.reader.ProgramReader`: its records ``modules``, the file's
+    constants, style, features and framing), ``classes`` and ``rows`` the weights CSV
+    (:func:`tpcore.programs.source.weights_csv.read`); the modules through :class:`_Builder`."""
     values: dict[str, list[str]] = {}
     for f, x in rows:
         values.setdefault(f, []).append(x)

@@ -2,7 +2,9 @@
 
 Every function takes already-sampled discrete choices (gates ``pi``, predicate matrices ``P``) so it
 is deterministic given its inputs and can be gradchecked; :func:`sample` draws those choices
-(Gumbel-softmax in training, argmax in the discrete mode). Shapes:
+(Gumbel-softmax in training, argmax in the discrete mode). The components of
+:mod:`tpcore.models.program` (``heads``, ``mlps``) call them; the fused kernels of
+``tpcore.kernels.program_model`` stand in for the ones marked ``@kernel``. Shapes:
 
 - categorical stream ``X: (m, B, N, d)``: ``m`` variables (slots), each a ``d``-wide one-hot (a
   relaxed one when training), stored variable-major so that reading variables is one matrix
@@ -14,7 +16,7 @@ is deterministic given its inputs and can be gradchecked; :func:`sample` draws t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,9 @@ from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.relax import argmax_onehot, gumbel_softmax_forward
 
+Noise = Callable[[tuple[int, ...]], Array | None]
+"""What the components draw their Gumbel noise with: ``noise(shape)`` returns fresh noise of that
+shape from the forward's generator, or None (no noise: a plain softmax, or the discrete mode)."""
 MASKED_LOGIT = -1e30
 """Logit of masked keys (padding; keys after the query under a causal mask)."""
 LOG_EPS = 1e-20
@@ -61,7 +66,7 @@ def read_backward(dr: Array, x: Array, pi: Array) -> tuple[Array, Array]:
     """``dX = pi^T dR`` (shaped like ``x``) and ``dpi = dR X^T`` summed over ``B, N, d``:
     ``(G, m)``."""
     g, m = pi.shape
-    dr2 = dr.reshape(g, -1)
+    dr2 = dr.reshape(g, x[0].size)  # (0, B N d) too, for a layer without heads
     return (pi.T @ dr2).reshape(x.shape), dr2 @ x.reshape(m, -1).T
 
 

@@ -1,4 +1,4 @@
-"""Programs written in the authors' published format (``codegen.write(..., style="published")``):
+"""Programs written in the authors' published format (``writer.write(..., style="published")``):
 the importer reads them back to the same predictions on every input, and, where pandas is
 installed, they run in a child process from any working directory."""
 
@@ -11,7 +11,6 @@ import sys
 import numpy as np
 import pytest
 
-from tpcore.programs import codegen, library, parse
 from tpcore.programs.examples import (
     all_inputs,
     input_count,
@@ -22,6 +21,7 @@ from tpcore.programs.examples import (
 from tpcore.programs.generated import run_generated
 from tpcore.programs.interpret import predict
 from tpcore.programs.ir import Classifier, Program
+from tpcore.programs.source import grammar, library, reader, writer
 
 PANDAS = importlib.util.find_spec("pandas") is not None
 NEEDS_PANDAS = pytest.mark.skipif(not PANDAS, reason="pandas (not a tpcore dependency) is not "
@@ -48,8 +48,8 @@ PROGRAMS = {
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_published_export_imports_back_to_the_same_predictions_on_every_input(tmp_path, name):
     p = PROGRAMS[name]()
-    path, _ = codegen.write(p, tmp_path, style="published")
-    q = parse.parse_file(path)
+    path, _ = writer.write(p, tmp_path, style="published")
+    q = reader.parse_file(path)
     assert q.meta["format"] == "published" and q.causal == p.causal
     inputs = list(all_inputs(p))
     assert len(inputs) == input_count(p) == 3 + 9 + 27 + 81
@@ -58,7 +58,7 @@ def test_published_export_imports_back_to_the_same_predictions_on_every_input(tm
 
 def test_published_export_has_the_authors_layout(tmp_path):
     p = _biased_reverse()
-    path, csv = codegen.write(p, tmp_path, style="published")
+    path, csv = writer.write(p, tmp_path, style="published")
     text = path.read_text()
     for helper in library.published_helpers(causal=False).values():
         assert helper.strip("\n") in text
@@ -74,11 +74,11 @@ def test_published_export_has_the_authors_layout(tmp_path):
 
 
 def test_a_weights_path_outside_the_folder_is_refused(tmp_path):
-    path, _ = codegen.write(_biased_reverse(), tmp_path, style="published")
+    path, _ = writer.write(_biased_reverse(), tmp_path, style="published")
     text = path.read_text().replace('"reverse_weights.csv"', '"/etc/passwd"')
     path.write_text(text)
-    with pytest.raises(parse.ProgramSyntaxError, match="must be a file name"):
-        parse.parse_file(path)
+    with pytest.raises(grammar.ProgramSyntaxError, match="must be a file name"):
+        reader.parse_file(path)
 
 
 @NEEDS_PANDAS
@@ -92,7 +92,7 @@ def test_published_export_runs_in_a_child_process(name):
 @NEEDS_PANDAS
 def test_published_export_runs_from_any_working_directory(tmp_path):
     p = _biased_reverse()
-    path, _ = codegen.write(p, tmp_path / "out", style="published")
+    path, _ = writer.write(p, tmp_path / "out", style="published")
     done = subprocess.run([sys.executable, "-I", str(path)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
