@@ -41,6 +41,7 @@ import pytest
 from tpcore.backend import backend_name
 from tpcore.cli import build_parser, main
 from tpcore.errors import TpcoreError
+from tpcore.pipelines.records import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -489,8 +490,9 @@ def test_readme_learn_sort_figures_are_the_committed_runs():
 
 def test_readme_in_context_recipe_figures_are_the_committed_runs():
     [row] = results("recipe_grow/table1.json")["tasks"]
-    runs = [json.loads(p.read_text(encoding="utf-8")) for p in
-            sorted((RESULTS / "recipe_grow" / "runs" / "induction").glob("*/metrics.json"))]
+    packed = read_records(RESULTS / "recipe_grow" / "runs.json")  # the study's run records
+    runs = [record for name, record in sorted(packed.items())
+            if name.startswith("runs/induction/")]
     seeds = [r["config"]["seed"] for r in runs]
     assert seeds == row["seeds"] and row["runs"] == len(runs)
     solved = sum(r["test"]["acc"] == 1.0 for r in runs)
