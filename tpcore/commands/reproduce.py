@@ -94,8 +94,8 @@ def add_reproduction(p: argparse.ArgumentParser, module: ModuleType, out: str | 
         p.add_argument("--budget", type=positive_float, default=cli.budget,
                        help=f"{cli.budget_help} (default {cli.budget:g})")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed (default 0)")
-    p.add_argument("--out", default=out or cli.out, help=f"output folder (default "
-                                                         f"{out or cli.out})")
+    out = out or cli.out
+    p.add_argument("--out", default=out, help=f"output folder (default {out})")
     for option in cli.options:
         add_option(p, option)
 

@@ -99,7 +99,8 @@ class SortingTask:
             raise TpcoreError("to_tokens takes one list or a list of lists; got none")
         rows = [one_list(self, [int(v) for v in x.split()] if isinstance(x, str) else x)
                 for x in lists]
-        return np.concatenate([encode(self, values, n)["tokens"] for values, n in rows])
+        return encode(self, np.concatenate([r[0] for r in rows]),
+                      np.concatenate([r[1] for r in rows]))["tokens"]
 
     def to_str_tokens(self, tokens: Any) -> list[str] | list[list[str]]:
         """Token ids back as the task's names (``BOS``, ``3``, ``MOS``, ...; padding left out):
