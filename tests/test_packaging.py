@@ -31,3 +31,13 @@ def test_changelog_names_the_current_version():
 def test_license_and_typed_marker():
     assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
     assert (Path(tpcore.__file__).parent / "py.typed").is_file()
+
+
+def test_every_package_is_listed_for_the_wheel():
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "tpcore").rglob(
+        "__init__.py")} | {"tpcore.kernels"}
+    assert found == listed, "pyproject.toml's packages must list every package"

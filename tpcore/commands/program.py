@@ -1,4 +1,6 @@
 """``tpcore program show|run|eval|export PATH``: read, run, score and export Transformer Programs;
+``tpcore program compile TASK``: compile a task's written program (:mod:`tpcore.rasp`) into a
+model, verified;
 ``tpcore program stats PATH...``: which variables their heads read, by layer (Figure 12);
 ``tpcore program prune PATH``: keep some categorical heads per layer, as a narrower model names
 them (:mod:`tpcore.programs.prune`), e.g. to start one with ``tpcore learn --init-from``.
@@ -16,16 +18,25 @@ from pathlib import Path
 from tpcore.analysis.html_view import program_html
 from tpcore.analysis.program_figures import example_input, write_program_figures
 from tpcore.analysis.reads_figure import reads_figure
-from tpcore.commands.options import engine_or_numpy, need_package, nonnegative_int, positive_int
+from tpcore.commands.options import (
+    engine_or_numpy,
+    need_package,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.io import write_text
+from tpcore.pipelines.compile_task import compile_task
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import analysis, ir, prune, reads
 from tpcore.programs.interpret import check_tokens, predict, run_tokens
 from tpcore.programs.source import writer
+from tpcore.rasp.library import TASKS
+from tpcore.rasp.weights import MARGIN
 from tpcore.rundir import check_out_dir
 
 
@@ -141,6 +152,13 @@ def _export(args: argparse.Namespace) -> int:
                            compress=not args.full)
     emit(args, {"program": py, "weights": csv}, f"wrote {py} and {csv}")
     return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    r = compile_task(args.task, Path(args.out), args.layers, args.margin)
+    emit(args, r, f"{r['task']}: {r['layers']} layers, compiled in {r['compile_seconds']:.2f} s; "
+                  f"verified on {r['verified']}; wrote {r['model']} and {r['program']}")
+    return 0 if r["ok"] else 1
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -261,6 +279,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "for programs whose categorical heads use the published rule)")
     add_json_option(export)
     export.set_defaults(func=_export)
+    comp = verbs.add_parser("compile", help="compile a task's written program into a model, "
+                                            "verified five ways on every input (or 20,000)")
+    comp.add_argument("task", choices=tuple(TASKS), metavar="TASK",
+                      help=f"one of {', '.join(TASKS)}")
+    comp.add_argument("--out", required=True, help="folder for the model, program and report")
+    comp.add_argument("--layers", type=positive_int,
+                      help="layers of the model (default: as many as the program needs)")
+    comp.add_argument("--margin", type=positive_float, default=MARGIN,
+                      help=f"logit margin of every choice (default {MARGIN:g})")
+    add_json_option(comp)
+    comp.set_defaults(func=_compile)
     stats = verbs.add_parser("stats", help="which variables the heads of the programs read as "
                                            "key, query and value, by layer (paper Figure 12)")
     stats.add_argument("paths", nargs="+", metavar="PATH",

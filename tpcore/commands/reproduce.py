@@ -28,6 +28,7 @@ from tpcore.commands.output import add_json_option, emit
 from tpcore.experiments import (
     bp_table,
     classify_demo,
+    compiled_programs,
     counting,
     fleq,
     grammar_learning,
@@ -47,6 +48,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "sorting": sorting, "looped": looped, "fleq": fleq, "bp-table": bp_table,
     "hierarchy": hierarchy, "grammar-learning": grammar_learning, "ner-demo": ner_demo,
     "classify-demo": classify_demo, "table5": table5, "published-programs": published_programs,
+    "compiled-programs": compiled_programs,
 }
 """Each reproduction's module, in the order ``--help`` lists them."""
 
