@@ -55,6 +55,10 @@ class Compiled:
     seconds: float = 0.0
     check: Verification | None = None
 
+    def placed_nodes(self) -> dict[lang.Node, str]:
+        """Each module node of the program -> its model module."""
+        return {n: self.placed[n.name] for n in self.program.nodes if n.name in self.placed}
+
 
 @dataclass
 class Verification:
