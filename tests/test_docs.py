@@ -88,6 +88,8 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("reproduce", "counting"): {"--budget": ["smoke"], "--epochs": ["1"]},
     ("reproduce", "table1"): {"--budget": ["smoke"], "--tasks": ["hist"], "--epochs": ["1"]},
     ("reproduce", "table5"): {"--budget": ["smoke"]},
+    ("reproduce", "compiled-programs"): {"--budget": ["smoke"], "--tasks": ["hist"]},
+    ("program", "compile"): {},
     ("reproduce", "sorting"): {"--budget": ["0.002"], "--tasks": ["bidirectional"], **NO_PLOTS},
     ("reproduce", "bp-table"): {"--samples": ["500"]},
     ("reproduce", "grammar-learning"): {"--budget": ["tiny"]},
@@ -268,7 +270,8 @@ def shell_blocks() -> list[tuple[str, int, list[str]]]:
 
 COMMANDS = quoted_commands()
 BLOCKS = shell_blocks()
-PYTHON_PAGES = [REPO / "README.md", REPO / "docs" / "api.md", REPO / "docs" / "backends.md"]
+PYTHON_PAGES = [REPO / "README.md", REPO / "docs" / "api.md", REPO / "docs" / "backends.md",
+                REPO / "docs" / "compile.md"]
 """Pages whose Python blocks run here, as written, in order."""
 PYTHON_ELSEWHERE = {
     "interpretability.md": "tests/models/test_hooks.py runs its examples (the second one needs "
