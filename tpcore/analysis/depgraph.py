@@ -21,7 +21,7 @@ from tpcore.analysis.plots import DPI, literal, pyplot, save_png
 from tpcore.errors import TpcoreError
 from tpcore.io import atomic_path
 from tpcore.programs.analysis import used_variables
-from tpcore.programs.ir import INPUTS, ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
+from tpcore.programs.ir import INPUTS, Head, Program
 
 CLASSIFIER = "classifier"
 """The classifier's node."""
@@ -36,25 +36,14 @@ DOT_TIMEOUT = 60
 
 
 def node_label(program: Program, variable: str) -> str:
-    """What a variable's node says: its module's name and kind (inputs: their name)."""
+    """What a variable's node says: its module's name and kind in a few words (the kind's
+    ``summary()``; inputs: their name)."""
     if variable == CLASSIFIER:
         return f"classifier\n{len(program.classifier.classes)} classes"
     m = program.producer(variable)
     if m is None:
         return variable
-    if isinstance(m, Head):
-        kind = f"{m.kind} head" + (f", {m.rule}" if m.kind == "categorical" else "")
-    elif isinstance(m, Mlp):
-        kind = f"{m.kind} MLP"
-    elif isinstance(m, PrefixCount):
-        kind = f"count of {m.token!r}"
-    elif isinstance(m, RunningCount):
-        kind = "running count of the own token"
-    elif isinstance(m, ExpertCount):
-        kind = "counting expert"
-    else:
-        raise TpcoreError(f"module {m.name!r} has no node label for its type {type(m).__name__}")
-    return f"{m.name}\n{kind}"
+    return f"{m.name}\n{m.summary()}"
 
 
 def edges(program: Program) -> list[tuple[str, str, str]]:

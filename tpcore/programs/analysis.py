@@ -13,7 +13,7 @@ import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.programs.interpret import encode, evaluate
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
+from tpcore.programs.ir import Head, Mlp, Program
 from tpcore.programs.reach import value_sets
 from tpcore.programs.reads import family
 
@@ -36,24 +36,9 @@ def dependencies(program: Program) -> list[tuple[str, str, tuple[str, ...]]]:
 
 
 def dependency_text(program: Program) -> str:
-    """The dependency graph as text, one module per line, plus the classifier's features."""
-    lines = []
-    for m in program.modules:
-        if isinstance(m, Head):
-            what = "select_closest" if m.kind == "categorical" else "select+aggregate_sum"
-            lines.append(f"{m.output:<24} <- {m.name}: {what}(key={m.key}, query={m.query}), "
-                         f"value={m.value}" + (f" [{m.rule}]" if m.kind == "categorical" else ""))
-        elif isinstance(m, PrefixCount):
-            lines.append(f"{m.output:<24} <- {m.name}: count of {m.token!r} before each "
-                         "position (tokens)")
-        elif isinstance(m, RunningCount):
-            lines.append(f"{m.output:<24} <- {m.name}: count of each position's own token up to "
-                         "it (tokens)")
-        elif isinstance(m, ExpertCount):
-            lines.append(f"{m.output:<24} <- {m.name}: the counting expert the gate picks "
-                         "(tokens)")
-        else:
-            lines.append(f"{m.output:<24} <- {m.name}: lookup({', '.join(m.inputs)})")
+    """The dependency graph as text: one line per module, ``output <- module: what it computes``
+    (its kind's ``describe()``), then the classifier's features and the unused variables."""
+    lines = [f"{m.output:<24} <- {m.name}: {m.describe()}" for m in program.modules]
     used = used_variables(program)
     unused = [f for f in program.variables if f not in used]
     lines.append(f"{'classifier':<24} <- {', '.join(program.classifier.features)}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
+from tpcore.programs.ir import Mlp, Program
 from tpcore.programs.reach import ValueSets, value_sets
 
 
@@ -115,13 +115,11 @@ def plan(program: Program) -> Plan:
         if m.output not in live or m.output in constant:
             continue
         written.add(m.name)
-        if isinstance(m, Mlp):
+        if isinstance(m, Mlp):  # an MLP's plan may drop an argument it reads
             mlps[m.name] = mlp_plan(m, sets)
             live.update(mlps[m.name].inputs)
-        elif isinstance(m, Head):
+        else:
             live.update(m.reads)
-        elif isinstance(m, (PrefixCount, RunningCount, ExpertCount)):
-            live.add("tokens")
     for f in features:
         if f not in inputs and f not in constant and f not in live:
             constant[f] = int(np.flatnonzero(reach[f])[0])

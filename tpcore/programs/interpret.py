@@ -17,7 +17,7 @@ import numpy as np
 
 from tpcore.backend import to_host, xp_of
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import ExpertCount, Head, PrefixCount, Program, RunningCount
+from tpcore.programs.ir import Head, Program
 from tpcore.programs.modules import Batch
 from tpcore.programs.values import LIMITS
 
@@ -187,22 +187,20 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     """Flatten ``program`` into the arrays the numba kernel reads (host, NumPy).
 
     Variables get slots in two stores (categorical, numerical) in definition order. ``ops`` rows:
-    ``(opcode, a, b, c, out, param_offset, stride, flag)`` with the module's opcode
-    (:mod:`tpcore.kernels.program_opcodes`); for a prefix count ``a`` is the token's index (a
-    running count has no operand); for an expert count ``a`` is the offset of its ``W``
-    (row-major) then ``b`` in ``fparams``, ``stride`` the number of tokens and ``flag``
-    1 when relative frequencies are divided in float32; for heads ``a, b, c`` are query,
-    key, value slots, ``param`` the predicate and ``flag`` the rule (1: published); for MLPs
-    ``a, b`` are input slots (``b = -1`` for one input), ``c`` the default, ``param`` the flat
-    table, ``stride`` the second input's size and ``flag``
-    1 for numerical inputs. ``num_vals`` holds the numerical variables' sorted values one after
-    the other (slot ``s`` at ``num_off[s]``, ``num_size[s]`` of them; ``num_lo`` the first one
-    when they are consecutive integers, else NaN); ``cat_off[s]`` is where categorical slot
-    ``s``'s values start in one row of per-value position masks (``cat_off[n_cat]`` in all);
-    ``fparams`` the expert gates' float64 parameters;
-    ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the classes that
-    can be predicted; ``n_tokens`` the vocabulary size. Every array grows with the program's
-    values, not with the number of variables times the largest value set.
+    ``(opcode, a, b, c, out, param_offset, stride, flag)``: the module's opcode
+    (:mod:`tpcore.kernels.program_opcodes`), the operands ``a, b, c``, its output slot, the
+    offset of its integer parameters in ``params``, then ``stride`` and ``flag``; its kind's
+    ``kernel_op`` gives the operands, ``stride``, ``flag`` and parameters
+    (:class:`~tpcore.programs.modules.base.KernelOp`, and each kind's ``kernel_op`` for what
+    they hold: a head's query, key and value slots and predicate, an MLP's input slots and
+    table, a prefix count's token, an expert gate's weights in ``fparams``). ``num_vals`` holds
+    the numerical variables' sorted values one after the other (slot ``s`` at ``num_off[s]``,
+    ``num_size[s]`` of them; ``num_lo`` the first one when they are consecutive integers, else
+    NaN); ``cat_off[s]`` is where categorical slot ``s``'s values start in one row of per-value
+    position masks (``cat_off[n_cat]`` in all); ``fparams`` the expert gates' float64
+    parameters; ``inputs`` the slots of ``tokens``, ``positions`` and ``ones``; ``allowed`` the
+    classes that can be predicted; ``n_tokens`` the vocabulary size. Every array grows with the
+    program's values, not with the number of variables times the largest value set.
     """
     v = program.variables
     cat = {n: i for i, n in enumerate(x for x in v if v[x].kind == "categorical")}
@@ -213,30 +211,11 @@ def compile_program(program: Program) -> dict[str, np.ndarray]:
     ops = []
     offset = 0
     for m in program.modules:
-        if isinstance(m, PrefixCount):
-            p = np.zeros(0, dtype=np.int64)
-            op = [m.opcode, program.tokens.index(m.token), -1, -1, slot[m.output], offset, 0, 0]
-        elif isinstance(m, RunningCount):
-            p = np.zeros(0, dtype=np.int64)
-            op = [m.opcode, -1, -1, -1, slot[m.output], offset, 0, 0]
-        elif isinstance(m, ExpertCount):
-            p = np.zeros(0, dtype=np.int64)
-            op = [m.opcode, sum(f.size for f in fparams), -1, -1, slot[m.output], offset,
-                  m.weights.shape[1], int(m.dtype == "float32")]
-            fparams.append(np.concatenate([m.weights.ravel(), m.bias]))
-        elif isinstance(m, Head):
-            p = m.predicate
-            op = [m.opcode, slot[m.query], slot[m.key], slot[m.value],
-                  slot[m.output], offset, 0, int(m.rule == "published")]
-        else:
-            p = m.table.ravel()
-            two = len(m.inputs) == 2
-            op = [m.opcode, slot[m.inputs[0]], slot[m.inputs[1]] if two else -1, m.default,
-                  slot[m.output], offset, v[m.inputs[1]].size if two else 1,
-                  int(m.kind == "numerical")]
-        params.append(p.astype(np.int64))
-        ops.append(op)
-        offset += p.size
+        k = m.kernel_op(slot, v, sum(f.size for f in fparams))
+        ops.append([m.opcode, k.a, k.b, k.c, slot[m.output], offset, k.stride, k.flag])
+        params.append(k.params.astype(np.int64))
+        fparams.append(k.fparams)
+        offset += k.params.size
     num_names = list(num)
     num_vals = np.concatenate([np.asarray(v[n].values, dtype=np.float64) for n in num_names])
     num_size = np.asarray([v[n].size for n in num_names], dtype=np.int64)

@@ -14,10 +14,10 @@ Variables (:class:`~tpcore.programs.values.Variable`)
 Modules and the classifier (:mod:`tpcore.programs.modules`)
     :class:`Head` (categorical or numerical), :class:`Mlp`, :class:`PrefixCount`,
     :class:`RunningCount` and :class:`ExpertCount`, each stating its semantics and owning its
-    validation, JSON form, reference evaluation and kernel opcode; :class:`Classifier`
-    likewise. Pass-through (``passthrough=True``): at position 0 a ``bos`` token predicts
-    ``bos``; at the last position an ``eos`` token predicts ``eos`` (the published programs do
-    this).
+    validation, JSON form, reference evaluation, kernel opcode and operands, and its description
+    in words; :class:`Classifier` likewise. Pass-through (``passthrough=True``): at position 0 a
+    ``bos`` token predicts ``bos``; at the last position an ``eos`` token predicts ``eos`` (the
+    published programs do this).
 
 Untrusted input
     A program read from a file is data, bounded by :data:`LIMITS` and checked as

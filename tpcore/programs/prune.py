@@ -18,10 +18,9 @@ import dataclasses
 import itertools
 import math
 import re
-from typing import Any
 
 from tpcore.errors import TpcoreError
-from tpcore.programs.ir import Head, Mlp, Program
+from tpcore.programs.ir import Head, Program
 
 __all__ = ["MAX_CHOICES", "HeadChoice", "categorical_heads", "head_choices", "keep_heads"]
 
@@ -95,14 +94,9 @@ def keep_heads(program: Program, choice: HeadChoice) -> Program:
     for m in program.modules:
         if rename.get(m.name, m.name) is None:
             continue
-        reads = [var(read, m.name) for read in m.reads]
-        fields: dict[str, Any] = {"name": rename.get(m.name, m.name),
-                                  "output": var(m.output, m.name)}
-        if isinstance(m, Head):
-            fields.update(zip(("query", "key", "value"), reads))
-        elif isinstance(m, Mlp):
-            fields["inputs"] = tuple(reads)
-        modules.append(dataclasses.replace(m, **fields))  # the counting modules read tokens
+        moved = m.with_reads([var(read, m.name) for read in m.reads])
+        modules.append(dataclasses.replace(moved, name=rename.get(m.name, m.name),
+                                           output=var(m.output, m.name)))
     kept_vars = {}
     for name, v in program.variables.items():
         new = variables.get(name, name)

@@ -39,7 +39,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpcore.programs.ir import ExpertCount, Head, Mlp, PrefixCount, Program, RunningCount
+from tpcore.programs.ir import (
+    ExpertCount,
+    Head,
+    Mlp,
+    PrefixCount,
+    Program,
+    ProgramModule,
+    RunningCount,
+)
 
 BUDGET = 2**25
 """Most context-value entries (contexts times the values of all variables) with lengths apart;
@@ -128,7 +136,10 @@ class _Sets:
         keys = [self.index[(length, j)] for j in range(min(i, last) + 1 if causal else last + 1)]
         return keys, len(keys) if length is not None else i + 1
 
-    def add(self, m) -> None:
+    def add(self, m: ProgramModule) -> None:
+        """Set the value sets of ``m``'s output by its kind's rule (module docstring). A switch
+        over the kinds rather than a method of each: the rules are this module's soundness
+        argument, which reads best in one place, next to the helpers they share."""
         if isinstance(m, Head):
             self.masks[m.output] = (self.categorical_head(m) if m.kind == "categorical"
                                     else self.numerical_head(m))

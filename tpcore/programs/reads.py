@@ -28,7 +28,7 @@ def family(program: Program, variable: str) -> str:
     """The family of ``variable`` in ``program`` (see the module docstring)."""
     if variable in INPUTS:
         return variable
-    producer = program.producer(variable)
+    producer = program.producer(variable)  # the families are the figure's, not the IR's
     if isinstance(producer, Head):
         return "attn"
     if isinstance(producer, Mlp) and not producer.name.startswith("embed_"):

@@ -112,7 +112,8 @@ class Sections:
         return lines + [""] if lines else []
 
     def module(self, m: ProgramModule) -> list[str]:
-        """The section of module ``m``; records its length."""
+        """The section of module ``m``; records its length. (A switch over the kinds: how a
+        kind is written as code is the source writer's business, not the IR's.)"""
         if isinstance(m, Head):
             lines = self.head(m)
         elif isinstance(m, PrefixCount):
