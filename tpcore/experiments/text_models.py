@@ -75,19 +75,11 @@ class ProgramSettings:
             n_embed_vars=self.n_embed_vars, seed=self.seed)
 
     def memory_estimate(self, vocab_size: int, max_len: int, n_classes: int) -> int:
-        """Bytes of the largest arrays training allocates (float32; a bound): parameters with
-        gradients and two Adam moments; at the larger of the training and the prediction
-        batch, one forward's activations and as many again for the gradients: per token the
-        stream (every categorical variable one-hot of width ``d``), per head ``4 N^2`` (scores,
-        noise, probabilities, cache) and ``3 d`` reads, per MLP its inputs, hidden units and
-        outputs."""
-        c = self.model_config(vocab_size, max_len, n_classes)
-        d, N, L = c.width, max_len, self.n_layers
-        m = 2 + self.n_embed_vars + L * (self.n_heads + self.n_mlps)
-        per_token = 2 * m * d + L * (self.n_heads * (4 * N + 3 * d)
-                                     + self.n_mlps * (3 * d + 2 * self.d_mlp))
-        batch = max(self.batch_size, PREDICT_BATCH)
-        return 4 * 4 * c.n_parameters() + 2 * 4 * batch * N * per_token
+        """Bytes of the largest arrays training allocates (float32; a bound): the model's
+        estimate (:meth:`ProgramConfig.memory_estimate`) at the larger of the training and the
+        prediction batch."""
+        config = self.model_config(vocab_size, max_len, n_classes)
+        return config.memory_estimate(max(self.batch_size, PREDICT_BATCH))
 
 
 @dataclass

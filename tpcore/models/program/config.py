@@ -89,3 +89,22 @@ class ProgramConfig(LensNames):
                  + mn * (3 * D + D * k + k))
         return (L * layer + self.vocab_size * self.n_embed_vars * k
                 + (m * d + p + 1) * self.n_classes)
+
+    def memory_estimate(self, batch: int) -> int:
+        """Bytes of the largest arrays that training this model on batches of ``batch``
+        sequences allocates (float32; a bound, not a measurement). The one estimate of a
+        program model's training memory, which its callers add their own data to and check
+        before any work (:func:`tpcore.limits.check_memory`).
+
+        Parameters (:meth:`n_parameters`) with their gradients and two Adam moments; one
+        forward's activations, kept for the backward, and as many again for their gradients:
+        per token the stream (every categorical variable one-hot of width ``d``, and the
+        classifier's copy), per head ``4 N^2`` (scores, noise, probabilities, cache) and its
+        reads (a row of width ``d`` per read gate), per MLP its inputs, hidden units and
+        outputs."""
+        d, N, L, D = self.width, self.max_len, self.n_layers, self.d_mlp
+        hc, hn, mc, mn = self.n_cat_heads, self.n_num_heads, self.n_cat_mlps, self.n_num_mlps
+        m = 2 + self.n_embed_vars + L * (hc + mc + mn)
+        per_token = 2 * m * d + L * ((hc + hn) * 4 * N + self.attn_layout.rows * d
+                                     + (mc + mn) * (3 * d + 2 * D))
+        return 4 * 4 * self.n_parameters() + 2 * 4 * batch * N * per_token
