@@ -2,7 +2,7 @@
 :mod:`tpcore.nn.relax`, :mod:`tpcore.nn.optim`) launch several, for GPU arrays.
 
 Each function takes its reference's arguments and returns what it returns, or ``NotImplemented``
-for a case it does not take (then the reference runs): :func:`tpcore.backend.kernel` dispatches
+for a case it does not take (then the reference runs): :func:`tpcore.dispatch.kernel` dispatches
 here when the first argument is a CuPy array. The arithmetic is the reference's, element by
 element, in the arrays' dtype, without fused multiply-adds (:data:`NO_FMA`); sums along a row
 run in order within one thread, so they round differently from the reference's reductions

@@ -1,7 +1,7 @@
 """Fused kernels for ``tpcore.nn``: each function here has the name, arguments, results and
 cache of the NumPy reference it stands in for (``tpcore.nn.functional``, ``attention``,
 ``optim``, ``relax``), so either backward takes either forward's cache, and the tests compare
-the two in float64. ``tpcore.backend.kernel`` picks these on NumPy float arrays; a function
+the two in float64. ``tpcore.dispatch.kernel`` picks these on NumPy float arrays; a function
 returns ``NotImplemented`` for a case it does not take (the reference runs then).
 
 What they save is memory traffic: the reference makes one NumPy pass over the array per

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.host_only("reads the package's source files")
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {
-    "tpcore": 0, "tpcore.backend": 0, "tpcore.cpu": 0, "tpcore.errors": 0, "tpcore.io": 0,
-    "tpcore.limits": 0, "tpcore.seeds": 0, "tpcore.kernels": 0,
+    "tpcore": 0, "tpcore.backend": 0, "tpcore.cpu": 0, "tpcore.dispatch": 0, "tpcore.errors": 0,
+    "tpcore.io": 0, "tpcore.limits": 0, "tpcore.seeds": 0, "tpcore.kernels": 0,
     "tpcore.nn": 1,
     "tpcore.models": 2, "tpcore.programs": 2, "tpcore.subleq": 2, "tpcore.fleq": 2,
     "tpcore.looped": 2, "tpcore.bp": 2, "tpcore.tasks": 2, "tpcore.analysis": 2,

@@ -7,17 +7,15 @@ The backend is chosen by ``set_backend("numpy" | "numpy-strict" | "cupy")`` or, 
 call, by the ``TPCORE_BACKEND`` environment variable. CuPy is imported only when selected.
 ``numpy-strict`` is a testing tool (:mod:`tpcore.strict`): NumPy arrays that refuse host
 conversions and NumPy functions as a GPU run would, so that a CPU test run finds host leaks.
+
+This module only chooses and serves the array module. Whether a fused kernel stands in for a
+reference is :mod:`tpcore.dispatch`'s decision; the BLAS threads are :mod:`tpcore.cpu`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib
-import importlib.util
 import os
-import sys
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -34,9 +32,6 @@ DEFAULT_FLOAT = np.float32
 DEFAULT_INT = np.int64
 
 _active: ModuleType | None = None
-KERNELS_VARIABLE = "TPCORE_KERNELS"
-"""Environment variable: ``0`` runs the NumPy references instead of the fused kernels."""
-_kernels: bool | None = None
 
 
 def _load_cupy() -> ModuleType:
@@ -191,61 +186,3 @@ def _one_hot_add(target: Any, index: Any, values: Any, cells: int = 1 << 24) -> 
         total = part if total is None else total + part
     if total is not None:
         target += total.reshape(target.shape)
-
-
-def use_kernels(on: bool | None = None) -> bool:
-    """Whether the fused kernels replace the references (:func:`kernel`): numba's on host float
-    arrays, CuPy's on GPU arrays; ``on`` turns them on or off for this process. The default: on
-    unless ``TPCORE_KERNELS=0`` (numba's only where numba is importable)."""
-    global _kernels
-    if on is not None:
-        _kernels = bool(on)
-    if _kernels is None:
-        _kernels = os.environ.get(KERNELS_VARIABLE, "1").strip() != "0"
-    return _kernels
-
-
-@functools.cache
-def _has_numba() -> bool:
-    return importlib.util.find_spec("numba") is not None
-
-
-GPU_KERNELS = "gpu"
-"""The module of :mod:`tpcore.kernels` that holds the CuPy kernels."""
-
-
-def kernel(module: str | None, gpu: bool = False) -> Callable[[Callable], Callable]:
-    """Decorator: run a kernel in place of the decorated reference when :func:`use_kernels` says
-    so: ``tpcore.kernels.MODULE.NAME`` (numba; ``NAME``: the decorated function's) when the first
-    argument is a NumPy float32/float64 array (``module=None``: no such kernel), and with
-    ``gpu=True`` ``tpcore.kernels.gpu.NAME`` (CuPy) when it is a CuPy float array. The kernel
-    takes the reference's arguments (defaults filled in) and returns what it returns, or
-    ``NotImplemented`` for a case it does not take, when the reference runs. The strict backend
-    always runs the reference; ``f.__wrapped__`` is the reference itself."""
-
-    def decorate(reference: Callable) -> Callable:
-        code = reference.__code__
-        names = code.co_varnames[: code.co_argcount]
-        defaults = dict(zip(names[len(names) - len(reference.__defaults__ or ()):],
-                            reference.__defaults__ or ()))
-        name = reference.__name__
-        host = None if module is None else f"tpcore.kernels.{module}"
-        device = f"tpcore.kernels.{GPU_KERNELS}" if gpu else None
-
-        @functools.wraps(reference)
-        def dispatch(*args: Any, **kwargs: Any) -> Any:
-            first = args[0] if args else None
-            path = (host if type(first) is np.ndarray and _has_numba() else
-                    device if on_gpu(first) else None)
-            if path is not None and first.dtype.char in "fd" and use_kernels():
-                fast = getattr(sys.modules.get(path) or importlib.import_module(path), name)
-                full = args + tuple(kwargs[n] if n in kwargs else defaults[n]
-                                    for n in names[len(args):])
-                out = fast(*full)
-                if out is not NotImplemented:
-                    return out
-            return reference(*args, **kwargs)
-
-        return dispatch
-
-    return decorate

@@ -43,7 +43,7 @@ def test_info(capsys):
 
 
 def test_info_says_when_the_kernels_are_off(capsys):
-    from tpcore.backend import use_kernels
+    from tpcore.dispatch import use_kernels
 
     before = use_kernels()
     use_kernels(False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpcore import backend
+from tpcore import dispatch
 from tpcore.backend import asarray, to_host
 from tpcore.backend import rng as make_rng
 from tpcore.errors import TpcoreError
@@ -40,8 +40,8 @@ VARIANTS = [
 def _reference_path(monkeypatch):
     """The NumPy references throughout: a hooked run always takes them, so the exact equalities
     below compare like with like (the fused kernels of an unhooked run agree to rounding:
-    tests/kernels/test_kernels_fused.py)."""
-    monkeypatch.setattr(backend, "_kernels", False)
+    tests/kernels/test_kernels_nn.py)."""
+    monkeypatch.setattr(dispatch, "_kernels", False)
 
 
 def _transformer(dtype="float64", **options):

@@ -11,9 +11,10 @@ import platform
 import numpy as np
 
 import tpcore
-from tpcore.backend import _load_cupy, backend_name, use_kernels
+from tpcore.backend import _load_cupy, backend_name
 from tpcore.commands.output import add_json_option, emit
 from tpcore.cpu import cpu_name, subnormal_mode
+from tpcore.dispatch import use_kernels
 
 OPTIONAL = ("numba", "scipy", "tqdm", "cupy", "matplotlib", "torch", "dask")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import Array, kernel, xp_of
+from tpcore.backend import Array, xp_of
+from tpcore.dispatch import kernel
 from tpcore.nn.functional import linear_backward, linear_forward, softmax
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import Array, kernel, on_gpu, scatter_add, xp_of
+from tpcore.backend import Array, on_gpu, scatter_add, xp_of
+from tpcore.dispatch import kernel
 
 
 @kernel("nn")

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import kernel, to_host, xp_of
+from tpcore.backend import to_host, xp_of
+from tpcore.dispatch import kernel
 from tpcore.errors import TpcoreError
 from tpcore.nn.module import Parameter
 

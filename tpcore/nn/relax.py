@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpcore.backend import Array, get_xp, kernel, xp_of
+from tpcore.backend import Array, get_xp, xp_of
+from tpcore.dispatch import kernel
 from tpcore.nn.functional import softmax, softmax_backward
 
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import Array, kernel, xp_of
+from tpcore.backend import Array, xp_of
+from tpcore.dispatch import kernel
 from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 from tpcore.nn.relax import argmax_onehot, gumbel_softmax_forward
