@@ -63,7 +63,8 @@ def _experiments():
                                              e["hierarchy"])
     looped, fleq, ner_demo, classify_demo = (e["looped"], e["fleq"], e["ner-demo"],
                                              e["classify-demo"])
-    table5, published_programs = e["table5"], e["published-programs"]
+    table5, published_programs, compiled = (e["table5"], e["published-programs"],
+                                            e["compiled-programs"])
     configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
     return {  # name: (call with the out dir, (module, attribute) that would start the work)
         "table1": (lambda out: table1.run(table1.budget("smoke"), out, 0, tasks=("hist",)),
@@ -92,6 +93,8 @@ def _experiments():
         "published-programs": (lambda out: published_programs.run(
             published_programs.budget("smoke"), out, 0, programs="x"),
             (published_programs, "measure")),
+        "compiled-programs": (lambda out: compiled.run(compiled.budget("smoke"), out, 0),
+                              (compiled, "measure")),
     }
 
 

@@ -3,8 +3,7 @@ with what was written; and the reproduction that reports it."""
 
 from __future__ import annotations
 
-import numpy as np
-
+from tpcore.backend import xp_of
 from tpcore.cli import main
 from tpcore.experiments import compiled_programs as cp
 from tpcore.experiments.budget import Budget
@@ -29,7 +28,7 @@ def test_compare_names_the_module_that_differs():
     decompiled = extract(compiled.model, t.vocab(), t.classes())
     assert compare(compiled.ir, decompiled) == []
     mlp = compiled.model.layers[4].mlp_b2
-    mlp.data[0, 0] = np.roll(mlp.data[0, 0], 1)  # the last map now prefers other outputs
+    mlp.data[0, 0] = xp_of(mlp.data).roll(mlp.data[0, 0], 1)  # the last map prefers others
     changed = compare(compiled.ir, extract(compiled.model, t.vocab(), t.classes()))
     assert len(changed) == 1 and changed[0].startswith("mlp_4_0: its table differs at")
 
