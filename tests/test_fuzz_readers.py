@@ -26,7 +26,7 @@ from tpcore.errors import TpcoreError
 from tpcore.io import read_npz
 from tpcore.pipelines.learn import LearnConfig, learn, recorded_run
 from tpcore.rundir import RECORD, RunDir, cached
-from tpcore.train import load_state
+from tpcore.train_state import load_state
 
 pytestmark = pytest.mark.host_only("fuzzes files on the host")
 

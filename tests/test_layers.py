@@ -29,7 +29,7 @@ LAYERS = {
     "tpcore.looped": 2, "tpcore.bp": 2, "tpcore.tasks": 2, "tpcore.analysis": 2,
     "tpcore.counts": 2, "tpcore.metrics": 2, "tpcore.baselines": 2, "tpcore.bp_attention": 2,
     "tpcore.trees": 2,
-    "tpcore.train": 3, "tpcore.rundir": 3, "tpcore.rasp": 3,
+    "tpcore.train": 3, "tpcore.train_state": 3, "tpcore.rundir": 3, "tpcore.rasp": 3,
     "tpcore.pipelines": 4,
     "tpcore.experiments": 5,
     "tpcore.commands": 6, "tpcore.cli": 6, "tpcore.__main__": 6, "tpcore.api": 6,

@@ -17,11 +17,10 @@ from tpcore.train import (
     TrainConfig,
     evaluate_supervised,
     fit,
-    load_state,
-    save_state,
     shuffled_batches,
     supervised_step,
 )
+from tpcore.train_state import load_state, save_state
 
 
 class Scalar(Module):

@@ -11,10 +11,10 @@ optional *evaluate* function ``evaluate(model) -> dict`` of metrics. :func:`supe
 
 A run can *pause* after ``TrainConfig.pause_at`` of its ``steps`` and *resume* later: the paused
 :class:`TrainState` (parameters, optimiser moments and step, the backend, the data position, the
-selection so far and the history; :func:`save_state`, :func:`load_state`) makes a resumed run the
-same, bit for bit, as one that never paused: each step draws its noise from a generator of the
-run's seed and the step alone (:func:`tpcore.backend.step_rng`). Schedules are those of the
-whole run: a paused run has trained the first ``pause_at`` steps of it.
+selection so far and the history; :mod:`tpcore.train_state` saves and loads it) makes a resumed
+run the same, bit for bit, as one that never paused: each step draws its noise from a generator
+of the run's seed and the step alone (:func:`tpcore.backend.step_rng`). Schedules are those of
+the whole run: a paused run has trained the first ``pause_at`` steps of it.
 
 Training runs on :func:`tpcore.cpu.default_threads` threads (``TPCORE_THREADS``, else up to two
 of the cores this process may use) unless :attr:`TrainConfig.threads` says otherwise, whether it
@@ -28,7 +28,6 @@ afterwards.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 import time
@@ -40,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from tpcore.backend import (
-    BACKENDS,
     asarray,
     backend_name,
     no_host_sync,
@@ -50,8 +48,6 @@ from tpcore.backend import (
 )
 from tpcore.cpu import flush_subnormals, flush_wanted, limit_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
-from tpcore.io import read_npz, read_text, write_json, write_npz
-from tpcore.limits import memory_limit
 from tpcore.nn.losses import (
     cross_entropy_backward,
     cross_entropy_forward,
@@ -62,9 +58,8 @@ from tpcore.nn.module import Module, save
 from tpcore.nn.optim import Optimizer, Schedule, clip_grad_norm, geometric
 
 __all__ = [
-    "STATE_FILES", "Batch", "Batches", "StepContext", "TrainConfig", "TrainResult", "TrainState",
-    "evaluate_supervised", "fit", "load_state", "progress", "save_state", "shuffled_batches",
-    "supervised_step",
+    "Batch", "Batches", "StepContext", "TrainConfig", "TrainResult", "TrainState",
+    "evaluate_supervised", "fit", "progress", "shuffled_batches", "supervised_step",
 ]
 
 Batch = dict[str, Any]
@@ -375,73 +370,6 @@ def _to_floats(values: list[Any]) -> list[float]:
 
 def _copy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: np.array(v) for k, v in arrays.items()}
-
-
-STATE_FILES = ("state.json", "params.npz", "best.npz", "optimizer.npz")
-"""What :func:`save_state` writes into its folder (``best.npz`` only after an evaluation)."""
-
-
-def save_state(state: TrainState, folder: str | Path) -> None:
-    """Write ``state`` into the existing ``folder``: the arrays as ``.npz`` files
-    (:data:`STATE_FILES`), the rest as ``state.json``; each file atomically (write into a fresh
-    folder and rename it for the whole to be atomic, e.g. :meth:`tpcore.rundir.RunDir.build`)."""
-    folder = Path(folder)
-    write_npz(folder / "params.npz", state.params)
-    if state.best_params is not None:
-        write_npz(folder / "best.npz", state.best_params)
-    write_npz(folder / "optimizer.npz", state.optimizer["buffers"])
-    write_json(folder / "state.json", {
-        "step": state.step, "optimizer": {"t": state.optimizer["t"], "lr": state.optimizer["lr"]},
-        "backend": state.backend, "best_score": state.best_score, "stale": state.stale,
-        "history": state.history, "best": state.best, "last_loss": state.last_loss,
-        "last_step": state.last_step, "seconds": state.seconds,
-        "tenth_seconds": state.tenth_seconds, "tenth_steps": state.tenth_steps})
-
-
-def load_state(folder: str | Path) -> TrainState:
-    """The :class:`TrainState` that :func:`save_state` wrote into ``folder``; a missing or
-    unreadable file raises a :class:`TpcoreError` naming it."""
-    folder = Path(folder)
-    try:
-        meta = json.loads(read_text(folder / "state.json", "paused state"))
-        arrays = {name: _read_npz(folder / f"{name}.npz")
-                  for name in ("params", "best", "optimizer")
-                  if name != "best" or (folder / "best.npz").is_file()}
-        return TrainState(
-            step=int(meta["step"]), params=arrays["params"],
-            optimizer={**meta["optimizer"], "buffers": arrays["optimizer"]},
-            backend=_backend(meta["backend"]),
-            best_params=arrays.get("best"), best_score=float(meta["best_score"]),
-            stale=int(meta["stale"]), history=meta["history"], best=meta["best"],
-            last_loss=float(meta["last_loss"]), last_step=int(meta["last_step"]),
-            seconds=float(meta["seconds"]), tenth_seconds=_tenths(meta, "tenth_seconds", float),
-            tenth_steps=_tenths(meta, "tenth_steps", int))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TpcoreError(f"{folder}: not a readable paused training state ({exc})") from None
-
-
-def _backend(name: Any) -> str:
-    if name not in BACKENDS:
-        raise ValueError(f"backend {str(name)[:40]!r}: expected one of {', '.join(BACKENDS)}")
-    return name
-
-
-def _tenths(meta: dict[str, Any], key: str, kind: type) -> list[Any]:
-    """``meta[key]``: :data:`TENTHS` finite numbers >= 0 of ``kind`` (a float list takes ints)."""
-    value = meta[key]
-    if not (isinstance(value, list) and len(value) == TENTHS
-            and all(type(x) in (int, kind) and 0 <= x < math.inf for x in value)):
-        raise ValueError(f"{key} {str(value)[:60]}: expected {TENTHS} numbers >= 0")
-    return [kind(x) for x in value]
-
-
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of one file of a paused state, at most the memory limit's bytes
-    (:func:`tpcore.io.read_npz`)."""
-    try:
-        return read_npz(path, memory_limit()[0])
-    except ValueError as exc:
-        raise ValueError(f"{path.name}: {exc}") from None
 
 
 def shuffled_batches(data: Batch, batch_size: int, seed: int = 0, start: int = 0,

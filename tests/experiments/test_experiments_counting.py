@@ -62,7 +62,7 @@ def test_reproduce_counting_cli(tmp_path):
 def test_histogram_heads_finds_the_own_token_count():
     """A numerical head reading tokens with the identity predicate on content tokens is named;
     mapping one content token elsewhere, or reading positions, is not."""
-    from tpcore.experiments.counting import histogram_heads
+    from tpcore.experiments.counting_probes import histogram_heads
 
     vocab = ["<pad>", "<s>", "a", "b", "c"]
     model = _model("prefix", n_layers=1)
@@ -106,7 +106,7 @@ def test_reproduce_counting_arch(tmp_path):
 def test_prefix_ablation_removes_what_the_classifier_reads(rng):
     """A model whose prediction is "an 'a' came before": perfect as trained, at chance of the
     other class with content prefix counts set to 0; the model is unchanged afterwards."""
-    from tpcore.experiments.counting import prefix_ablation
+    from tpcore.experiments.counting_probes import prefix_ablation
     from tpcore.train import evaluate_supervised
 
     vocab = ["<pad>", "<s>", "a", "b", "c"]

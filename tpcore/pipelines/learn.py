@@ -91,10 +91,9 @@ from tpcore.train import (
     TrainState,
     evaluate_supervised,
     fit,
-    load_state,
-    save_state,
     shuffled_batches,
 )
+from tpcore.train_state import load_state, save_state
 
 __all__ = [
     "EVAL_BATCH", "GROWN", "LR_SCHEDULES", "MAX_GUMBEL_SAMPLES", "MAX_SAMPLES", "MIN_SAMPLES",
