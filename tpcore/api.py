@@ -41,7 +41,7 @@ from tpcore.pipelines import learn as pipeline
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.pipelines.transformer import train_transformer as train_on_splits
-from tpcore.programs import analysis, ir
+from tpcore.programs import describe, ir
 from tpcore.programs.interpret import ENGINES, check_tokens, encode, run_tokens
 from tpcore.programs.source import writer
 from tpcore.rundir import check_out_dir
@@ -125,12 +125,12 @@ class TransformerProgram:
 
     def head(self, name: str) -> Text:
         """Head ``name``'s predicate as a table: a row per query value, a column per key value,
-        ``x`` where the query selects the key (:func:`tpcore.programs.analysis.head_table`)."""
-        return Text(analysis.head_table(self.ir, name))
+        ``x`` where the query selects the key (:func:`tpcore.programs.describe.head_table`)."""
+        return Text(describe.head_table(self.ir, name))
 
     def graph(self) -> Text:
         """The dependency graph: which variables each head and MLP reads."""
-        return Text(analysis.dependency_text(self.ir))
+        return Text(describe.dependency_text(self.ir))
 
     def explain(self, tokens: str | Sequence[str], position: int) -> list[dict[str, Any]]:
         """The classifier's score per feature at ``position`` of the framed input (0 is
@@ -140,7 +140,7 @@ class TransformerProgram:
         if type(position) is not int or not 0 <= position < len(framed):
             raise TpcoreError(f"position {position!r:.20} outside the framed input's positions "
                               f"0..{len(framed) - 1}")
-        return analysis.contributions(self.ir, framed, position)
+        return describe.contributions(self.ir, framed, position)
 
     def evaluate(self, task: str, split: str = "test", n_samples: int = 20000,
                  seed: int = 0, engine: str = "numpy") -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 from tpcore.backend import to_host
 from tpcore.cli import main
 from tpcore.experiments import ner, ner_demo, text_classification, text_models
-from tpcore.programs.analysis import embedding_table
+from tpcore.programs.describe import embedding_table
 from tpcore.tasks.nlp import prepare_classification, prepare_ner, write_classification, write_conll
 from tpcore.tasks.synthetic_text import classification_corpus, ner_corpus
 

@@ -119,7 +119,7 @@ def test_prefix_sum_counts_are_program_modules(check_fidelity, tmp_path, causal)
     """PrefixSumCounts extracts into prefix-count modules; model == engines ==
     generated program, and the generated program imports back."""
     from tpcore.models.counting import CountingConfig, CountingProgramModel
-    from tpcore.programs.analysis import dependency_text
+    from tpcore.programs.describe import dependency_text
     from tpcore.programs.source import reader
 
     cfg = CountingConfig(vocab_size=len(VOCAB), max_len=6, n_classes=7, masked_classes=(0,),

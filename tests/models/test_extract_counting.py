@@ -138,7 +138,7 @@ def test_briefly_trained_model_is_its_program(tmp_path, causal):
 
 
 def test_json_round_trip_and_validation(tmp_path):
-    from tpcore.programs.analysis import dependency_text
+    from tpcore.programs.describe import dependency_text
 
     prog = _extract(_model("both", "input"))
     ir.save(prog, tmp_path / "p.json")

@@ -20,7 +20,7 @@ from pathlib import Path
 from tpcore.analysis.plots import DPI, literal, pyplot, save_png
 from tpcore.errors import TpcoreError
 from tpcore.io import atomic_path
-from tpcore.programs.analysis import used_variables
+from tpcore.programs.describe import used_variables
 from tpcore.programs.ir import INPUTS, Head, Program
 
 CLASSIFIER = "classifier"

@@ -32,7 +32,7 @@ from tpcore.pipelines.compile_task import compile_task
 from tpcore.pipelines.decompile import load_program
 from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
-from tpcore.programs import analysis, ir, prune, reads
+from tpcore.programs import describe, ir, prune, reads
 from tpcore.programs.interpret import check_tokens, predict, run_tokens
 from tpcore.programs.source import writer
 from tpcore.rasp.library import TASKS
@@ -45,14 +45,14 @@ def _show(args: argparse.Namespace) -> int:
         need_package("matplotlib", "--plots")
         check_out_dir(args.plots)
     p = load_program(args.path)
-    stats = analysis.stats(p)
+    stats = describe.stats(p)
     result = {**stats, "modules": len(p.modules), "lines": writer.line_counts(p),
               "dependencies": [{"module": name, "output": output, "reads": list(reads)}
-                               for name, output, reads in analysis.dependencies(p)],
+                               for name, output, reads in describe.dependencies(p)],
               "classifier": list(p.classifier.features)}
     embeddings = any(m.output.startswith("embed_") for m in p.modules)
     if embeddings:
-        result["embedding_table"] = analysis.embedding_table(p)
+        result["embedding_table"] = describe.embedding_table(p)
     if not args.no_source:
         result["source"] = writer.source(p, compress=not args.full)
     if args.plots:
@@ -73,7 +73,7 @@ def _show(args: argparse.Namespace) -> int:
             f"MLPs: {stats['categorical_mlps']} categorical, {stats['numerical_mlps']} numerical",
             f"# lines: {result['lines']['full']} before compression, "
             f"{result['lines']['pruned']} after", "# dependency graph:"]
-        lines += [f"#   {line}" for line in analysis.dependency_text(p).splitlines()]
+        lines += [f"#   {line}" for line in describe.dependency_text(p).splitlines()]
         if embeddings:
             lines.append("# words per learned embedding value (the paper's Figure 7 table):")
             lines += [f"#   {line}" for line in result["embedding_table"].splitlines()]
@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.explain is not None:
         i = args.explain
         pred = predict(p, [tokens], engine)[0]
-        rows = analysis.contributions(p, tokens, i)
+        rows = describe.contributions(p, tokens, i)
         cls = pred[i] if pred[i] in p.classifier.classes else p.classifier.classes[0]
         features = [{"feature": r["feature"], "value": r["value"], "score": r["scores"][cls]}
                     for r in rows[: args.top]]

@@ -33,7 +33,7 @@ from tpcore.metrics import conll_scores
 from tpcore.nn.module import Module, save
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs import ir
-from tpcore.programs.analysis import embedding_table
+from tpcore.programs.describe import embedding_table
 from tpcore.programs.ir import Program
 from tpcore.programs.source import writer
 from tpcore.rundir import RunDir, check_out_dir

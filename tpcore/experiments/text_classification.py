@@ -34,7 +34,7 @@ from tpcore.models.pooled import MeanPooled
 from tpcore.nn.module import save
 from tpcore.pipelines.fidelity import agreement
 from tpcore.programs import ir
-from tpcore.programs.analysis import embedding_table
+from tpcore.programs.describe import embedding_table
 from tpcore.programs.ir import Program
 from tpcore.programs.source import writer
 from tpcore.rundir import RunDir

@@ -15,7 +15,7 @@ compile_program` writes for it (:mod:`tpcore.kernels.program_opcodes`), and
 - ``kernel_op(slot, variables, fparams_offset)``: its operands and parameters in the compiled
   program (:class:`~tpcore.programs.modules.base.KernelOp`);
 - ``summary()``: a few words naming it (a dependency graph's node); ``describe()``: what it
-  computes, in words (:func:`tpcore.programs.analysis.dependency_text`);
+  computes, in words (:func:`tpcore.programs.describe.dependency_text`);
 - ``with_reads(reads)``: a copy reading other variables in the roles of ``reads``.
 
 The counting kinds, which read only the tokens, also give the values of their output on framed

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tpcore.errors import TpcoreError
-from tpcore.programs import analysis
+from tpcore.programs import describe
 from tpcore.programs import interpret as it
 from tpcore.programs.examples import (
     counting_program,
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.host_only("program analysis reads the host-side program
 def test_reachable_is_conservative_on_random_programs():
     for seed in range(4):
         p = random_program(seed)
-        reach = analysis.reachable(p)
+        reach = describe.reachable(p)
         ids, lengths = random_inputs(p, 500, seed)
         env = it.evaluate(p, ids, lengths)
         valid = np.arange(p.max_len)[None] < lengths[:, None]
@@ -35,15 +35,15 @@ def test_reachable_is_conservative_on_random_programs():
 
 
 def test_dependency_text_and_unused():
-    text = analysis.dependency_text(reverse_program())
+    text = describe.dependency_text(reverse_program())
     assert "attn_1_0_outputs" in text and "unused (no effect on predictions): ones" in text
-    assert analysis.used_variables(reverse_program()) >= {"mlp_0_0_outputs", "tokens"}
+    assert describe.used_variables(reverse_program()) >= {"mlp_0_0_outputs", "tokens"}
 
 
 def test_contributions_add_up_to_the_prediction():
     p = random_program(1)
     tokens = ["<s>", "3", "1", "4", "</s>"]
-    rows = analysis.contributions(p, tokens, 2)
+    rows = describe.contributions(p, tokens, 2)
     total = p.classifier.bias + sum(np.asarray(list(r["scores"].values())) for r in rows)
     ids, lengths = it.encode(p, [tokens])
     logits = it.feature_logits(p, it.evaluate(p, ids, lengths))[0, 2]
@@ -53,29 +53,29 @@ def test_contributions_add_up_to_the_prediction():
 
 
 def test_stats_counts_modules():
-    s = analysis.stats(random_program(2, layers=2, cat_heads=3, num_heads=1))
+    s = describe.stats(random_program(2, layers=2, cat_heads=3, num_heads=1))
     assert (s["categorical_heads"], s["numerical_heads"]) == (6, 2)
 
 
 def test_head_table_marks_the_key_each_query_selects():
     p = reverse_program(vocab=6, max_len=4)
-    text = analysis.head_table(p, "attn_0_0")
+    text = describe.head_table(p, "attn_0_0")
     assert text.startswith("attn_0_0 (categorical head): query tokens, key tokens, value "
                            "positions -> attn_0_0_outputs")
     grid = text.split("\n\n", 1)[1].splitlines()
     assert grid[0].split() == ["tokens", "\\", "tokens", *p.tokens.values]
     for row in grid[1:]:   # every token selects </s>: the x sits in its column only
         assert row.split()[1:] == ["x" if t == "</s>" else "." for t in p.tokens.values]
-    read = analysis.head_table(p, "attn_1_0").split("\n\n", 1)[1].splitlines()
+    read = describe.head_table(p, "attn_1_0").split("\n\n", 1)[1].splitlines()
     assert [r.split()[1:].index("x") for r in read[1:]] == [0, 1, 2, 3]   # predicate q -> q
 
 
 def test_head_table_lists_large_key_sets_and_names_heads():
     p = counting_program("tokens", target=1)
     wide = reverse_program(vocab=40, max_len=4)
-    lines = analysis.head_table(wide, "attn_0_0").split("\n\n", 1)[1].splitlines()
+    lines = describe.head_table(wide, "attn_0_0").split("\n\n", 1)[1].splitlines()
     assert len(lines) == wide.tokens.size and all(x.endswith("-> </s>") for x in lines)
-    assert "sums the value" in analysis.head_table(p, "num_attn_0_0")
+    assert "sums the value" in describe.head_table(p, "num_attn_0_0")
     with pytest.raises(TpcoreError, match="'mlp_0_0' is not an attention head; heads: "
                                           r"\['attn_0_0', 'attn_1_0'\]"):
-        analysis.head_table(wide, "mlp_0_0")
+        describe.head_table(wide, "mlp_0_0")

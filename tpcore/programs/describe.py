@@ -1,6 +1,7 @@
-"""Static and per-input analysis of program IRs: reachable values, the variable dependency graph,
-per-feature classifier contributions (the paper's Figure 7), summary statistics, and one head's
-predicate as a table. Host-only code (NumPy).
+"""A program IR described: reachable values, the variable dependency graph, per-feature
+classifier contributions (the paper's Figure 7), summary statistics, and one head's predicate as
+a table. (Figures and pages drawn from these live in :mod:`tpcore.analysis`.) Host-only code
+(NumPy).
 """
 
 from __future__ import annotations
