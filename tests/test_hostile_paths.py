@@ -87,7 +87,7 @@ def test_no_record_tpcore_reads_back_blocks_on_a_fifo(tmp_path, run, reader):
     from tpcore.errors import TpcoreError
     from tpcore.pipelines.learn import recorded_run
     from tpcore.rundir import RunDir
-    from tpcore.train import load_state
+    from tpcore.train_state import load_state
 
     folder = tmp_path / "x"
     folder.mkdir()
