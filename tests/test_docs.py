@@ -348,6 +348,11 @@ def run_command(command: str, variables: dict[str, str], folder: Path,
     assert code == 0, f"`{command}` ran as `tpcore {' '.join(argv)}`: exit {code}, {err[-2000:]}"
 
 
+READER = pytest.mark.host_only("runs the pages as a reader does, on NumPy; the device-strict "
+                                "pass checks the same code through the unit tests")
+
+
+@READER
 @pytest.mark.parametrize("page, n, commands", BLOCKS, ids=[f"{p}#{n}" for p, n, _ in BLOCKS])
 def test_quoted_commands_run(page, n, commands, tmp_path, monkeypatch, capsys):
     for name, text in FILES.items():
@@ -358,6 +363,7 @@ def test_quoted_commands_run(page, n, commands, tmp_path, monkeypatch, capsys):
         run_command(command, variables, tmp_path, monkeypatch, capsys)
 
 
+@READER
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=[p.name for p in PYTHON_PAGES])
 def test_python_blocks_run(page, tmp_path):
     code = "\n\n".join(body for lang, body in fenced_blocks(page) if lang == "python")

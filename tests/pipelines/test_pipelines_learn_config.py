@@ -100,6 +100,7 @@ def packed_records() -> list[tuple[str, dict]]:
             for key, record in read_records(path).items() if "config" in record]
 
 
+@pytest.mark.host_only("reads the run records committed in results/")
 def test_committed_run_records_load_and_keep_their_settings():
     """Every packed learn record under results/ reads back; its configuration agrees with the
     record on every recorded key, and keys recorded before a field existed take its default."""
