@@ -10,6 +10,7 @@ stated sample).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,52 @@ def write_dyck2(vocab: tuple[str, ...], max_len: int) -> lang.Node:
     failed = aggregate(select(bad, tokens, lambda k, q: k == "F"), bad).named("failed")
     return sequence_map(lambda d, f: "F" if f == "F" or d == "neg" else "T" if d == "0" else "P",
                         depth, failed).named("dyck2")
+
+
+def _fold(nodes: list[lang.Node], f: Callable[[Any, Any], Any]) -> lang.Node:
+    """``nodes`` combined two at a time by ``sequence_map(f, ...)`` until one is left."""
+    while len(nodes) > 1:
+        nodes = [sequence_map(f, a, b) for a, b in zip(nodes[::2], nodes[1::2])] + \
+            nodes[len(nodes) - len(nodes) % 2:]
+    return nodes[0]
+
+
+def _earlier(u: str, s: str) -> Callable[[int, int], str]:
+    """Of symbols ``u`` and ``s`` by their first positions ``a`` and ``b`` (0: absent), the one
+    seen first, then the absent ones: ``"u"``, ``"su"`` (``u`` absent), ..."""
+    return lambda a, b: (u if 0 < a and (a < b or b == 0) else s) + u * (a == 0) + s * (b == 0)
+
+
+def _above(s: str) -> Callable[[Any, Any], Any]:
+    """How many symbols rank above ``s``, added up over the pairs with ``s`` (a pair's label:
+    the higher symbol then the absent ones; or a sum so far); ``"absent"`` once ``s`` is."""
+    def add(x: Any, y: Any) -> Any:
+        parts = [str(z) for z in (x, y)]
+        if "absent" in parts or any(s in z[1:] for z in parts if not z.isdigit()):
+            return "absent"
+        return sum(int(z) if z.isdigit() else z[0] != s for z in parts)
+    return add
+
+
+def write_most_freq(vocab: tuple[str, ...], max_len: int) -> lang.Node:
+    """The distinct tokens by decreasing count, ties to the earlier first occurrence, then
+    ``<s>``: per symbol its count and its first position (the closest match to position 0, read
+    there and copied everywhere; 0 when absent); per pair of symbols the one ranked higher; per
+    symbol how many rank above it; position ``i`` takes the symbol with ``i - 1`` above it."""
+    syms = _symbols(vocab)
+    count = {s: selector_width(select(tokens, indices, lambda k, q, s=s: k == s)) for s in syms}
+    first = {s: aggregate(select(indices, indices, lambda k, q: k == 0), aggregate(
+        select(tokens, indices, lambda k, q, s=s: k == s), indices)) for s in syms}
+    pair = {}
+    for u, s in itertools.combinations(syms, 2):
+        more = sequence_map(lambda a, b: (a > b) - (a < b), count[u], count[s])
+        earlier = sequence_map(_earlier(u, s), first[u], first[s])
+        pair[u, s] = pair[s, u] = sequence_map(
+            lambda m, e, u=u, s=s: (u if m > 0 else s if m < 0 else e[0]) + e[1:], more, earlier)
+    picks = [sequence_map(lambda r, i, s=s: s if r == i - 1 else "",
+                          _fold([pair[u, s] for u in syms if u != s], _above(s)), indices)
+             for s in syms]
+    return map(lambda x: x or BOS, _fold(picks, lambda x, y: x or y)).named("most_freq")
 
 
 def write_induction(vocab: tuple[str, ...], max_len: int) -> lang.Node:
@@ -232,7 +279,8 @@ def _induction_domain(length: int, exhaustive: int, sample: int, seed: int
 TASKS = {t.name: t for t in (
     Task("reverse", 8, 8, write_reverse), Task("hist", 8, 8, write_hist),
     Task("double_hist", 8, 8, write_double_hist), Task("sort", 8, 8, write_sort),
-    Task("dyck1", 4, 16, write_dyck1), Task("dyck2", 6, 16, write_dyck2),
+    Task("most_freq", 8, 8, write_most_freq), Task("dyck1", 4, 16, write_dyck1),
+    Task("dyck2", 6, 16, write_dyck2),
     Task("induction", 10, 10, write_induction))}
 """The tasks written so far, at the paper's scale (the RASP tasks of Table 1, small; the
 in-context task of Fig. 2)."""
