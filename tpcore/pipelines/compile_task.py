@@ -24,10 +24,11 @@ from tpcore.rundir import check_out_dir
 
 
 def compile_task(name: str, out: Path, layers: int | None = None, margin: float = MARGIN,
-                 exhaustive: int = 400_000, sample: int = 20_000, seed: int = 0
+                 exhaustive: int = 100_000, sample: int = 5_000, seed: int = 0
                  ) -> dict[str, Any]:
-    """Compile, verify and write task ``name``'s program (module docstring); returns what was
-    measured and written."""
+    """Compile, verify (on every input when there are at most ``exhaustive``, else on ``sample``
+    random ones) and write task ``name``'s program (module docstring); returns what was measured
+    and written."""
     t = task(name)
     compiled = compile(t.program(), layers=layers, margin=margin, seed=seed)
     check = verify(compiled, exhaustive=exhaustive, sample=sample, seed=seed)
