@@ -131,7 +131,7 @@ def verify(compiled: Compiled, engines: Sequence[str] = ENGINES, exhaustive: int
     labels = list(ir.classifier.classes)
     for engine in engines:
         start = time.perf_counter()
-        got = _run(engine, compiled, ids, lengths, sequences, labels)
+        got = run_engine(engine, compiled, ids, lengths, sequences, labels)
         result.seconds[engine] = time.perf_counter() - start
         wrong = ((got != want) & valid).any(axis=1)
         result.agree[engine] = int((~wrong).sum())
@@ -145,8 +145,8 @@ def verify(compiled: Compiled, engines: Sequence[str] = ENGINES, exhaustive: int
     return result
 
 
-def _run(engine: str, compiled: Compiled, ids: np.ndarray, lengths: np.ndarray,
-         sequences: list[list[str]], labels: list[str]) -> np.ndarray:
+def run_engine(engine: str, compiled: Compiled, ids: np.ndarray, lengths: np.ndarray,
+               sequences: list[list[str]], labels: list[str]) -> np.ndarray:
     """Class indices ``(B, N)`` of one engine."""
     if engine == "written":
         return predictions(compiled.program, ids, lengths)

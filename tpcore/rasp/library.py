@@ -19,7 +19,7 @@ import numpy as np
 
 from tpcore.errors import TpcoreError
 from tpcore.rasp import lang
-from tpcore.rasp.compiler import Compiled, _run
+from tpcore.rasp.compiler import Compiled, run_engine
 from tpcore.rasp.lang import (
     EQ,
     Program,
@@ -303,7 +303,7 @@ def task_check(compiled: Compiled, t: Task, engine: str = "model", exhaustive: i
     lengths = (~data["pad"]).sum(axis=1)
     vocab = t.vocab()
     sequences = [[vocab[i] for i in row[:n]] for row, n in zip(data["tokens"], lengths)]
-    got = _run(engine, compiled, data["tokens"], lengths, sequences,
+    got = run_engine(engine, compiled, data["tokens"], lengths, sequences,
                list(compiled.ir.classifier.classes))
     mask, right = data["mask"], got == data["targets"]
     return {"task": t.name, "engine": engine, "inputs": len(lengths), "domain": total,

@@ -52,7 +52,8 @@ class Placed:
 @dataclass(frozen=True)
 class Layout:
     """The model a program needs: ``layers``, per layer the most modules of each kind
-    (``counts[kind]``), ``k`` and ``d_mlp`` (the most hidden units an MLP needs)."""
+    (``counts[kind]``) and ``k``, the values of an MLP output (the hidden units an MLP needs
+    are counted where its weights are built, :mod:`tpcore.rasp.weights`)."""
 
     layers: int
     counts: dict[str, int]
