@@ -17,7 +17,7 @@ from tpcore.experiments import counting
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = {"looped": ("results/looped/looped.json", ["looped_lambda.png"]),
-           "fleq": ("results/fleq/fleq.json", ["fleq_errors.png"]),
+           "fleq": ("results/fleq/fleq.json", ["fleq_errors.png", "fleq_claims.png"]),
            "hierarchy": ("results/hierarchy/hierarchy_small.json",
                          ["hierarchy_small_accuracy.png", "hierarchy_small_kl.png"]),
            "counting": ("results/counting_small/counting.json", ["counting.png"])}

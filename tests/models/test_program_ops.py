@@ -42,6 +42,19 @@ def test_read_gradients(rng):
     assert_gradients(lambda x, pi: float((ops.read_forward(x, pi) * g).sum()), [x, pi], [dx, dpi])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_hard_read_gathers_what_the_one_hot_product_gives(rng, dtype):
+    x = asarray(rng.standard_normal((6, 2, 3, 4)).astype(dtype))
+    pi = asarray(np.eye(6, dtype=dtype)[[4, 0, 4, 2]])
+    hard, product = ops.read_forward(x, pi, hard=True), ops.read_forward(x, pi)
+    assert hard.shape == product.shape == (4, 2, 3, 4)
+    assert np.array_equal(to_host(hard), to_host(product))
+    assert np.array_equal(to_host(hard[0]), to_host(x[4]))
+    xn = asarray(rng.standard_normal((6, 2, 3)).astype(dtype))
+    assert np.array_equal(to_host(ops.read_forward(xn, pi, hard=True)),
+                          to_host(ops.read_forward(xn, pi)))
+
+
 def test_cat_attention_gradients(rng, heads):
     q, k, v, p, mask = heads
     bias = _bias(5, mask)

@@ -17,6 +17,8 @@ VARIANTS = [
     dict(layer_norm="none", attn_only=True, n_heads=1),
     dict(readout="flatten", activation="relu"),
     dict(readout="mean", layer_norm="post"),
+    dict(layer_norm="none", attn_only=True, causal=True, query="constant"),
+    dict(layer_norm="pre", query="constant"),
 ]
 
 
@@ -42,6 +44,31 @@ def test_whole_model_gradcheck(options):
         return float((model.forward(tokens, pad) * g).sum())
 
     assert_gradients(f, [p.data for p in params], [p.grad for p in params], max_entries=40)
+
+
+def test_constant_query_ignores_the_token_and_position_that_ask(tmp_path):
+    from tpcore.models import load
+    from tpcore.nn.module import save
+
+    cfg = TransformerConfig(vocab_size=6, max_len=5, d_model=8, n_layers=1, n_heads=2,
+                            layer_norm="none", attn_only=True, causal=True, query="constant")
+    model = Transformer(cfg)
+    names = [n for n, _ in model.named_parameters()]
+    assert "blocks.0.attn.wq" not in names and "blocks.0.attn.bq" in names
+    stream = Transformer(TransformerConfig(**(vars(cfg) | {"query": "stream"})))
+    assert np.array_equal(to_host(stream.W_K), to_host(model.W_K))  # same draws otherwise
+    assert not to_host(model.W_Q).any()
+    model.blocks[0].attn.bq.data += 0.5
+    tokens = np.array([[1, 2, 3, 4, 5], [1, 2, 0, 4, 5]])  # differ in an earlier token
+    _, cache = model.run_with_cache(tokens)
+    q = to_host(cache["blocks.0.attn.hook_q"])  # (B, N, H, Dh)
+    bq = to_host(model.b_Q[0])
+    assert np.array_equal(q, np.broadcast_to(bq, q.shape))
+    logits = to_host(model.forward(tokens))
+    scores = to_host(cache["blocks.0.attn.hook_attn_scores"])
+    assert np.allclose(scores[0, :, 4, :2], scores[0, :, 1, :2])  # every query scores alike
+    save(model, tmp_path / "m.npz")
+    assert np.array_equal(to_host(load(tmp_path / "m.npz").forward(tokens)), logits)
 
 
 def test_cache_exposes_streams_and_patterns():

@@ -3,6 +3,7 @@ exactly, checked five ways; what a model cannot hold is refused; a miscompilatio
 
 from __future__ import annotations
 
+import collections
 import itertools
 import zlib
 
@@ -14,6 +15,7 @@ from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
 from tpcore.models import load
 from tpcore.nn.module import save
+from tpcore.rasp import lower
 from tpcore.rasp.evaluate import evaluate
 from tpcore.rasp.library import TASKS, task_check
 
@@ -100,6 +102,38 @@ def test_layers_fewer_than_needed_are_refused_naming_the_chain_more_are_padding(
                               "follows (layer 1)")
     deeper = rasp.compile(program, layers=4)
     assert deeper.model.config.n_layers == 4 and deeper.check.ok
+
+
+def _widest(layers: dict) -> dict[str, int]:
+    """The most modules of each kind in one layer, for ``layers``: module -> (layer, kind)."""
+    count = collections.Counter(layers.values())
+    return {kind: max([n for (_, k), n in count.items() if k == kind], default=0)
+            for kind in lower.KINDS}
+
+
+@pytest.mark.parametrize("name", ["most_freq", "sort", "dyck2", *(f"random{s}" for s in range(8))])
+@pytest.mark.parametrize("extra", [0, 2])
+def test_placement_reads_what_is_written_and_keeps_layers_narrow(name, extra):
+    program = (random_program(int(name[6:])) if name.startswith("random")
+               else TASKS[name].program())
+    first = {}
+    for node in program.nodes:
+        if not isinstance(node, rasp.lang.Input):
+            kind = lower.module_kind(node)
+            first[node] = (max((lower.earliest(kind, first[p][1], first[p][0])
+                                for p in node.parents if p in first), default=0), kind)
+    needed = 1 + max(layer for layer, _ in first.values())
+    placed = lower.assign(program, needed + extra)
+    for node, where in placed.items():
+        assert where.layer < needed + extra
+        for p in node.parents:
+            if p in placed:
+                assert lower.earliest(where.kind, placed[p].kind, placed[p].layer) <= where.layer
+    spread = _widest({n: (p.layer, p.kind) for n, p in placed.items()})
+    assert all(spread[k] <= w for k, w in _widest(first).items())
+    if name == "most_freq":  # earliest layers: 6 + 6 heads and 15 + 15 MLPs in the widest
+        assert _widest(first) == {"attn": 6, "num_attn": 6, "mlp": 15, "num_mlp": 15}
+        assert extra or spread == {"attn": 6, "num_attn": 3, "mlp": 12, "num_mlp": 7}
 
 
 def test_placement_names_modules_as_the_model_does():

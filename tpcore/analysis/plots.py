@@ -228,3 +228,31 @@ def sorting_figures(out_dir: Path, name: str, qk: dict[int, np.ndarray], q_label
                 "attention weight", "query position (its token)", "key position (its token)")
     save_png(fig, paths[3])
     return paths
+
+
+def qk_training_figure(path: Path, tables: dict[int, dict[int, Any]], labels: list[str],
+                       title: str) -> Path:
+    """Write the QK tables ``tables[step][item]: (V, V)`` (query token rows, key token columns)
+    as a grid of heatmaps, a row per training step and a column per output item, on one colour
+    scale from the smallest entry to 0, to the PNG ``path``; returns it."""
+    steps = list(tables)
+    items = list(tables[steps[0]])
+    grids = {(s, k): np.asarray(tables[s][k], dtype=float) for s in steps for k in items}
+    low = min(float(m.min()) for m in grids.values())
+    plt = pyplot()
+    fig, axes = plt.subplots(len(steps), len(items), figsize=(3.2 * len(items) + 1.2,
+                                                               2.9 * len(steps)),
+                             squeeze=False, layout="constrained")
+    for (r, s), (c, k) in ((rs, ck) for rs in enumerate(steps) for ck in enumerate(items)):
+        ax = axes[r, c]
+        im = ax.imshow(grids[s, k], cmap="viridis", vmin=low, vmax=0.0, aspect="auto")
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_title(f"step {s}, output item {k}", fontsize=9)
+        if c == 0:
+            ax.set_ylabel("query token", fontsize=8)
+        if r == len(steps) - 1:
+            ax.set_xlabel("key token", fontsize=8)
+    fig.colorbar(im, ax=axes, label="QK score less the row's largest", shrink=0.6)
+    fig.suptitle(title, fontsize=10)
+    return save_png(fig, path)

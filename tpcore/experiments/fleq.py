@@ -7,7 +7,10 @@ of Lemma 7 and the temperature in Lemma 2").
   ``sqrt x`` (least squares and the Lemma 10/11 constructions), float64 and float32;
 * applications: calculator vs ``m``, Newton inverse vs ``c`` and ``lambda``, power iteration,
   linear SGD and MLP SGD at the best constants, each against NumPy, float64 and float32;
-* the machines' layers, heads and widths next to Theorem 2.
+* the machines' layers, heads and widths next to Theorem 2;
+* the paper's two size claims (:mod:`tpcore.experiments.fleq_claims`): a 30 x 30 transpose in 1
+  layer, 1 head (§8, against Charton 2021) and ``x^2`` in 2 layers against a ReLU net's depth
+  (§6.3).
 
 ``run(budget, out, seed)`` writes ``fleq.json``, ``fleq.md`` and plots under ``out``.
 Host-side orchestration (NumPy data); the constructions run on the backend.
@@ -25,6 +28,7 @@ import numpy as np
 from tpcore.analysis.plots import draw_or_note, pyplot, save_png
 from tpcore.backend import to_host
 from tpcore.errors import TpcoreError
+from tpcore.experiments import fleq_claims
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.options import Reproduction
 from tpcore.fleq import applications as AP
@@ -307,6 +311,7 @@ def _markdown(res: dict[str, Any]) -> str:
         L.append(f"| {key} | {s['M']} | {s['layers']} ({s['theorem2_layers']}) | "
                  f"{s['heads_total']} ({s['theorem2_heads']}) | {s['max_heads_per_layer']} | "
                  f"{s['width']} | {s['ff_width']} | {s['n']} |")
+    L += fleq_claims.markdown(res)
     return "\n".join(L) + "\n"
 
 
@@ -314,7 +319,7 @@ def figures(res: dict[str, Any], out: Path) -> list[Path]:
     """``fleq_errors.png``: the relative error of three compiled blocks against exact
     arithmetic, as their sharpness or size grows (the matrix product as attention against the
     softmax scale ``c``, the pointer heads against ``lambda``, the sigmoid sums against their
-    number ``m``)."""
+    number ``m``); ``fleq_claims.png``: :func:`tpcore.experiments.fleq_claims.figure`."""
     plt = pyplot()
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     for sym in (False, True):
@@ -349,7 +354,7 @@ def figures(res: dict[str, Any], out: Path) -> list[Path]:
         a.tick_params(labelsize=8)
     fig.suptitle("FLEQ building blocks: relative error of each compiled block against exact "
                  "arithmetic")
-    return [save_png(fig, out / "fleq_errors.png")]
+    return [save_png(fig, out / "fleq_errors.png"), fleq_claims.figure(res, out)]
 
 
 BUDGETS = {"small": Budget("small", {"sigmoid_terms": tuple(M_GRID[:-1])}),
@@ -381,6 +386,8 @@ def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
     res["lambda"] = lambda_study(seed)
     res["sigmoids"] = sigmoid_study(list(budget["sigmoid_terms"]))
     res["applications"] = application_study(budget.name, seed)
+    res["vec_transpose"] = fleq_claims.vec_transpose_study(seed, LAM_GRID)
+    res["square"] = fleq_claims.square_study(C_GRID)
     res["seconds"] = time.perf_counter() - t0
     res["plots"] = [p.name for p in draw_or_note(lambda: figures(res, out))]
     write_json(out / "fleq.json", res)

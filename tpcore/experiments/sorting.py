@@ -1,7 +1,9 @@
 """``tpcore reproduce sorting``: "How tiny transformers sort" (Qi and Zhong). Train the three
 one-layer, one-head, attention-only models, measure them on random and hard lists, search for
 failures, measure how often each model follows each of the post's two algorithms, and report
-their circuits.
+their circuits; then the post's other runs (:data:`VARIANTS`): the bidirectional model trained
+without loss clipping, the causal model with a constant query, and the causal model's QK
+tables over training (:mod:`tpcore.experiments.sorting_evidence`).
 
 Host-side orchestration (NumPy directly for bookkeeping); the compute runs through the standard
 transformer and the shared training loop.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,11 @@ from tpcore.analysis import circuits as C
 from tpcore.analysis.plots import sorting_figures
 from tpcore.analysis.sorting_rules import concave_scores, rule_agreement
 from tpcore.backend import asarray, to_host
-from tpcore.errors import TpcoreError, missing_package
+from tpcore.errors import TpcoreError, missing_package, unknown_name
+from tpcore.experiments import sorting_evidence as E
 from tpcore.experiments.budget import Budget, scaled
 from tpcore.experiments.options import Option, Reproduction
+from tpcore.experiments.sorting_evidence import QK_RUN
 from tpcore.io import write_json, write_text
 from tpcore.models import load
 from tpcore.models.transformer import Transformer, TransformerConfig
@@ -58,6 +62,18 @@ SCHEDULES = {
 }
 """Per task: batches of 1024, the step where the learning rate drops from 1e-3 to 1e-4, and the
 per-example loss clipping (the post's 0.02 for the bidirectional model)."""
+VARIANTS: dict[str, dict[str, Any]] = {
+    "bidirectional_unclipped": dict(task="bidirectional", clip=None),
+    "causal_frozen_query": dict(task="causal", query="constant"),
+    QK_RUN: dict(task="causal"),
+}
+"""The post's other runs, each its ``task``'s schedule with the changes given: the
+bidirectional model before the post clipped the loss; the causal model whose query is one
+learned vector for every position and token (``query="constant"`` of
+:class:`~tpcore.models.transformer.TransformerConfig`, the post's "Evidence 2"); the causal
+model retrained with its QK tables taken at a few steps ("Evidence 1")."""
+PARTS = (*TASKS, *VARIANTS)
+"""What ``--tasks`` may name; all of them by default."""
 EVAL_LISTS = 4000
 SEARCH_LISTS = 1_000_000
 
@@ -67,13 +83,15 @@ def budget(text: str | float) -> Budget:
     return scaled(text)
 
 
-def model_config(task: SortingTask, seed: int = 0) -> TransformerConfig:
+def model_config(task: SortingTask, seed: int = 0, query: str = "stream") -> TransformerConfig:
     """One layer, one head, attention only, no LayerNorm, ``d_model = 56``; the task's padding
-    token, where its vocabulary has one, marks padding."""
+    token, where its vocabulary has one, marks padding; ``query``: ``"constant"`` for a query
+    that is the same learned vector at every position."""
     return TransformerConfig(vocab_size=task.vocab_size, max_len=task.seq_len,
                              n_classes=task.n_values, d_model=D_MODEL, n_layers=1, n_heads=1,
                              layer_norm="none", attn_only=True, causal=task.causal, seed=seed,
-                             pad_token=task.pad if task.pad < task.vocab_size else None)
+                             pad_token=task.pad if task.pad < task.vocab_size else None,
+                             query=query)
 
 
 def evaluate_lists(model: Any, task: SortingTask, lists: np.ndarray, lengths: np.ndarray,
@@ -141,20 +159,32 @@ def test_sets(task: SortingTask, seed: int) -> dict[str, tuple[np.ndarray, np.nd
 
 
 def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: int = 0,
-          quiet: bool = True) -> tuple[Transformer, TrainResult]:
-    """Train a fresh model with Adam (lr 1e-3, then 1e-4 from ``drop``; weight decay 1e-4) on
-    fresh batches of 1024 generated lists, evaluating on 2,000 validation lists ten times (the
-    history); the final model is kept. Returns the model and the :class:`TrainResult`."""
-    model = Transformer(model_config(task, seed))
+          quiet: bool = True, query: str = "stream",
+          watch: Callable[[Transformer], None] | None = None,
+          watch_steps: Sequence[int] = ()) -> tuple[Transformer, TrainResult]:
+    """Train a fresh model (:func:`model_config` with ``query``) with Adam (lr 1e-3, then 1e-4
+    from ``drop``; weight decay 1e-4) on fresh batches of 1024 generated lists, evaluating on
+    2,000 validation lists ten times and also after each of ``watch_steps`` (the history); the
+    final model is kept. ``watch(model)`` is called after every evaluation, in the order of
+    the history's rows. Returns the model and the :class:`TrainResult`."""
+    model = Transformer(model_config(task, seed, query))
     opt = Adam(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     val_rng = np.random.default_rng(derive_seed(seed, "sorting", task.name, "validation"))
     val = encode(task, *generate(task, "random" if task.distinct else "hard", 2000, val_rng))
     data = ({k: asarray(v) for k, v in b.items()} for b in batches(task, BATCH, seed))
-    cfg = TrainConfig(steps=steps, lr_schedule=piecewise(LR, {drop: LR_LOW}),
-                      eval_every=max(1, steps // 10), seed=seed, quiet=quiet,
-                      desc=f"sorting {task.name}")
+    every, extra = max(1, steps // 10), set(watch_steps)
+
+    def evaluate(m: Transformer) -> dict[str, float]:
+        metrics = evaluate_supervised(m, val)
+        if watch is not None:
+            watch(m)
+        return metrics
+
+    cfg = TrainConfig(steps=steps, lr_schedule=piecewise(LR, {drop: LR_LOW}), eval_every=every,
+                      eval_at=(lambda s: (s + 1) % every == 0 or s + 1 in extra) if extra
+                      else None, seed=seed, quiet=quiet, desc=f"sorting {task.name}")
     result = fit(model, opt, data, lambda m, b, ctx: supervised_step(m, b, ctx, clip=clip), cfg,
-                 evaluate=lambda m: evaluate_supervised(m, val))
+                 evaluate=evaluate)
     return model, result
 
 
@@ -176,20 +206,31 @@ def train_setting(name: str, scale: float = 1.0, seed: int = 0,
 
 
 def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
-    """The configuration a task's result records (:func:`tpcore.rundir.cached`): training
+    """The configuration a part's result records (:func:`tpcore.rundir.cached`): training
     steps, the learning-rate drop, loss clipping, seed and the lists the failure search draws
-    (None for the distinct task, which is tested on every list)."""
-    sched = SCHEDULES[name]
-    return {"task": name, "steps": max(2, round(sched["steps"] * scale)),
-            "lr_drop": max(1, round(sched["drop"] * scale)), "clip": sched["clip"],
-            "seed": seed, "search_lists": None if get_task(name).distinct
-            else max(1000, round(SEARCH_LISTS * scale))}
+    (None for the distinct task, which is tested on every list, and for the QK snapshots); a
+    variant (:data:`VARIANTS`) adds the task it ``trains`` and its ``query``, the QK snapshots
+    their ``checkpoints``."""
+    variant = VARIANTS.get(name, {})
+    task = variant.get("task", name)
+    sched = SCHEDULES[task] | {k: v for k, v in variant.items() if k == "clip"}
+    steps = max(2, round(sched["steps"] * scale))
+    unsearched = get_task(task).distinct or name == QK_RUN
+    cfg = {"task": name, "steps": steps, "lr_drop": max(1, round(sched["drop"] * scale)),
+           "clip": sched["clip"], "seed": seed,
+           "search_lists": None if unsearched else max(1000, round(SEARCH_LISTS * scale))}
+    if variant:
+        cfg |= {"trains": task, "query": variant.get("query", "stream")}
+    if name == QK_RUN:
+        cfg["checkpoints"] = E.checkpoint_steps(steps)
+    return cfg
 
 
 CLI = Reproduction(
     "train the three tiny sorting transformers; accuracy, failure search, rule agreement, "
-    "circuits", "results/sorting", 1.0, "scales training steps and the failure search",
-    (Option("--tasks", "comma-separated subset of causal,distinct,bidirectional", "names"),
+    "circuits; the unclipped, constant-query and QK-over-training runs", "results/sorting", 1.0,
+    "scales training steps and the failure search",
+    (Option("--tasks", f"comma-separated subset of {','.join(PARTS)} (default: all)", "names"),
      Option("--overwrite", "retrain tasks whose results in --out were made with other settings",
             "switch"),
      Option("--plots", "also write PNG figures", "switch")))
@@ -198,19 +239,23 @@ CLI = Reproduction(
 
 def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
         overwrite: bool = False, plots: bool = False) -> dict[str, Any]:
-    """Train each task's model (``budget`` scales the training steps and the failure search),
-    evaluate it, search 10^6 * budget hard lists for failures, measure agreement with the
-    two algorithms and write the circuit reports (:func:`analyse`; with PNG figures when
-    ``plots``). Writes ``<task>.npz/.json`` checkpoints, ``<task>_result.json``, and merges
-    every task found in ``out`` into ``sorting.json`` and ``sorting.md``.
+    """Train each part's model (``tasks``, of :data:`PARTS`; ``budget`` scales the training
+    steps and the failure search), evaluate it, search 10^6 * budget hard lists for failures,
+    measure agreement with the two algorithms and write the circuit reports of the three tasks'
+    models (:func:`analyse`; with PNG figures when ``plots``). Writes ``<task>.npz/.json``
+    checkpoints, ``<task>_result.json``, and merges every part found in ``out`` into
+    ``sorting.json`` and ``sorting.md``. The QK part (:data:`QK_RUN`) keeps no model, only its
+    tables (:func:`tpcore.experiments.sorting_evidence.qk_snapshot`) and validation losses at
+    its checkpoints.
 
     A task's result records its configuration (:func:`run_config`) and is reused when it
     matches exactly, so rerunning resumes; one of other settings is refused before anything
     is trained, unless ``overwrite`` retrains it (:func:`tpcore.rundir.cached`)."""
     scale = budget["scale"]
-    tasks = tuple(tasks or TASKS)
+    tasks = tuple(tasks or PARTS)
     for name in tasks:
-        get_task(name)
+        if name not in PARTS:
+            raise unknown_name("sorting run", name, PARTS)
     if plots and importlib.util.find_spec("matplotlib") is None:
         raise missing_package("matplotlib", "--plots")
     out = check_out_dir(out)
@@ -218,30 +263,34 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
         saved(out / f"{name}_result.json", run_config(name, scale, seed), overwrite=overwrite)
     for name in tasks:
         cached(out / f"{name}_result.json", run_config(name, scale, seed),
-               partial(_run_task, out, name, budget, seed), overwrite)
+               partial(_run_qk_training if name == QK_RUN else _run_task, out, name, budget,
+                       seed), overwrite)
     summary = write_summary(out)
     analyse(out, plots)
     return summary
 
 
 def report(result: dict[str, Any], out: Path) -> str:
-    """What ``tpcore reproduce sorting`` prints: a line per task."""
+    """What ``tpcore reproduce sorting`` prints: a line per part."""
     lines = []
     for row in result["rows"]:
         second = "hard" if "hard" in row else "all_subsets"
         lines.append(f"{row['task']}: {row['parameters']} parameters, {row['steps']} steps in "
                      f"{row['train_seconds']:.0f} s, random {100 * row['random']['sorted']:.2f} "
                      f"%, {second} {100 * row[second]['sorted']:.2f} % sorted")
+    if "qk_training" in result:
+        lines.append(E.qk_report_line(result["qk_training"]))
     return "\n".join([*lines, f"wrote {out}/sorting.json, sorting.md and circuit reports"])
 
 
 def _run_task(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, Any]:
-    """Train, measure and save one task's model; returns its result row."""
+    """Train, measure and save one part's model; returns its result row. A variant is tested
+    on the lists its task's model is tested on."""
     config = run_config(name, budget["scale"], seed)
-    task = get_task(name)
+    task = get_task(config.get("trains", name))
     cpu = time.process_time()
     model, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed,
-                          quiet=False)
+                          quiet=False, query=config.get("query", "stream"))
     cpu = time.process_time() - cpu
     row: dict[str, Any] = dict(
         task=name, steps=result.steps, lr_drop=config["lr_drop"], clip=config["clip"],
@@ -249,7 +298,7 @@ def _run_task(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, 
         train_cpu_seconds=cpu,
         parameters=model.n_parameters(), last_train_loss=result.last_loss,
         final_validation=result.best, history=result.history)
-    for set_name, (lists, lengths) in test_sets(task, derive_seed(seed, "sorting", name,
+    for set_name, (lists, lengths) in test_sets(task, derive_seed(seed, "sorting", task.name,
                                                                   "test")).items():
         res = evaluate_lists(model, task, lists, lengths)
         row[set_name] = dict(n=len(lists), sorted=float(res["correct"].mean()),
@@ -257,11 +306,31 @@ def _run_task(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, 
                              rules=rule_agreement(res["pred"], lists, lengths, task.n_values))
     if config["search_lists"] is not None:
         row["search"] = _search_row(search_failures(
-            model, config["search_lists"], "hard", derive_seed(seed, "sorting", name, "search")))
+            model, config["search_lists"], "hard",
+            derive_seed(seed, "sorting", task.name, "search")))
     row["command"] = (f"tpcore reproduce sorting --tasks {name} --budget {budget.name} "
                       f"--seed {seed}")
     save(model, out_dir / f"{name}.npz", {"task": name, "metrics": result.best})
     return row
+
+
+def _run_qk_training(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, Any]:
+    """Train the causal model as :func:`_run_task` would and keep, at each of its checkpoints,
+    the QK snapshot (:func:`tpcore.experiments.sorting_evidence.qk_snapshot`) and the losses;
+    returns the result (no model is saved)."""
+    config = run_config(name, budget["scale"], seed)
+    task = get_task(config["trains"])
+    snapshots: list[dict[str, Any]] = []
+    cpu = time.process_time()
+    _, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed,
+                      quiet=False, watch=lambda m: snapshots.append(E.qk_snapshot(m, task)),
+                      watch_steps=config["checkpoints"])
+    return dict(task=name, trains=task.name, steps=result.steps, seed=seed,
+                train_seconds=result.seconds, train_cpu_seconds=time.process_time() - cpu,
+                checkpoints=E.kept_checkpoints(result.history, snapshots,
+                                               config["checkpoints"]),
+                command=f"tpcore reproduce sorting --tasks {name} "
+                f"--budget {budget.name} --seed {seed}")
 
 
 def _search_row(search: dict) -> dict:
@@ -271,14 +340,19 @@ def _search_row(search: dict) -> dict:
 
 
 def write_summary(out_dir: str | Path) -> dict:
-    """Merge the ``<task>_result.json`` files in ``out_dir`` into ``sorting.json`` and a Markdown
-    table ``sorting.md``."""
+    """Merge the ``<part>_result.json`` files in ``out_dir`` into ``sorting.json`` and the
+    Markdown tables ``sorting.md`` (of the QK part, its checkpoints without the tables)."""
     out_dir = Path(out_dir)
-    rows = [json.loads((out_dir / f"{n}_result.json").read_text()) for n in TASKS
-            if (out_dir / f"{n}_result.json").is_file()]
-    out = dict(rows=rows)
+    found = {n: json.loads((out_dir / f"{n}_result.json").read_text()) for n in PARTS
+             if (out_dir / f"{n}_result.json").is_file()}
+    qk = found.pop(QK_RUN, None)
+    out: dict[str, Any] = dict(rows=list(found.values()))
+    text = summary_markdown(out["rows"])
+    if qk is not None:
+        out["qk_training"] = E.qk_summary(qk)
+        text += E.qk_markdown(qk)
     write_json(out_dir / "sorting.json", out)
-    write_text(out_dir / "sorting.md", summary_markdown(rows))
+    write_text(out_dir / "sorting.md", text)
     return out
 
 
@@ -407,8 +481,9 @@ def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
 
 
 def analyse(out_dir: str | Path = "results/sorting", plots: bool = False) -> dict:
-    """Circuit reports of the checkpoints in ``out_dir``: ``<task>_circuits.md`` and
-    ``circuits.json`` (PNG figures in ``out_dir/plots`` with ``plots``)."""
+    """Circuit reports of the three tasks' checkpoints in ``out_dir``: ``<task>_circuits.md``
+    and ``circuits.json`` (PNG figures in ``out_dir/plots`` with ``plots``, with the QK tables
+    over training where ``out_dir`` holds them)."""
     out_dir = Path(out_dir)
     numbers = {}
     for name in TASKS:
@@ -419,4 +494,6 @@ def analyse(out_dir: str | Path = "results/sorting", plots: bool = False) -> dic
                                              else None)
         write_text(out_dir / f"{name}_circuits.md", text)
     write_json(out_dir / "circuits.json", numbers)
+    if plots:
+        E.draw_qk_training(out_dir)
     return numbers

@@ -167,8 +167,8 @@ def _shift_rows(rows: RowBlocks, const: dict[str, np.ndarray], d: int, s: int, s
     return rows["kp" + tag], rows["qp" + tag]
 
 
-def _shift_head(b: LayerBuilder, rows: RowBlocks, kp: np.ndarray, qp: np.ndarray, src: np.ndarray,
-                dst: np.ndarray, lam: float, scale: float = 1.0) -> None:
+def shift_head(b: LayerBuilder, rows: RowBlocks, kp: np.ndarray, qp: np.ndarray, src: np.ndarray,
+               dst: np.ndarray, lam: float, scale: float = 1.0) -> None:
     """Head moving rows ``src`` of the key columns to rows ``dst`` of the matching queries."""
     D = b.d
     K, Q = select(D, kp), select(D, qp)
@@ -201,7 +201,7 @@ def combine_block(d: int, s: int, alpha: float, beta: float, lam: float = 30.0,
     gated_copy(l1, rows["in"], rows["g"], row_vec(D, {rows["isA"][0]: 1.0}), 0.0, G, alpha)
     gated_copy(l1, rows["in"], rows["g"], row_vec(D, {rows["isB"][0]: 1.0}), 0.0, G, beta)
     l2 = LayerBuilder(D)
-    _shift_head(l2, rows, rows["kp"], rows["qp"], rows["g"], rows["out"], lam, scale=2.0)
+    shift_head(l2, rows, rows["kp"], rows["qp"], rows["g"], rows["out"], lam, scale=2.0)
     return FunctionBlock(name, d, s, rows, [l1, l2], const,
                          {"alpha": alpha, "beta": beta, "lam": lam})
 
@@ -247,7 +247,7 @@ def matmul_block(d: int, s: int, c: float = 1e-8, C: float = 30.0, lam: float = 
         M[:, rows["scr"][0]] = -1.0 / c
     linear_map(l1, M, rows["R"])
     l2 = LayerBuilder(D)
-    _shift_head(l2, rows, kp, qp, rows["R"], rows["out"], lam)
+    shift_head(l2, rows, kp, qp, rows["R"], rows["out"], lam)
     return FunctionBlock(name, d, s, rows, [l1, l2], const,
                          {"c": c, "C": C, "lam": lam, "symmetric": symmetric})
 
@@ -281,13 +281,13 @@ def transpose_block(d: int, s: int, lam: float = 30.0, name: str = "transp",
     const["bi"], const["pj"] = bi, pj
     D = rows.size
     l1 = LayerBuilder(D)
-    _shift_head(l1, rows, rows["le"], rows["src"], rows["in"], rows["cp"], lam)
+    shift_head(l1, rows, rows["le"], rows["src"], rows["in"], rows["cp"], lam)
     for i in range(d):
         for j in range(d):
             both = row_vec(D, {rows["bi"][i]: 1.0, rows["pj"][j]: 1.0})
             gated_copy(l1, rows["cp"][[i]], rows["tv"][[j]], both, -1.0, G)
     l2 = LayerBuilder(D)
-    _shift_head(l2, rows, rows["gk"], rows["gq"], rows["tv"], rows["out"], lam, scale=float(d))
+    shift_head(l2, rows, rows["gk"], rows["gq"], rows["tv"], rows["out"], lam, scale=float(d))
     return FunctionBlock(name, d, s, rows, [l1, l2], const, {"lam": lam})
 
 
@@ -307,7 +307,7 @@ def diag_block(d: int, s: int, lam: float = 30.0, name: str = "diag",
     const["pos"][np.arange(d), 2 * d + np.arange(d)] = 1.0
     D = rows.size
     l1 = LayerBuilder(D)
-    _shift_head(l1, rows, kp, qp, rows["in"][:1], rows["v"], lam)
+    shift_head(l1, rows, kp, qp, rows["in"][:1], rows["v"], lam)
     for r in range(d):
         gated_copy(l1, rows["v"], rows["out"][[r]], row_vec(D, {rows["pos"][r]: 1.0}), 0.0, G)
     return FunctionBlock(name, d, s, rows, [l1], const, {"lam": lam})
@@ -352,7 +352,7 @@ def sigmoid_block(d: int, s: int, fits: list[SigmoidFit], lam: float = 30.0,
                        row_vec(D, {rows["isA"][0]: 1.0})])
         masked_head(l2, rows, K, Q, V, 1.0)
     l3 = LayerBuilder(D)
-    _shift_head(l3, rows, kp, qp, rows["y"], rows["out"][:1], lam)
+    shift_head(l3, rows, kp, qp, rows["y"], rows["out"][:1], lam)
     return FunctionBlock(name, d, s, rows, [l1, l2, l3], const,
                          {"m": m, "N": N, "dx": dx, "lam": lam})
 
@@ -384,7 +384,7 @@ def sigmoid_width_block(d: int, s: int, fit: SigmoidFit, C: float = 60.0, lam: f
         rows.add(nm, h)
     D = rows.size
     l1 = LayerBuilder(D)
-    _shift_head(l1, rows, rows["src"], rows["dst"], rows["in"][:dx], rows["x"], lam)
+    shift_head(l1, rows, rows["src"], rows["dst"], rows["in"][:dx], rows["x"], lam)
     l2 = LayerBuilder(D)
     K = select(D, rows["e"])
     Q = np.zeros((m, D))
@@ -395,8 +395,8 @@ def sigmoid_width_block(d: int, s: int, fit: SigmoidFit, C: float = 60.0, lam: f
     V[rows["y"][0], rows["e"]] = fit.c
     masked_head(l2, rows, K, Q, V, 1.0)
     l3 = LayerBuilder(D)
-    _shift_head(l3, rows, rows["dst"], rows["sum_q"], rows["y"], rows["out"][:1], lam,
-                scale=float(m))
+    shift_head(l3, rows, rows["dst"], rows["sum_q"], rows["y"], rows["out"][:1], lam,
+               scale=float(m))
     return FunctionBlock(name, d, s, rows, [l1, l2, l3], const,
                          {"m": m, "N": 1, "dx": dx, "lam": lam, "C": C, "width": True})
 

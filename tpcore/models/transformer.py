@@ -4,7 +4,10 @@
 and MLP -> unembedding. Options: LayerNorm ``none`` / ``pre`` / ``post``, attention only (no MLP),
 causal or bidirectional, learned or sinusoidal positions, dropout, and a readout that predicts per
 token (``(B, N, C)`` logits), from the flattened stream or from its mean over non-pad tokens
-(``(B, C)`` logits).
+(``(B, C)`` logits). ``query="constant"`` gives every attention layer one learned query vector
+for all positions, ``q_i = b_Q`` instead of ``q_i = x_i W_Q + b_Q`` (no ``W_Q`` parameter;
+:class:`tpcore.nn.layers.MultiHeadAttention`): attention then depends on the keys alone, never
+on the token or the position that asks.
 
 Block, with ``LN`` the identity when ``layer_norm == "none"``:
 
@@ -31,7 +34,7 @@ from tpcore.models.hooks import Hooked, LensNames
 from tpcore.nn import functional as F
 from tpcore.nn.attention import attention_mask
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
-from tpcore.nn.layers import MLP, LayerNorm, Linear, MultiHeadAttention, init_normal
+from tpcore.nn.layers import MLP, QUERIES, LayerNorm, Linear, MultiHeadAttention, init_normal
 from tpcore.nn.module import Module
 
 LAYER_NORMS = ("none", "pre", "post")
@@ -69,7 +72,9 @@ forward order (pre-LN; a post-LN block normalises after the sub-layer's ``hook_*
 class TransformerConfig(LensNames):
     """Hyper-parameters. ``n_classes`` defaults to ``vocab_size``. ``pad_token``: the id that
     marks padding, so that ``forward`` without a ``pad`` mask derives it (positions holding that
-    id); None: no id does, and a padded batch needs its ``pad`` mask."""
+    id); None: no id does, and a padded batch needs its ``pad`` mask. ``query``: ``"stream"``
+    (``q_i = x_i W_Q + b_Q``) or ``"constant"`` (``q_i = b_Q`` at every position; see the module
+    docstring)."""
 
     vocab_size: int
     max_len: int
@@ -88,11 +93,13 @@ class TransformerConfig(LensNames):
     dtype: str = "float32"
     seed: int = 0
     pad_token: int | None = None
+    query: str = "stream"
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("layer_norm", self.layer_norm, LAYER_NORMS),
                                      ("positions", self.positions, POSITIONS),
-                                     ("readout", self.readout, READOUTS)):
+                                     ("readout", self.readout, READOUTS),
+                                     ("query", self.query, QUERIES)):
             if value not in allowed:
                 raise TpcoreError(f"{name} {value!r} unknown; expected one of {allowed}")
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads"):
@@ -136,7 +143,7 @@ class Block(Module):
     those of :data:`HOOK_AXES` from ``hook_resid_pre`` to ``hook_resid_post``."""
 
     def __init__(self, c: TransformerConfig, rng: Any, dtype: Any):
-        self.attn = MultiHeadAttention(c.d_model, c.n_heads, rng, dtype)
+        self.attn = MultiHeadAttention(c.d_model, c.n_heads, rng, dtype, query=c.query)
         self.mlp = None if c.attn_only else MLP(c.d_model, c.d_mlp, rng, dtype, c.activation)
         norm = c.layer_norm != "none"
         self.ln1 = LayerNorm(c.d_model, dtype) if norm else None
@@ -285,14 +292,15 @@ class Transformer(Hooked, Module):
         c = self.config
         xp = xp_of(self.tok_emb.data)
         d, h, dh = c.d_model, c.n_heads, c.d_head
+        arrays = [b.attn.arrays()[name] for b in self.blocks]
         if name == "wo":
-            return xp.stack([b.attn.wo.data.reshape(h, dh, d) for b in self.blocks])
+            return xp.stack([a.reshape(h, dh, d) for a in arrays])
         if name.startswith("w"):
-            return xp.stack([getattr(b.attn, name).data.reshape(d, h, dh).transpose(1, 0, 2)
-                             for b in self.blocks])
-        return xp.stack([getattr(b.attn, name).data.reshape(h, dh) for b in self.blocks])
+            return xp.stack([a.reshape(d, h, dh).transpose(1, 0, 2) for a in arrays])
+        return xp.stack([a.reshape(h, dh) for a in arrays])
 
-    W_Q = _head_view("wq", "Query weights by head ``(n_layers, n_heads, d_model, d_head)``.")
+    W_Q = _head_view("wq", "Query weights by head ``(n_layers, n_heads, d_model, d_head)`` "
+                     "(zeros for a constant query).")
     W_K = _head_view("wk", "Key weights by head ``(n_layers, n_heads, d_model, d_head)``.")
     W_V = _head_view("wv", "Value weights by head ``(n_layers, n_heads, d_model, d_head)``.")
     W_O = _head_view("wo", "Output weights by head ``(n_layers, n_heads, d_head, d_model)``.")

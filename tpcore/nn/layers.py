@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import Array, get_xp
+from tpcore.backend import Array, get_xp, xp_of
 from tpcore.nn import attention as A
 from tpcore.nn import functional as F
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
@@ -59,31 +59,56 @@ class LayerNorm(Module):
         return dx
 
 
-class MultiHeadAttention(Module):
-    """Self-attention with ``n_heads`` heads; ``self.pattern`` holds the last ``(B, H, N, N)``."""
+QUERIES = ("stream", "constant")
+"""What an attention layer's queries are computed from (:class:`MultiHeadAttention`)."""
 
-    def __init__(self, d: int, n_heads: int, rng: Any, dtype: Any, bias: bool = True):
+
+class MultiHeadAttention(Module):
+    """Self-attention with ``n_heads`` heads; ``self.pattern`` holds the last ``(B, H, N, N)``.
+
+    ``query``: ``"stream"`` (the standard ``q = x W_q + b_q``) or ``"constant"``, where every
+    position's query is the learned bias alone, ``q = b_q`` (``(D,)``, the same at every position
+    whatever its token): the layer has no ``wq`` parameter and runs with ``W_q = 0``, so the
+    scores ``s_ij = b_q,h . k_j,h / sqrt(Dh)`` depend on the key only (and the mask). The
+    initial draws of the other weights are those of the ``"stream"`` layer of the same ``rng``.
+    """
+
+    def __init__(self, d: int, n_heads: int, rng: Any, dtype: Any, bias: bool = True,
+                 query: str = "stream"):
         if d % n_heads:
             raise ValueError(f"d_model {d} is not divisible by n_heads {n_heads}")
+        if query not in QUERIES:
+            raise ValueError(f"query {query!r} unknown; expected one of {QUERIES}")
+        if query == "constant" and not bias:
+            raise ValueError("a constant query is the query bias: it needs bias=True")
         self.n_heads = n_heads
+        self.query = query
         std = 1 / math.sqrt(d)
         for c in "qkvo":
             setattr(self, f"w{c}", init_normal(rng, (d, d), std, dtype))
         for c in "qkvo":
             setattr(self, f"b{c}", zeros((d,), dtype) if bias else None)
+        if query == "constant":
+            del self.wq
 
-    def _params(self) -> dict[str, Array]:
-        return {n: p.data for n, p in vars(self).items() if isinstance(p, Parameter)}
+    def arrays(self) -> dict[str, Array]:
+        """The weights the layer computes with, by name (``wq``, ``bq``, ..., ``bo``): its
+        parameters' arrays, and ``wq = 0`` for a constant query."""
+        arrays = {n: p.data for n, p in vars(self).items() if isinstance(p, Parameter)}
+        if self.query == "constant":
+            arrays["wq"] = xp_of(arrays["wk"]).zeros_like(arrays["wk"])
+        return arrays
 
     def forward(self, x: Array, mask: Array | None, hooks: Hooks = NO_HOOKS) -> Array:
-        y, self._cache = A.mha_forward(x, self._params(), self.n_heads, mask, hooks)
+        y, self._cache = A.mha_forward(x, self.arrays(), self.n_heads, mask, hooks)
         self.pattern = self._cache[0]
         return y
 
     def backward(self, dy: Array) -> Array:
         dx, grads = A.mha_backward(dy, self._cache)
         for name, g in grads.items():
-            getattr(self, name).accumulate(g)
+            if name != "wq" or self.query == "stream":  # a constant query's W_q = 0 is fixed
+                getattr(self, name).accumulate(g)
         return dx
 
 

@@ -98,27 +98,35 @@ def write_dyck1(vocab: tuple[str, ...], max_len: int) -> lang.Node:
     return sequence_map(lambda s, f: "F" if f == "F" else s, state, failed).named("dyck1")
 
 
+BRACKETS = {"(": "round_open", ")": "round_close", "{": "curly_open", "}": "curly_close"}
+"""Dyck-2's brackets and the names its program gives their variables."""
+
+
 def write_dyck2(vocab: tuple[str, ...], max_len: int) -> lang.Node:
-    """Dyck-2 per prefix (causal): the depth after each bracket; a closing bracket finds its
-    opener (the nearest earlier opening bracket entered at the depth it leaves) and checks the
-    type; a prefix fails once the depth goes below 0 or a type mismatches."""
-    pair = {")": "(", "}": "{"}
+    """Dyck-2 per prefix (causal), by counting alone: the depth after each bracket; each
+    bracket's level (the depth outside it) kept per bracket type; at a closing bracket, the
+    openings and closings of each type at its level so far, equal for both types exactly when it
+    closes the type its opener opened (between a level's opening bracket and its closing one,
+    every bracket lies deeper); a prefix fails once the depth goes below 0 or a count differs,
+    and stays failed."""
     side = map(lambda t: "open" if t in "({" else "close" if t in ")}" else "", tokens).named(
         "side")
     opened = selector_width(select(side, side, lambda k, q: k == "open")).named("opened")
     closed = selector_width(select(side, side, lambda k, q: k == "close")).named("closed")
-    depth = sequence_map(lambda o, c: str(o - c) if o >= c else "neg", opened,
-                         closed).named("depth")
-    enters = sequence_map(lambda d, t: str(int(d) - 1) if t in "({" and d != "neg" else "",
-                          depth, tokens).named("enters")
-    leaves = sequence_map(lambda d, t: d + t if t in pair else "", depth, tokens).named("leaves")
-    opener = aggregate(select(enters, leaves, lambda k, q: q[-1:] in pair and k == q[:-1]),
-                       tokens).named("opener")
-    bad = sequence_map(lambda m, q: "F" if q.startswith("neg") or (q and pair[q[-1]] != m)
-                       else "", opener, leaves).named("bad")
-    failed = aggregate(select(bad, tokens, lambda k, q: k == "F"), bad).named("failed")
-    return sequence_map(lambda d, f: "F" if f == "F" or d == "neg" else "T" if d == "0" else "P",
-                        depth, failed).named("dyck2")
+    depth = sequence_map(lambda o, c: o - c if o >= c else "neg", opened, closed).named("depth")
+    level = {b: sequence_map(lambda d, t, b=b: "" if t != b or d == "neg" else d - (b in "({"),
+                             depth, tokens).named(f"level_{name}") for b, name in BRACKETS.items()}
+    leaves = sequence_map(lambda d, t: d if t in ")}" and d != "neg" else "", depth,
+                          tokens).named("leaves")
+    at_level = {b: selector_width(select(level[b], leaves, lambda k, q: q != "" and k == q))
+                for b in "(){}"}
+    kept = [sequence_map(lambda a, b: "" if a == b else "F", at_level[o], at_level[c])
+            for o, c in ("()", "{}")]
+    bad = sequence_map(lambda x, y: x or y, *kept).named("bad")
+    negative = selector_width(select(depth, tokens, lambda k, q: k == "neg")).named("negative")
+    mismatched = selector_width(select(bad, tokens, lambda k, q: k == "F")).named("mismatched")
+    failed = sequence_map(lambda n, m: "F" if n or m else "", negative, mismatched)
+    return sequence_map(lambda d, f: f or ("T" if d == 0 else "P"), depth, failed).named("dyck2")
 
 
 def _fold(nodes: list[lang.Node], f: Callable[[Any, Any], Any]) -> lang.Node:

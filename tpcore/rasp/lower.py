@@ -2,11 +2,15 @@
 
 Layer assignment (:func:`assign`) follows what each module of a layer can read: a layer's heads
 read the categorical and numerical variables written before the layer; its categorical MLPs also
-read the outputs of its categorical heads, its numerical MLPs those of its numerical heads. Each
-module goes into the first layer where everything it reads is there (its dependency depth), and
-gets the next index among the modules of its kind in that layer (in the order the program lists
-them), which names it as the model does: ``attn_{l}_{h}``, ``num_attn_{l}_{h}``, ``mlp_{l}_{i}``,
-``num_mlp_{l}_{i}``, writing ``{name}_outputs``.
+read the outputs of its categorical heads, its numerical MLPs those of its numerical heads. A
+module's layer lies between its earliest (the first layer where everything it reads is there:
+its dependency depth; the deepest module sets how many layers the program needs) and its latest
+(the last layer that still leaves each module reading it a layer it can sit in). Every layer of
+a Transformer Program carries as many modules of a kind as its widest layer, so within those
+windows the modules are spread to keep the widest layer narrow (:func:`spread`). Each module
+then gets the next index among the modules of its kind in its layer (in the order the program
+lists them), which names it as the model does: ``attn_{l}_{h}``, ``num_attn_{l}_{h}``,
+``mlp_{l}_{i}``, ``num_mlp_{l}_{i}``, writing ``{name}_outputs``.
 
 The widths (:class:`Layout`): ``k`` (the values of an MLP output) is the largest number of labels
 an MLP gives, and grows by one where a head needs a key index that no key value takes (a query
@@ -30,6 +34,8 @@ KIND_OF = {("aggregate", lang.CATEGORICAL): "attn", ("aggregate", lang.NUMERICAL
            ("map", lang.CATEGORICAL): "mlp", ("map", lang.NUMERICAL): "num_mlp"}
 """The model's module kind of each primitive, by the kind of what it reads (a head: of its
 values; an MLP: of its inputs)."""
+KINDS = ("attn", "num_attn", "mlp", "num_mlp")
+"""The module kinds in a layer's execution order."""
 
 
 @dataclass(frozen=True)
@@ -67,35 +73,103 @@ def module_kind(node: lang.Node) -> str:
     return KIND_OF["map", node.parents[0].kind]
 
 
-def assign(program: lang.Program) -> dict[lang.Node, Placed]:
-    """The place of every module node (module docstring)."""
+def assign(program: lang.Program, layers: int | None = None) -> dict[lang.Node, Placed]:
+    """The place of every module node in a model of ``layers`` layers (None: as many as the
+    program needs; fewer raises, naming the chain of modules that needs them; module
+    docstring)."""
+    kinds = {n: module_kind(n) for n in program.nodes if not isinstance(n, lang.Input)}
+    first: dict[lang.Node, int] = {}
+    for node, kind in kinds.items():  # program.nodes lists parents first
+        first[node] = max((earliest(kind, kinds[p], first[p]) for p in node.parents if p in kinds),
+                          default=0)
+    needed = 1 + max(first.values(), default=0)
+    if layers is not None and layers < needed:
+        chain = " -> ".join(f"{n.name} (layer {first[n]})" for n in deepest_chain(kinds, first))
+        raise TpcoreError(f"program {program.name!r} needs {needed} layers, not {layers}: "
+                          f"{chain}")
+    layer = spread(kinds, needed if layers is None else layers)
     placed: dict[lang.Node, Placed] = {}
     used: dict[tuple[int, str], int] = {}
-    for node in program.nodes:
-        if isinstance(node, lang.Input):
-            continue
-        kind = module_kind(node)
-        layer = max([earliest(kind, placed[p]) for p in node.parents if p in placed],
-                    default=0)
-        index = used.get((layer, kind), 0)
-        used[layer, kind] = index + 1
-        placed[node] = Placed(layer, kind, index)
+    for node, kind in kinds.items():
+        index = used.get((layer[node], kind), 0)
+        used[layer[node], kind] = index + 1
+        placed[node] = Placed(layer[node], kind, index)
     return placed
+
+
+def spread(kinds: dict[lang.Node, str], layers: int) -> dict[lang.Node, int]:
+    """A layer for each module (``kinds``: the module nodes, parents first, and their kinds) in
+    ``layers`` layers, keeping the most modules of each kind in one layer small.
+
+    Each module's latest layer comes from the modules reading it, last to first. Then, for
+    widths starting at ``ceil(modules of the kind / layers)``: layer by layer, heads before
+    MLPs, the modules whose inputs are there are placed, those with the earliest latest layer
+    first, up to the kind's width; when a module is left past its latest layer, its kind's width
+    grows by one and the layers are filled again. The widths only grow, and at the widths of
+    placing every module in its earliest layer nothing is left behind, so this ends."""
+    readers: dict[lang.Node, list[lang.Node]] = {n: [] for n in kinds}
+    for node in kinds:
+        for p in node.parents:
+            if p in kinds:
+                readers[p].append(node)
+    latest: dict[lang.Node, int] = {}
+    for node in reversed(kinds):
+        latest[node] = min((latest[r] - (earliest(kinds[r], kinds[node], 0) == 1)
+                            for r in readers[node]), default=layers - 1)
+    order = {n: i for i, n in enumerate(kinds)}
+    width = {kind: -(-sum(k == kind for k in kinds.values()) // layers) for kind in KINDS}
+    while True:
+        layer: dict[lang.Node, int] = {}
+        late = None
+        for here in range(layers):
+            for kind in KINDS:
+                ready = sorted((n for n, k in kinds.items() if k == kind and n not in layer
+                                and all(p in layer and earliest(kind, kinds[p], layer[p]) <= here
+                                        for p in n.parents if p in kinds)),
+                               key=lambda n: (latest[n], order[n]))
+                layer.update((n, here) for n in ready[: width[kind]])
+                late = next((n for n in ready[width[kind]:] if latest[n] <= here), None)
+                if late is not None:
+                    break
+            if late is not None:
+                break
+        if late is None:
+            return layer
+        width[kinds[late]] += 1
+
+
+def deepest_chain(kinds: dict[lang.Node, str], first: dict[lang.Node, int]) -> list[lang.Node]:
+    """The modules that make the program as deep as it is (``first``: each module's earliest
+    layer): from a module in the last layer back through, at each step, a module it reads that
+    holds it in its layer."""
+    node = max(first, key=first.get)
+    chain = [node]
+    while True:
+        ups = [p for p in node.parents
+               if p in kinds and earliest(kinds[node], kinds[p], first[p]) == first[node]]
+        if not ups or first[node] == 0:
+            return chain[::-1]
+        node = ups[0]
+        chain.append(node)
+
+
+def earliest(kind: str, parent_kind: str, parent_layer: int) -> int:
+    """The first layer where a module of ``kind`` can read what a module of ``parent_kind`` in
+    ``parent_layer`` writes: its own layer for an MLP reading a head of its kind, else the next
+    one."""
+    same_layer = (kind, parent_kind) in (("mlp", "attn"), ("num_mlp", "num_attn"))
+    return parent_layer if same_layer else parent_layer + 1
 
 
 def layout(program: lang.Program, placed: dict[lang.Node, Placed],
            layers: int | None = None) -> Layout:
-    """The widths and counts of the model ``program`` needs (module docstring), with ``layers``
-    layers (None: as many as it needs; more: the last ones compute nothing it uses)."""
+    """The widths and counts of the model ``program`` needs with its modules ``placed``
+    (module docstring), with ``layers`` layers (None: as many as the placement uses; more: the
+    last ones compute nothing it uses)."""
     needed = 1 + max((p.layer for p in placed.values()), default=0)
-    if layers is not None and layers < needed:
-        chain = " -> ".join(f"{n.name} (layer {placed[n].layer})"
-                            for n in deepest_chain(placed))
-        raise TpcoreError(f"program {program.name!r} needs {needed} layers, not {layers}: "
-                          f"{chain}")
-    layers = needed if layers is None else layers
+    layers = needed if layers is None else max(layers, needed)
     counts = {kind: 1 + max((p.index for p in placed.values() if p.kind == kind), default=-1)
-              for kind in ("attn", "num_attn", "mlp", "num_mlp")}
+              for kind in KINDS}
     k = max([2] + [len(r.values) for n, r in program.nodes.items() if isinstance(n, lang.Map)])
     while True:
         d = max(len(program.vocab), program.max_len, k)
@@ -104,28 +178,6 @@ def layout(program: lang.Program, placed: dict[lang.Node, Placed],
         if not full:
             return Layout(layers, counts, k)
         k = d + 1
-
-
-def deepest_chain(placed: dict[lang.Node, Placed]) -> list[lang.Node]:
-    """The modules that make the program as deep as it is: from a module in the last layer
-    back through, at each step, a module it reads that holds it in its layer."""
-    node = max(placed, key=lambda n: placed[n].layer)
-    chain = [node]
-    while True:
-        here = placed[node]
-        ups = [p for p in node.parents
-               if p in placed and earliest(here.kind, placed[p]) == here.layer]
-        if not ups or here.layer == 0:
-            return chain[::-1]
-        node = ups[0]
-        chain.append(node)
-
-
-def earliest(kind: str, parent: Placed) -> int:
-    """The first layer where a module of ``kind`` can read what ``parent`` writes: its own
-    layer for an MLP reading a head of its kind, else the next one."""
-    same_layer = (kind, parent.kind) in (("mlp", "attn"), ("num_mlp", "num_attn"))
-    return parent.layer if same_layer else parent.layer + 1
 
 
 def variable_name(node: lang.Node, placed: dict[lang.Node, Placed]) -> str:
@@ -175,4 +227,4 @@ def default_entry(table: np.ndarray) -> int:
 def _model_order(p: Placed) -> tuple[int, int, int]:
     """Execution order in the model: by layer, then categorical heads, numerical heads,
     categorical MLPs, numerical MLPs, then index."""
-    return p.layer, ("attn", "num_attn", "mlp", "num_mlp").index(p.kind), p.index
+    return p.layer, KINDS.index(p.kind), p.index

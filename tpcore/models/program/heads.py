@@ -49,7 +49,7 @@ class HeadReads:
     def forward(self, x: Array, noise: ops.Noise, gate_tau: float | None) -> Array:
         pi, gates_cache = ops.sample(self.gates.data, noise(self.gates.shape), gate_tau)
         self.cache = (x, pi, gates_cache)
-        return ops.read_forward(x, pi)
+        return ops.read_forward(x, pi, hard=gate_tau is None)
 
     def backward(self, dr: Array) -> Array:
         x, pi, gates_cache = self.cache
@@ -134,7 +134,7 @@ class NumericalHeads:
                 tau: float | None, gate_tau: float | None, hooks: Hooks) -> Array:
         pi, gates_cache = ops.sample(self.value_gates.data, noise(self.value_gates.shape),
                                      gate_tau)
-        v = ops.read_forward(xn, pi)
+        v = ops.read_forward(xn, pi, hard=gate_tau is None)
         p, pred_cache = ops.sample(self.pred.data, noise(self.pred.shape), tau)
         out, attn_cache = ops.num_attention_forward(q, k, v, p, mask, hooks, self.patterns)
         self.cache = (xn, pi, gates_cache, pred_cache, attn_cache)

@@ -57,7 +57,7 @@ class Mlps:
     def forward(self, s: Array, noise: ops.Noise, tau: float | None,
                 gate_tau: float | None) -> Array:
         pi, gates_cache = ops.sample(self.gates.data, noise(self.gates.shape), gate_tau)
-        x = self.inputs(ops.read_forward(s, pi))
+        x = self.inputs(ops.read_forward(s, pi, hard=gate_tau is None))
         m, t, _ = x.shape
         y, mlp_cache = ops.mlp_forward(x, self.w1.data, self.b1.data, self.w2.data,
                                        self.b2.data, noise((m, t, self.w2.shape[-1])), tau)

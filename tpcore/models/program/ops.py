@@ -53,13 +53,17 @@ def sample_backward(dy: Array, cache: tuple | None) -> Array:
     return softmax_backward(dy, cache)
 
 
-def read_forward(x: Array, pi: Array) -> Array:
+def read_forward(x: Array, pi: Array, hard: bool = False) -> Array:
     """``G`` gated mixtures of the stream's variables: ``R[g] = sum_m pi[g, m] X[m]``.
 
     ``x: (m, B, N, d)``, ``pi: (G, m)`` -> ``R: (G, B, N, d)``. With one-hot ``pi`` this selects
-    one variable per gate (the read matrix ``[pi_1 I; ...; pi_m I]`` of the paper). Numerical
-    streams ``(p, B, N)`` read the same way.
+    one variable per gate (the read matrix ``[pi_1 I; ...; pi_m I]`` of the paper); ``hard``
+    says ``pi`` is one-hot (the discrete mode), and the chosen variables are then gathered,
+    ``R[g] = X[argmax pi[g]]``: the same numbers without a product over every variable.
+    Numerical streams ``(p, B, N)`` read the same way.
     """
+    if hard:
+        return x[pi.argmax(axis=1)]
     return (pi @ x.reshape(x.shape[0], -1)).reshape(pi.shape[0], *x.shape[1:])
 
 
