@@ -87,6 +87,8 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("trees", "bp"): {},
     ("reproduce", "counting"): {"--budget": ["smoke"], "--epochs": ["1"]},
     ("reproduce", "table1"): {"--budget": ["smoke"], "--tasks": ["hist"], "--epochs": ["1"]},
+    ("reproduce", "table3"): {"--budget": ["smoke"], "--tasks": ["sort"], "--epochs": ["3"],
+                              "--jobs": ["1"]},
     ("reproduce", "table5"): {"--budget": ["smoke"]},
     ("reproduce", "compiled-programs"): {"--budget": ["smoke"], "--tasks": ["hist"]},
     ("program", "compile"): {},

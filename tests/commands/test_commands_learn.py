@@ -107,6 +107,14 @@ def test_cli_sweep_halving_prints_rungs_and_json_has_them(tmp_path, capsys):
     assert [r["run"] for r in doc["runs"]] == doc["halving"]["rungs"][0]["survivors"]
 
 
+
+def test_cli_sweep_categorical_only_trains_no_numerical_module(tmp_path, capsys):
+    argv = ["sweep", "sort", "--layers", "1", "--heads", "3", "--mlps", "1", "--seeds", "0",
+            "--categorical-only", "--epochs", "1", "--n-samples", "200", "--batch-size", "64",
+            "--jobs", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "| L1_H3+0_M1+0_s0 * | 1 | 3 | 1 |" in capsys.readouterr().out
+
 def _solution(tmp_path, size):
     from tpcore.experiments.table5 import solution
     from tpcore.programs import ir

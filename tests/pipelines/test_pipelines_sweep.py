@@ -30,6 +30,15 @@ MEASURED = ("train_seconds", "ms_per_step", "ms_per_step_by_tenth", "peak_rss_mb
             "program")
 
 
+def test_grid_splits_heads_and_mlps_or_keeps_them_categorical():
+    base = LearnConfig(task="sort")
+    split = grid(base, [2], [5], [3], [0])
+    assert [run_name(c) for c in split] == ["L2_H3+2_M2+1_s0"]
+    only = grid(base, [2, 3], [4], [2], [0, 1], categorical_only=True)
+    assert [run_name(c) for c in only] == ["L2_H4+0_M2+0_s0", "L2_H4+0_M2+0_s1",
+                                            "L3_H4+0_M2+0_s0", "L3_H4+0_M2+0_s1"]
+
+
 @pytest.mark.parametrize("epochs,every,eta,rungs,expected", [
     (250, 10, 3, 3, [30, 80, 250]),     # the paper budget: 250/9 and 250/3 on evaluations
     (250, 10, 3, 4, [10, 30, 80, 250]),

@@ -28,9 +28,10 @@ from tpcore.commands.options import (
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
 from tpcore.io import write_text
+from tpcore.pipelines import learn as learn_pipeline
 from tpcore.pipelines.compile_task import compile_task
 from tpcore.pipelines.decompile import load_program
-from tpcore.pipelines.learn import LearnConfig, is_run, make_data, recorded_run
+from tpcore.pipelines.learn import LearnConfig, is_run, recorded_run
 from tpcore.pipelines.score import evaluate_on_data, evaluate_on_task
 from tpcore.programs import describe, ir, prune, reads
 from tpcore.programs.interpret import check_tokens, predict, run_tokens
@@ -120,7 +121,8 @@ def _eval(args: argparse.Namespace) -> int:
     own = (run is not None and args.task in (None, run.task) and args.n_samples is None
            and args.data_seed is None)
     if own:
-        r = {**evaluate_on_data(p, make_data(run), args.split, engine), "data": "the run's own"}
+        r = {**evaluate_on_data(p, learn_pipeline.make_data(run), args.split, engine),
+             "data": "the run's own"}
     else:
         task = args.task or (run.task if run is not None else None)
         if task is None:

@@ -39,12 +39,13 @@ from tpcore.experiments import (
     published_programs,
     sorting,
     table1,
+    table3,
     table5,
 )
 from tpcore.experiments.options import Option, Reproduction
 
 EXPERIMENTS: dict[str, ModuleType] = {
-    "table1": table1, "program-lengths": program_lengths, "counting": counting,
+    "table1": table1, "table3": table3, "program-lengths": program_lengths, "counting": counting,
     "sorting": sorting, "looped": looped, "fleq": fleq, "bp-table": bp_table,
     "hierarchy": hierarchy, "grammar-learning": grammar_learning, "ner-demo": ner_demo,
     "classify-demo": classify_demo, "table5": table5, "published-programs": published_programs,

@@ -4,6 +4,9 @@ Runs go to ``OUT/<run>`` (default ``runs/sweep/TASK``); rerunning resumes (finis
 the same settings are read back; a run of other settings is refused unless ``--overwrite``).
 Writes ``sweep.json`` and ``sweep.md``; the selected run has the best validation accuracy.
 
+``--categorical-only`` makes every head and MLP categorical (the heads and MLPs per layer are
+then all categorical ones), as the paper's Table 3 does.
+
 ``--halving ETA`` runs successive halving instead of every run to the end: all configurations
 train the first 1/ETA^(R-1) of their epochs (``--rungs R``, default 3), the best 1/ETA go on
 ETA times as long, and so on; only the last rung's survivors finish. Continued runs resume
@@ -31,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="heads per layer, split evenly categorical/numerical")
     p.add_argument("--mlps", type=positive_int, nargs="+", default=[2, 4],
                    help="MLPs per layer, split evenly categorical/numerical")
+    p.add_argument("--categorical-only", action="store_true",
+                   help="every head and MLP categorical, none numerical (the paper's Table 3)")
     p.add_argument("--seeds", type=nonnegative_int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--jobs", type=positive_int, default=2, help="local worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port) instead of "
@@ -51,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     base = config_from_args(args)
-    configs = grid(base, args.layers, args.heads, args.mlps, args.seeds)
+    configs = grid(base, args.layers, args.heads, args.mlps, args.seeds, args.categorical_only)
     for c in configs:
         c.check()
     if not args.scheduler:

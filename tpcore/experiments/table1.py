@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,22 +117,24 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+SEEDS = Option("--seeds", "override the budget's seeds", "index", nargs="+")
+SWEEP_OPTIONS = (
+    Option("--jobs", "local worker processes", "count", default=1),
+    Option("--scheduler", "Dask scheduler address"),
+    OVERWRITE,
+    Option("--halving", "successive halving of each task's sweep: keep the best 1/ETA of the "
+           "runs at each rung (ETA >= 2; e.g. --budget paper --halving 3 trains 27.5%% of the "
+           "full grid's epochs; default: every run to the end)", "count", metavar="ETA"),
+    Option("--rungs", "rungs of --halving, the first 1/ETA^(RUNGS-1) of the epochs long "
+           "(default 3)", "count", default=3))
+"""How each task's sweep runs: the options table1 shares with table3."""
 CLI = Reproduction(
     "Transformer Programs paper, Table 1 (RASP tasks + in-context task)", "results/table1",
     "small", "smoke: pipeline check; small: 2 layers, 2+2 heads, 1+1 MLPs, 1 seed, 60 epochs; "
     "medium: the paper's architecture per task, 3 seeds, 250 epochs; paper: full grid, 5 seeds "
     "(seeds counted from --seed)",
-    (EPOCHS,
-     Option("--seeds", "override the budget's seeds", "index", nargs="+"),
-     Option("--tasks", "subset of tasks (default: all eight)", nargs="+"),
-     Option("--jobs", "local worker processes", "count", default=1),
-     Option("--scheduler", "Dask scheduler address"),
-     OVERWRITE,
-     Option("--halving", "successive halving of each task's sweep: keep the best 1/ETA of the "
-            "runs at each rung (ETA >= 2; e.g. --budget paper --halving 3 trains 27.5%% of the "
-            "full grid's epochs; default: every run to the end)", "count", metavar="ETA"),
-     Option("--rungs", "rungs of --halving, the first 1/ETA^(RUNGS-1) of the epochs long "
-            "(default 3)", "count", default=3)))
+    (EPOCHS, SEEDS, Option("--tasks", "subset of tasks (default: all eight)", nargs="+"),
+     *SWEEP_OPTIONS))
 """``tpcore reproduce table1``'s face (:mod:`tpcore.experiments.options`)."""
 
 
@@ -153,43 +156,72 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     and cost)."""
     tasks = tuple(task_name(t) for t in tasks) if tasks else TASKS
     out = check_out_dir(out)
-    command = (f"tpcore reproduce table1 --budget {budget.name}"
-               + (f" --tasks {' '.join(tasks)}" if tasks != TASKS else "")
-               + (f" --epochs {epochs}" if epochs else "")
-               + (f" --seed {seed}" if seed else "")
-               + (f" --seeds {' '.join(map(str, seeds))}" if seeds else "")
-               + (f" --halving {halving}" if halving else "")
-               + (f" --rungs {rungs}" if halving and rungs != 3 else ""))
-    path = out / "table1.json"
+    command = command_line("table1", budget, tasks, TASKS, epochs, seed, seeds, halving, rungs)
     result: dict[str, Any] = {}
     for task in tasks:
         configs = configs_for(task, budget, epochs, seeds, seed)
-        swept = sweep(configs, out / "runs" / task, jobs=jobs, scheduler=scheduler,
-                      overwrite=overwrite, halving=halving, rungs=rungs)
-        best = swept["selected"]
-        row = {"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
-               "selected": best, "test_acc": 100 * best["test_acc"], "paper": PAPER[task],
-               "target": TARGETS[task], "epochs": configs[0].epochs,
-               "seeds": sorted({c.seed for c in configs}),
-               "success": sum(100 * r["test_acc"] >= PAPER[task] - 1 for r in swept["runs"]),
-               "finished": len(swept["runs"]), "wall_seconds": swept["wall_seconds"]}
-        if "halving" in swept:
-            h = swept["halving"]
-            row["halving"] = {"eta": h["eta"], "epochs": h["epochs"],
-                              "runs": [len(r["runs"]) for r in h["rungs"]] + [len(swept["runs"])],
-                              "epochs_trained": h["epochs_trained"],
-                              "epochs_full_grid": h["epochs_full_grid"]}
-        # re-read before writing: another command may have added rows meanwhile
-        result = json.loads(path.read_text()) if path.is_file() else {}
-        if result.get("budget") != budget.name:
-            result = {"budget": budget.name, "commands": [], "tasks": [], "seconds": 0.0}
-        rows = {r["task"]: r for r in result["tasks"]} | {task: row}
-        result["tasks"] = [rows[t] for t in TASKS if t in rows]
-        result["commands"] = [c for c in result["commands"] if c != command] + [command]
-        result["seconds"] = sum(r["wall_seconds"] for r in result["tasks"])
-        write_json(path, result)
-        write_text(out / "table1.md", table(result["tasks"]) + "\n")
+        row = sweep_row(task, configs, out / "runs" / task, PAPER[task], jobs, scheduler,
+                        overwrite, halving, rungs) | {"target": TARGETS[task]}
+        result = save_row(out / "table1.json", budget, command, row, TASKS, table)
     draw_or_note(lambda: figures(result, out))
+    return result
+
+
+def command_line(name: str, budget: Budget, tasks: tuple[str, ...], every: tuple[str, ...],
+                 epochs: int | None, seed: int, seeds: list[int] | None, halving: int | None,
+                 rungs: int) -> str:
+    """The ``tpcore reproduce NAME`` command of these settings (``--tasks`` only where
+    ``tasks`` are not ``every`` task of the study)."""
+    return (f"tpcore reproduce {name} --budget {budget.name}"
+            + (f" --tasks {' '.join(tasks)}" if tasks != every else "")
+            + (f" --epochs {epochs}" if epochs else "")
+            + (f" --seed {seed}" if seed else "")
+            + (f" --seeds {' '.join(map(str, seeds))}" if seeds else "")
+            + (f" --halving {halving}" if halving else "")
+            + (f" --rungs {rungs}" if halving and rungs != 3 else ""))
+
+
+def sweep_row(task: str, configs: list[LearnConfig], out: Path, paper: float, jobs: int = 1,
+              scheduler: str | None = None, overwrite: bool = False,
+              halving: int | None = None, rungs: int = 3) -> dict[str, Any]:
+    """Sweep ``configs`` of ``task`` into ``out`` (:func:`tpcore.pipelines.sweep.sweep`) and
+    return the table's row: the ``selected`` run (best validation token accuracy), its
+    ``test_acc`` in percent beside ``paper``'s, the ``success`` count (finished runs within a
+    point of ``paper``) of the ``finished`` ones, the sweep's ``wall_seconds`` and, with
+    ``halving``, its rungs' sizes and cost."""
+    swept = sweep(configs, out, jobs=jobs, scheduler=scheduler, overwrite=overwrite,
+                  halving=halving, rungs=rungs)
+    best = swept["selected"]
+    row = {"task": task, "n": DEFAULTS.get(task, (8, 8))[1], "runs": len(configs),
+           "selected": best, "test_acc": 100 * best["test_acc"], "paper": paper,
+           "epochs": configs[0].epochs, "seeds": sorted({c.seed for c in configs}),
+           "success": sum(100 * r["test_acc"] >= paper - 1 for r in swept["runs"]),
+           "finished": len(swept["runs"]), "wall_seconds": swept["wall_seconds"]}
+    if "halving" in swept:
+        h = swept["halving"]
+        row["halving"] = {"eta": h["eta"], "epochs": h["epochs"],
+                          "runs": [len(r["runs"]) for r in h["rungs"]] + [len(swept["runs"])],
+                          "epochs_trained": h["epochs_trained"],
+                          "epochs_full_grid": h["epochs_full_grid"]}
+    return row
+
+
+def save_row(path: Path, budget: Budget, command: str, row: dict[str, Any],
+             order: tuple[str, ...], render: Callable[[list[dict[str, Any]]], str]
+             ) -> dict[str, Any]:
+    """Add ``row`` (replacing its task's) to the results at ``path`` (a JSON, read again first:
+    another command may have added rows meanwhile; results of another budget are started
+    afresh), its tasks in ``order``, ``command`` last among the ``commands``; write the JSON
+    and, beside it with the suffix ``.md``, ``render(rows)``. Returns the results."""
+    result = json.loads(path.read_text()) if path.is_file() else {}
+    if result.get("budget") != budget.name:
+        result = {"budget": budget.name, "commands": [], "tasks": [], "seconds": 0.0}
+    rows = {r["task"]: r for r in result["tasks"]} | {row["task"]: row}
+    result["tasks"] = [rows[t] for t in order if t in rows]
+    result["commands"] = [c for c in result["commands"] if c != command] + [command]
+    result["seconds"] = sum(r["wall_seconds"] for r in result["tasks"])
+    write_json(path, result)
+    write_text(path.with_suffix(".md"), render(result["tasks"]) + "\n")
     return result
 
 

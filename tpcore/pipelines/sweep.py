@@ -7,7 +7,8 @@ runs of the same configuration. A run directory holding another configuration (s
 ``epochs``) is refused before anything is trained, unless ``overwrite`` retrains it.
 
 The paper's grid: layers {2, 3} x heads {4, 8} x MLPs {2, 4} x 5 seeds, heads and MLPs split
-evenly between categorical and numerical. Selection: best validation token accuracy.
+evenly between categorical and numerical (its Table 3: all categorical). Selection: best
+validation token accuracy.
 
 *Successive halving* (``sweep(..., halving=ETA, rungs=R)``, :func:`halve`) spends less: rung 0
 trains every configuration for the first ``1/ETA^(R-1)`` of its epochs (rounded to a multiple of
@@ -61,17 +62,19 @@ WORKER_IMPORT = "import tpcore.pipelines.sweep"
 
 
 def grid(base: LearnConfig, layers: Iterable[int], heads: Iterable[int], mlps: Iterable[int],
-         seeds: Iterable[int]) -> list[LearnConfig]:
+         seeds: Iterable[int], categorical_only: bool = False) -> list[LearnConfig]:
     """Every combination; ``heads``/``mlps`` are totals per layer split evenly (categorical gets
-    the larger half of an odd count)."""
+    the larger half of an odd count), or, ``categorical_only``, all categorical (no numerical
+    heads or MLPs: the paper's Table 3)."""
     out = []
     for n_layers in layers:
         for h in heads:
             for m in mlps:
+                num_h, num_m = (0, 0) if categorical_only else (h // 2, m // 2)
                 for seed in seeds:
                     out.append(dataclasses.replace(
-                        base, n_layers=n_layers, n_cat_heads=h - h // 2, n_num_heads=h // 2,
-                        n_cat_mlps=m - m // 2, n_num_mlps=m // 2, seed=seed))
+                        base, n_layers=n_layers, n_cat_heads=h - num_h, n_num_heads=num_h,
+                        n_cat_mlps=m - num_m, n_num_mlps=num_m, seed=seed))
     return out
 
 
