@@ -155,14 +155,30 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     ``rungs``: successive halving of each sweep (the row's ``halving`` holds its rungs' sizes
     and cost)."""
     tasks = tuple(task_name(t) for t in tasks) if tasks else TASKS
+    return sweep_tasks("table1", budget, out, seed, tasks, TASKS, PAPER, configs_for, table,
+                       epochs, seeds, jobs, scheduler, overwrite, halving, rungs,
+                       extra=lambda task: {"target": TARGETS[task]})
+
+
+def sweep_tasks(name: str, budget: Budget, out: Path, seed: int, tasks: tuple[str, ...],
+                every: tuple[str, ...], paper: dict[str, float],
+                configs: Callable[..., list[LearnConfig]],
+                render: Callable[[list[dict[str, Any]]], str], epochs: int | None,
+                seeds: list[int] | None, jobs: int, scheduler: str | None, overwrite: bool,
+                halving: int | None, rungs: int,
+                extra: Callable[[str], dict[str, Any]] = lambda task: {}) -> dict[str, Any]:
+    """The loop of ``tpcore reproduce NAME`` for a table of task sweeps (Tables 1 and 3): for
+    each of ``tasks`` (of ``every``, the table's order), sweep ``configs(task, budget, epochs,
+    seeds, seed)`` into ``out/runs/<task>`` (:func:`sweep_row`, against ``paper[task]``), add
+    ``extra(task)`` to its row and save it into ``out/NAME.json`` and ``.md`` (:func:`save_row`,
+    rendered by ``render``); then draw the selected runs' curves (:func:`figures`)."""
     out = check_out_dir(out)
-    command = command_line("table1", budget, tasks, TASKS, epochs, seed, seeds, halving, rungs)
+    command = command_line(name, budget, tasks, every, epochs, seed, seeds, halving, rungs)
     result: dict[str, Any] = {}
     for task in tasks:
-        configs = configs_for(task, budget, epochs, seeds, seed)
-        row = sweep_row(task, configs, out / "runs" / task, PAPER[task], jobs, scheduler,
-                        overwrite, halving, rungs) | {"target": TARGETS[task]}
-        result = save_row(out / "table1.json", budget, command, row, TASKS, table)
+        row = sweep_row(task, configs(task, budget, epochs, seeds, seed), out / "runs" / task,
+                        paper[task], jobs, scheduler, overwrite, halving, rungs) | extra(task)
+        result = save_row(out / f"{name}.json", budget, command, row, every, render)
     draw_or_note(lambda: figures(result, out))
     return result
 

@@ -33,21 +33,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tpcore.analysis.plots import draw_or_note
 from tpcore.errors import unknown_name
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.options import EPOCHS, Option, Reproduction
-from tpcore.experiments.table1 import (
-    SEEDS,
-    SWEEP_OPTIONS,
-    command_line,
-    figures,
-    save_row,
-    sweep_row,
-)
+from tpcore.experiments.table1 import SEEDS, SWEEP_OPTIONS, figures, sweep_tasks
 from tpcore.pipelines.learn import LearnConfig
 from tpcore.pipelines.sweep import PAPER_GRID, grid
-from tpcore.rundir import check_out_dir
 from tpcore.tasks.registry import task_name
 
 __all__ = ["BUDGETS", "CLI", "PAPER", "PAPER_ARCH", "TASKS", "budget", "configs_for",
@@ -151,16 +142,8 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     for t in tasks:
         if t not in TASKS:
             raise unknown_name("task of Table 3", t, TASKS)
-    out = check_out_dir(out)
-    command = command_line("table3", budget, tasks, TASKS, epochs, seed, seeds, halving, rungs)
-    result: dict[str, Any] = {}
-    for task in tasks:
-        configs = configs_for(task, budget, epochs, seeds, seed)
-        row = sweep_row(task, configs, out / "runs" / task, PAPER[task], jobs, scheduler,
-                        overwrite, halving, rungs)
-        result = save_row(out / "table3.json", budget, command, row, TASKS, table)
-    draw_or_note(lambda: figures(result, out))
-    return result
+    return sweep_tasks("table3", budget, out, seed, tasks, TASKS, PAPER, configs_for, table,
+                       epochs, seeds, jobs, scheduler, overwrite, halving, rungs)
 
 
 def report(result: dict[str, Any], out: Path) -> str:
