@@ -501,7 +501,7 @@ def test_readme_learn_sort_figures_are_the_committed_runs():
 
 def test_readme_in_context_recipe_figures_are_the_committed_runs():
     [row] = results("recipe_grow/table1.json")["tasks"]
-    packed = read_records(RESULTS / "recipe_grow" / "runs.json")  # the study's run records
+    packed = read_records(RESULTS / "recipe_grow" / "runs.json.gz")  # the study's run records
     runs = [record for name, record in sorted(packed.items())
             if name.startswith("runs/induction/")]
     seeds = [r["config"]["seed"] for r in runs]

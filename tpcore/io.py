@@ -12,6 +12,7 @@ Host-only code (NumPy and the standard library)."""
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import math
 import os
@@ -21,6 +22,7 @@ import shutil
 import socket
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -118,7 +120,12 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically."""
+    """Write ``text`` to ``path`` atomically, gzip-compressed where the name ends in ``.gz``
+    (with no time stamp, so the same text always gives the same bytes)."""
+    if str(path).endswith(".gz"):
+        with atomic_open(path, "wb") as f:
+            f.write(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+        return
     with atomic_open(path) as f:
         f.write(text)
 
@@ -203,11 +210,19 @@ TEXT_BYTES = 16 * 2**20
 
 
 def read_text(path: str | os.PathLike, what: str = "file", limit: int = TEXT_BYTES) -> str:
-    """The UTF-8 text of the regular file ``path`` (:func:`open_regular`), reading at most
-    ``limit + 1`` bytes; a larger file, or one in another encoding, raises a
-    :class:`~tpcore.errors.TpcoreError` naming it."""
+    """The UTF-8 text of the regular file ``path`` (:func:`open_regular`), decompressed where
+    the name ends in ``.gz``, reading at most ``limit + 1`` bytes of text; a larger file, a
+    damaged ``.gz`` or text in another encoding raises a :class:`~tpcore.errors.TpcoreError`
+    naming it."""
     with open_regular(path) as f:
-        data = f.read(limit + 1)
+        if str(path).endswith(".gz"):
+            try:
+                with gzip.GzipFile(fileobj=f) as z:
+                    data = z.read(limit + 1)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise TpcoreError(f"{path}: {what} is not readable gzip ({exc})") from None
+        else:
+            data = f.read(limit + 1)
     if len(data) > limit:
         raise TpcoreError(f"{path}: {what} larger than the limit of {limit:,} bytes")
     try:

@@ -96,7 +96,7 @@ def test_model_sizes_are_refused_in_one_line_naming_the_value(fields, message):
 
 
 def packed_records() -> list[tuple[str, dict]]:
-    return [(f"{path}:{key}", record) for path in sorted(RESULTS.rglob("runs.json"))
+    return [(f"{path}:{key}", record) for path in sorted(RESULTS.rglob("runs.json.gz"))
             for key, record in read_records(path).items() if "config" in record]
 
 

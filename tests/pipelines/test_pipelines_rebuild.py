@@ -1,5 +1,6 @@
 """tpcore rebuild: a committed Table 1 run trained again from its record (in its folder or packed
-into a runs.json) repeats it exactly; the comparison lists what differs; bad input is one line."""
+into a runs.json.gz) repeats it exactly; the comparison lists what differs; bad input is one
+line."""
 
 import json
 import shutil
@@ -63,7 +64,7 @@ def test_a_committed_table1_run_is_rebuilt_exactly(tmp_path, capsys):
     assert result["identical"] and result["same_machine"] and result["differences"] == []
     assert (tmp_path / "again" / "model.npz").is_file()
     # the same folder again: the finished rebuild is reused, and a changed record is caught,
-    # here a record packed into a study's runs.json whose run folder is gone
+    # here a record packed into a study's runs.json.gz whose run folder is gone
     changed = tmp_path / "study" / "sweep" / "changed"
     changed.mkdir(parents=True)
     recorded["test"]["acc"] += 0.001

@@ -1,6 +1,6 @@
 """``tpcore rebuild RUN --out DIR``: train a recorded learn run again from its record
 (configuration and seed: its ``metrics.json``, or where its folder is not kept, its entry in the
-``runs.json`` of a folder above it) into a fresh folder, to get back the weights and program
+``runs.json.gz`` of a folder above it) into a fresh folder, to get back the weights and program
 that results do not keep, and compare the new run with the record.
 
 Prints whether every recorded result came back exactly (steps, selection, training history,
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rebuild", help="train a recorded run again and compare it with its "
                                        "record", description=__doc__)
     p.add_argument("run", metavar="RUN", help="a learn run's folder (holding its metrics.json, or "
-                                             "recorded in a runs.json above it)")
+                                             "recorded in a runs.json.gz above it)")
     p.add_argument("--out", required=True,
                    help="the folder to train into (new, or holding this run's rebuild)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

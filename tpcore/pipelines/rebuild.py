@@ -2,7 +2,7 @@
 compare what comes out with the record.
 
 Committed results keep each run's record (``metrics.json``: its configuration, seed, metrics and
-training history; in its folder or packed into a ``runs.json`` above it,
+training history; in its folder or packed into a ``runs.json.gz`` above it,
 :mod:`tpcore.pipelines.records`) but not its weights or program. :func:`rebuild` reads the
 configuration back (:func:`tpcore.pipelines.records.find_record`), trains it with
 :func:`tpcore.pipelines.learn.learn` into ``out`` and lists every recorded result the new run

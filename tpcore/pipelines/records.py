@@ -3,13 +3,14 @@
 A sweep or a study leaves one folder per learn run, each with its record ``metrics.json`` (the
 run's configuration, seed, training history and metrics). Results that are committed keep the
 records but not the weights, and hundreds of one-file folders cost more room than their bytes.
-:func:`pack` gathers every record under a folder into that folder's ``runs.json``::
+:func:`pack` gathers every record under a folder into that folder's ``runs.json.gz``, gzip
+compressed JSON (``gzip -dc runs.json.gz`` prints it)::
 
     {"format": "tpcore-runs", "version": 1,
      "runs": {"<run folder, relative to the packed folder>": <its metrics.json>, ...}}
 
 :func:`find_record` reads a run's record back from its own folder or, where the folder is gone,
-from the ``runs.json`` of a folder above it, so a run is named by the same path either way (as
+from the ``runs.json.gz`` of a folder above it, so a run is named by the same path either way (as
 ``tpcore rebuild`` does).
 """
 
@@ -24,14 +25,14 @@ from tpcore.errors import TpcoreError
 from tpcore.io import json_text, read_text, write_text
 from tpcore.pipelines.learn import read_metrics, recorded_config
 
-RECORDS = "runs.json"
-"""The packed records' file name."""
+RECORDS = "runs.json.gz"
+"""The packed records' file name (gzip-compressed JSON text)."""
 FORMAT = "tpcore-runs"
 VERSION = 1
 MAX_RUNS = 4096
 """Records one file holds at most."""
 RECORD_WIDTH = 160
-"""Line width of ``runs.json`` (one evaluation of a history fits a line)."""
+"""Line width of the packed JSON (one evaluation of a history fits a line)."""
 
 
 def _key(run: Path, folder: Path) -> str:
@@ -46,7 +47,7 @@ def _valid_key(key: Any) -> bool:
 
 
 def read_records(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The records of a ``runs.json`` by run path; a file that is not one (another format or
+    """The records of a ``runs.json.gz`` by run path; a file that is not one (another format or
     version, more than :data:`MAX_RUNS` records, a path leaving the folder, a record that is not
     a learn run's) raises a :class:`TpcoreError` naming it and the entry."""
     path = Path(path)
@@ -85,9 +86,9 @@ def _records_on_disk(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def pack(folder: str | Path) -> dict[str, Any]:
-    """Write ``folder/runs.json``: the records of every learn run in a folder under ``folder``
+    """Write ``folder/runs.json.gz``: the records of every learn run in a folder under ``folder``
     (hidden folders, such as paused runs, left out), added to the records an existing
-    ``runs.json`` holds (a run on disk replaces its packed record). The run folders are left
+    ``runs.json.gz`` holds (a run on disk replaces its packed record). The run folders are left
     as they are. Returns ``{"path", "runs", "on_disk", "bytes"}``."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -110,7 +111,7 @@ def pack(folder: str | Path) -> dict[str, Any]:
 
 def find_record(run: str | Path) -> tuple[dict[str, Any], str]:
     """The record of the learn run at ``run`` and where it was read: ``run/metrics.json``, or
-    where that folder holds none, the entry for ``run`` in the ``runs.json`` of the nearest
+    where that folder holds none, the entry for ``run`` in the ``runs.json.gz`` of the nearest
     folder above it that has one."""
     run = Path(run)
     if (run / "metrics.json").is_file():
