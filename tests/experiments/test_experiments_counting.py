@@ -162,3 +162,72 @@ def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, mo
     with pytest.raises(TpcoreError, match="written by another tpcore"):
         counting.run(smoke, tmp_path, 0, **kw)
     assert calls == [256]
+
+
+def _cell(task, regime, variant, acc, usage=None):
+    """A selected run as ``counting.json`` holds it, reduced to what tables and figures read."""
+    return {"task": task, "regime": regime, "variant": variant,
+            "test": {"acc": acc, "seq_acc": acc / 2}, "gate_usage": usage or {}}
+
+
+GAINS_CELLS = [
+    # a module ties the base: at or above (the paper's row ties too: 99.95 each)
+    *(_cell("hist", "base", v, a) for v, a in
+      (("none", 0.5), ("prefix", 0.5), ("experts", 0.4), ("both", 0.3))),
+    # every module below the base (the paper's too: 97.76 best against 99.88)
+    *(_cell("double_hist", "base", v, a) for v, a in
+      (("none", 0.9), ("prefix", 0.8), ("experts", 0.85), ("both", 0.7))),
+    # only the running count, which Section 5.3 does not count, beats the base
+    *(_cell("most_freq", "base", v, a) for v, a in
+      (("none", 0.6), ("prefix", 0.5), ("experts", 0.5), ("both", 0.5), ("running", 0.9))),
+    # not finished: a module missing, or the base missing
+    _cell("sort", "longer", "none", 0.5), _cell("sort", "longer", "prefix", 0.6),
+    *(_cell("reverse", "longer", v, 0.9) for v in ("prefix", "experts", "both")),
+]
+
+
+def test_module_gains_counts_finished_settings_ties_included():
+    """Section 5.3's count: only settings with the base and all three modules; a tie counts;
+    the paper's count over the same settings and over all 15 (13, as the paper says)."""
+    from tpcore.experiments.counting import PAPER_ACC
+    from tpcore.experiments.counting_figures import module_gains
+
+    gains = module_gains(GAINS_CELLS, PAPER_ACC)
+    assert gains.settings == (("hist", "base"), ("double_hist", "base"), ("most_freq", "base"))
+    assert gains.ours == (("hist", "base"),)
+    assert gains.paper == (("hist", "base"), ("most_freq", "base"))
+    assert (gains.paper_all, gains.n_paper) == (13, 15)
+    assert gains.text() == ("Best module (prefix / experts / both) at or above the base in 1 of "
+                            "3 finished settings; the paper: 2 of 3 over the same settings, "
+                            "13 of 15 over all")
+    assert module_gains(GAINS_CELLS[-5:], PAPER_ACC).settings == ()
+
+
+def test_collapsed_gate_means_every_sequence_to_one_expert():
+    from tpcore.experiments.counting_figures import collapsed
+
+    assert collapsed({"token_count": 1.0, "seen_once": 0.0})
+    assert not collapsed({"token_count": 0.9995, "seen_once": 0.0005})
+
+
+def test_counting_md_states_the_module_count(tmp_path, monkeypatch):
+    """``counting.md`` carries Section 5.3's count below the table once a setting is finished,
+    and not before."""
+    from tpcore.experiments import counting
+
+    acc = {"none": 0.5, "prefix": 0.4, "experts": 0.6, "both": 0.3}
+
+    def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None):
+        cfg = counting.learn_config(task, *counting.REGIMES[regime], budget, seed, epochs)
+        return {**_cell(task, regime, variant, acc[variant]), "seed": seed, "epochs": cfg.epochs,
+                "n_train": budget["n_train"], "seconds": 0.0, "selected_at_step": 1,
+                "val": {"acc": 0.5}, "config": cfg.settings()}
+
+    monkeypatch.setattr(counting, "train_run", fake_run)
+    monkeypatch.setattr(counting, "figures", lambda result, out: [])
+    kw = dict(epochs=2, cells=(("sort", "base"),), lengthgen=())
+    counting.run(counting.budget("smoke"), tmp_path, 0, variants=("none", "prefix"), **kw)
+    assert "at or above the base" not in (tmp_path / "counting.md").read_text()
+    counting.run(counting.budget("smoke"), tmp_path, 0, variants=tuple(acc), **kw)
+    assert ("at or above the base in 1 of 1 finished settings; the paper: 1 of 1 over the same "
+            "settings, 13 of 15 over all.") in (tmp_path / "counting.md").read_text()

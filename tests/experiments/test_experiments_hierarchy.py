@@ -75,9 +75,10 @@ def test_reproduce_hierarchy_reuses_only_its_own_encoder_and_table(tmp_path, mon
     assert "lr: 1.0 recorded, 0.003 requested" in capsys.readouterr().err
 
 
-def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path):
+def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path, monkeypatch):
     """``--long-samples`` sets the root-long run's training-set size; it is reported and kept
     apart from a run of the same steps on the budget's P."""
+    monkeypatch.chdir(tmp_path)  # the models are saved under runs/
     args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root-long", "--long-k",
             "1", "--out", str(tmp_path)]
     assert main(args + ["--long-samples", "3000"]) == 0

@@ -1,12 +1,26 @@
 """Transformers trained on the tree grammar and compared with exact BP at checkpoints: the runs
 of ``tpcore reproduce hierarchy`` (root classification and masked-leaf prediction).
 
+A run can stop after a wall-clock budget and go on later (:func:`train_against_bp`'s ``hours``):
+it stops at a checkpoint and keeps its paused state (:class:`tpcore.train.TrainState`: the
+parameters, Adam's moments, the steps done, the training seconds and the checkpoint history so
+far) in the hidden folder ``.<name>.partial`` beside its ``save_to``
+(:func:`tpcore.pipelines.learn_runs.paused_dir`), written as a unit with the run's settings
+recorded (:class:`tpcore.rundir.RunDir`). The same run called again resumes from there: its
+minibatches and masked positions continue where they stopped, each checkpoint's steps are seeded
+by the step they start from, so the finished run is the same, bit for bit, as one that never
+paused.
+
 Host-side orchestration (NumPy directly for bookkeeping); the models run on the active backend
 and train through :func:`tpcore.train.fit`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,16 +28,23 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import asarray, to_host
+from tpcore.backend import asarray, backend_name, to_host
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
 from tpcore.experiments.tree_grammar import paper_grammar
+from tpcore.io import read_text
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn.module import save
 from tpcore.nn.optim import Adam, Schedule, constant, cosine
+from tpcore.pipelines.learn_runs import paused_dir
+from tpcore.rundir import RECORD, RunDir, check_config, recorded_config
 from tpcore.seeds import derive_seed
 from tpcore.tasks.trees import Grammar, sample_trees, uniform_sequences
-from tpcore.train import Batch, TrainConfig, fit, shuffled_batches, supervised_step
+from tpcore.train import Batch, TrainConfig, TrainState, fit, shuffled_batches, supervised_step
+from tpcore.train_state import load_state, save_state
+
+PAUSED_REMEDY = "remove that folder to train the run afresh"
+"""What a refused paused state tells the user to do."""
 
 
 @dataclass
@@ -77,11 +98,15 @@ def mask_leaves(leaves: np.ndarray, pos: np.ndarray, q: int) -> dict[str, np.nda
     return dict(tokens=tokens, targets=leaves.astype(np.int64), mask=mask)
 
 
-def mlm_batches(leaves: np.ndarray, q: int, batch: int, seed: int) -> Iterator[Batch]:
+def mlm_batches(leaves: np.ndarray, q: int, batch: int, seed: int,
+                start: int = 0) -> Iterator[Batch]:
     """Endless shuffled MLM batches of ``leaves: (P, N)``, one uniformly drawn leaf masked per
-    sequence."""
+    sequence; ``start``: begin with batch ``start`` of that sequence, as a resumed run does (the
+    masked positions of the batches before it are drawn, not used)."""
     gen = np.random.default_rng(derive_seed(seed, "hierarchy", "masked leaves"))
-    for b in shuffled_batches({"leaves": leaves}, batch, device=False,
+    for _ in range(start):
+        gen.integers(0, leaves.shape[1], min(batch, len(leaves)))
+    for b in shuffled_batches({"leaves": leaves}, batch, device=False, start=start,
                               seed=derive_seed(seed, "hierarchy", "batches")):
         x = b["leaves"]
         yield {k: asarray(v) for k, v in mask_leaves(x, gen.integers(0, x.shape[1], len(x)),
@@ -191,33 +216,81 @@ def _from_step(schedule: Schedule, start: int) -> Schedule:
     return lambda step: schedule(start + step)
 
 
+def paused_settings(run: TreeRun, grammar: Grammar) -> dict[str, Any]:
+    """What a paused state of ``run`` records and must match to be resumed: the run's settings,
+    the grammar (SHA-256 of ``M`` and ``p0`` as float64) and the backend (its arithmetic, and
+    the step noise of :func:`tpcore.backend.step_rng`, differ between backends)."""
+    digest = hashlib.sha256(np.asarray(grammar.M, np.float64).tobytes()
+                            + np.asarray(grammar.p0, np.float64).tobytes()).hexdigest()
+    return dict(run=dict(run.__dict__), grammar=digest[:16], backend=backend_name())
+
+
+def paused_state(where: Path, settings: dict[str, Any]) -> TrainState | None:
+    """The paused state kept in the folder ``where`` (None: no folder); one recorded with other
+    ``settings`` is refused in one line naming its record and the settings that differ."""
+    if not where.exists():
+        return None
+    rec = where / RECORD
+    what = f"the paused run {rec}"
+    recorded = (recorded_config(json.loads(read_text(rec, "paused-run record")), what,
+                                PAUSED_REMEDY) if rec.is_file() else None)
+    check_config(recorded, settings, what, PAUSED_REMEDY)
+    return load_state(where)
+
+
 def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
                      log: Callable[[str], None] = print,
-                     save_to: str | Path | None = None) -> dict[str, Any]:
+                     save_to: str | Path | None = None,
+                     hours: float | None = None) -> dict[str, Any]:
     """Train one transformer and compare it with exact BP at log-spaced checkpoints; the
     final model is saved to ``save_to`` (``.npz`` + ``.json``) when given. Returns the run's
     record: its settings, the checkpoint history, BP's accuracies on its test sets
-    (:func:`bp_set_accuracies`), timings and the attention summary."""
+    (:func:`bp_set_accuracies`), timings and the attention summary.
+
+    ``hours`` (needs ``save_to``): stop at the first checkpoint reached after ``hours`` of
+    wall-clock time in this call (0: at the first checkpoint trained) and keep the paused state
+    in :func:`~tpcore.pipelines.learn_runs.paused_dir` of ``save_to`` (see the module
+    docstring); the record is then ``dict(run=..., paused=dict(step=steps done, steps=the run's,
+    state=that folder))``. A paused state of this run there (:func:`paused_settings`) is resumed
+    from, whatever ``hours``, and removed when the run finishes; one of other settings is
+    refused before any training."""
+    began = time.monotonic()
     if run.task not in ("root", "mlm"):
         raise TpcoreError(f"task {run.task!r} unknown; expected 'root' or 'mlm'")
+    if hours is not None and (save_to is None or not hours >= 0):
+        raise TpcoreError(f"hours {hours!r} with save_to {save_to!r}: expected a number >= 0 "
+                          "and a save_to beside which to keep the paused state")
     g = paper_grammar() if grammar is None else grammar
     q = g.q
+    where = None if save_to is None else paused_dir(save_to)
+    settings = paused_settings(run, g)
+    state = None if where is None else paused_state(where, settings)
+    done = 0 if state is None else state.step
     train = sample_trees(g, run.P, run.l, run.k_train,
                          seed=derive_seed(run.seed, "hierarchy", "train", run.k_train))
     if run.task == "root":
         batches = shuffled_batches(dict(tokens=train.leaves.astype(np.int64),
                                         targets=train.root.astype(np.int64)), run.batch,
-                                   seed=derive_seed(run.seed, "hierarchy", "batches"))
+                                   seed=derive_seed(run.seed, "hierarchy", "batches"),
+                                   start=done)
     else:
-        batches = mlm_batches(train.leaves, q, run.batch, run.seed)
+        batches = mlm_batches(train.leaves, q, run.batch, run.seed, start=done)
     sets = eval_sets(g, run)
     model = make_model(run, q)
     opt = Adam(model.parameters(), lr=run.lr)
     schedule = cosine(run.lr, run.steps) if run.schedule == "cosine" else constant(run.lr)
     marks = np.unique(np.geomspace(max(1, run.steps // 100), run.steps, run.checkpoints)
                       .round().astype(int))
-    history, done, seconds = [], 0, 0.0
-    for mark in marks:
+    history, seconds = [], 0.0
+    if state is not None:
+        if done not in marks[:-1]:
+            raise TpcoreError(f"{where}: paused at step {done}, not a checkpoint before the "
+                              f"last of this run ({marks.tolist()}); {PAUSED_REMEDY}")
+        model.load_state_dict(state.params)
+        opt.load_state_dict(state.optimizer)
+        history, seconds = list(state.history), state.seconds
+        log(f"[{run.task} k_train={run.k_train}] resuming at step {done} from {where}")
+    for mark in marks[marks > done]:
         res = fit(model, opt, batches, supervised_step,
                   TrainConfig(steps=int(mark - done), quiet=True,
                               seed=derive_seed(run.seed, "hierarchy", "steps from", done),
@@ -230,10 +303,22 @@ def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
         log(f"[{run.task} k_train={run.k_train}] step {done} ({seconds:.0f}s) loss "
             f"{res.last_loss:.4f} acc(k_test=k_train) {metrics[k]['acc']:.4f} acc(k_test=0) "
             f"{metrics['0']['acc']:.4f} argmin_k KL {closest_bp(metrics[k])}")
+        if (hours is not None and where is not None and done < run.steps
+                and time.monotonic() - began >= 3600 * hours):
+            with RunDir(where, settings, overwrite=True).build() as tmp:
+                save_state(TrainState(step=done, params=model.state_dict(),
+                                      optimizer=opt.state_dict(), backend=backend_name(),
+                                      history=history, last_loss=res.last_loss,
+                                      seconds=seconds), tmp)
+            return dict(run=run.__dict__, paused=dict(step=done, steps=run.steps,
+                                                      state=str(where)))
+    record = dict(run=run.__dict__, history=history, bp_acc=bp_set_accuracies(sets, run.k_train),
+                  train_seconds=seconds, seconds_per_step=seconds / run.steps,
+                  n_parameters=model.n_parameters(),
+                  attention=attention_summary(model, run, sets[str(run.k_train)]["leaves"][:2000],
+                                              q))
     if save_to is not None:
         save(model, save_to, {"run": run.__dict__})
-    return dict(run=run.__dict__, history=history, bp_acc=bp_set_accuracies(sets, run.k_train),
-                train_seconds=seconds, seconds_per_step=seconds / run.steps,
-                n_parameters=model.n_parameters(),
-                attention=attention_summary(model, run, sets[str(run.k_train)]["leaves"][:2000],
-                                            q))
+    if where is not None and where.exists():
+        shutil.rmtree(where)
+    return record

@@ -29,12 +29,15 @@ heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 Each budget runs one seed, the ``seed`` given.
 
 Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
-``out/counting.json`` and ``out/counting.md``, and with matplotlib the table as a heatmap beside
-the paper's, ``out/counting.png`` (:func:`figures`). Each run records its configuration
-(:func:`run_config`; runs saved before records existed: read from their fields), and a finished
-run is reused only for exactly that configuration, so rerunning resumes; a run of other
-settings, or runs of another epoch count or architecture anywhere in ``out``, are refused
-before anything is trained (one out dir holds one table's settings).
+``out/counting.json`` and ``out/counting.md`` (with Section 5.3's count of settings where a
+module reaches the base model, :func:`tpcore.experiments.counting_figures.module_gains`), and
+with matplotlib the table as a heatmap beside the paper's, ``out/counting.png``, the base
+model against each module, ``out/counting_modules.png`` (the paper's Figs. 2-5), and the
+expert gates' routing, ``out/counting_routing.png`` (Section 6.3; :func:`figures`). Each run
+records its configuration (:func:`run_config`; runs saved before records existed: read from
+their fields), and a finished run is reused only for exactly that configuration, so rerunning
+resumes; a run of other settings, or runs of another epoch count or architecture anywhere in
+``out``, are refused before anything is trained (one out dir holds one table's settings).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from tpcore.analysis.plots import draw_or_note, table_heatmaps
 from tpcore.counts import EXPERTS
 from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
+from tpcore.experiments.counting_figures import module_gains, modules_figure, routing_figure
 from tpcore.experiments.counting_probes import (
     gate_usage,
     histogram_heads,
@@ -99,6 +103,8 @@ PAPER = {
 """The paper's Table 1 (test accuracy, %) per (task, regime), columns :data:`PAPER_VARIANTS`."""
 PAPER_VARIANTS = ("none", "prefix", "experts", "both")
 """The paper's columns: no module, PrefixSumCounts, the expert network, both."""
+PAPER_ACC = {key: dict(zip(PAPER_VARIANTS, row)) for key, row in PAPER.items()}
+""":data:`PAPER` as (task, regime) -> variant -> test accuracy (%)."""
 PAPER_COLUMN = {"none": 0, "prefix": 1, "experts": 2, "both": 3, "running": 1}
 """The paper's column each variant is compared with: its release computed the PrefixSumCounts
 column with the running count, so ``running`` and ``prefix`` both face that column."""
@@ -401,9 +407,12 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
                   "cells": cells, "lengthgen": tests,
                   "seconds": sum(r["seconds"] for r in rows + lengths)}
         write_json(path, result)
+        gains = module_gains(cells, PAPER_ACC)
         write_text(out / "counting.md", "\n\n".join(
             ["Commands:\n" + "\n".join(f"- `{c}`" for c in commands)]
-            + [t for t in (table(cells) if cells else "", gate_table(cells) if cells else "",
+            + [t for t in (table(cells) if cells else "",
+                           f"{gains.text()}." if gains.settings else "",
+                           gate_table(cells) if cells else "",
                            length_table(tests) if tests else "",
                            runs_table(rows) if len(rows) > len(cells) else "") if t]) + "\n")
         return result
@@ -428,7 +437,11 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
 
 def figures(result: dict[str, Any], out: Path) -> list[Path]:
     """``counting.png``: test token accuracy (%) per task and regime (rows) and variant
-    (columns), tpcore's selected seeds beside the paper's Table 1 (no cells: no figure)."""
+    (columns), tpcore's selected seeds beside the paper's Table 1; ``counting_modules.png``:
+    the same as bars per setting, with the base against the best module
+    (:func:`tpcore.experiments.counting_figures.modules_figure`); ``counting_routing.png``:
+    the expert gates' routing (:func:`~tpcore.experiments.counting_figures.routing_figure`;
+    only with gated runs). No cells: no figure."""
     cells = result["cells"]
     if not cells:
         return []
@@ -441,10 +454,15 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
     rows = [f"{t}, {g} (V={REGIMES[g][0]}, N={REGIMES[g][1]})" for t, g in keys]
     arch = f", --arch {' '.join(map(str, result['arch']))}" if result.get("arch") else ""
     ours_title = f"tpcore (budget {result['budget']}, {result['epochs']} epochs{arch})"
-    return [table_heatmaps([(ours_title, ours), ("paper (Table 1, 250 epochs)", paper)], rows,
-                           list(VARIANTS), out / "counting.png", "Modular counting: test token "
-                           "accuracy per counting module", "test token accuracy (%)", 0, 100,
-                           col_title="counting module")]
+    paths = [table_heatmaps([(ours_title, ours), ("paper (Table 1, 250 epochs)", paper)], rows,
+                            list(VARIANTS), out / "counting.png", "Modular counting: test token "
+                            "accuracy per counting module", "test token accuracy (%)", 0, 100,
+                            col_title="counting module"),
+             modules_figure(cells, PAPER_ACC, out / "counting_modules.png", ours_title)]
+    if any(r.get("gate_usage") for r in cells):
+        paths.append(routing_figure(cells, out / "counting_routing.png",
+                                    f"Expert gate routing on the test set, {ours_title}"))
+    return paths
 
 
 def report(result: dict[str, Any], out: Path) -> str:

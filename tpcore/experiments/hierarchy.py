@@ -8,10 +8,15 @@ left) and ``finetune`` (root classification from the MLM encoder, frozen / unfro
 scratch: Fig. 1f). The runs are :func:`tpcore.experiments.against_bp.train_against_bp`, the
 probes and fine-tuning :mod:`tpcore.experiments.encoder_probes`.
 
+Runs can be trained in chunks: ``k_train`` picks the root runs, and ``hours`` stops a call at
+the first checkpoint after that much wall-clock time, the run in training keeping its paused
+state to be resumed by the same call repeated (:func:`run`).
+
 Figures (:func:`figures`, drawn when matplotlib is installed): ``hierarchy_<budget>_accuracy.png``,
 each run's accuracy on unfiltered (k = 0) test data over training beside BP_k_train's and the
-optimal BP_0's (the paper's Fig. 3), and ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its
-own test data for every k over training (Fig. 1c).
+optimal BP_0's (the paper's Fig. 3), ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its
+own test data for every k over training (Fig. 1c), and ``hierarchy_<budget>_attention.png``,
+every layer's average attention map of each task and k_train (Figs. 6 and 13).
 
 Host-side orchestration (NumPy directly for bookkeeping).
 """
@@ -19,13 +24,22 @@ Host-side orchestration (NumPy directly for bookkeeping).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tpcore.analysis.plots import Level, Line, Panel, draw_or_note, panels_figure
+from tpcore.analysis.plots import (
+    Level,
+    Line,
+    Panel,
+    draw_or_note,
+    panels_figure,
+    pyplot,
+    save_png,
+)
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
 from tpcore.experiments.against_bp import TreeRun, closest_bp, train_against_bp
@@ -69,45 +83,74 @@ CLI = Reproduction(
      Option("--mlm-steps", "MLM steps (default 2x the root steps)", "count"),
      Option("--long-k", "k_train of the root-long run (0)", "index", default=0),
      Option("--long-samples", "training trees of the root-long run (default: the budget's P)",
-            "count")))
+            "count"),
+     Option("--k-train", "the root runs of --parts root to train (default: all, 0..l)", "index",
+            nargs="+", metavar="K"),
+     Option("--hours", "stop at the first checkpoint after H hours of training in this call, "
+            "keeping the run's state; the same command again resumes it", "scale",
+            metavar="H")))
 """``tpcore reproduce hierarchy``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", "mlm"),
         mlm_steps: int | None = None, long_k: int = 0, long_samples: int | None = None,
+        k_train: tuple[int, ...] | None = None, hours: float | None = None,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """The ``parts`` (see the module docstring) at the scale of ``budget``: ``mlm_steps``
     replaces the MLM run's steps (2x the root runs'), ``long_k`` is the k_train of the
-    ``root-long`` run and ``long_samples`` its training trees (the budget's P when None). The
-    MLM encoder is saved under ``runs/hierarchy`` for ``probe`` and ``finetune``. Results merge
-    into ``hierarchy_<budget>.json`` (written after every run, so partial results survive) and
-    ``hierarchy_<budget>.md``: a run replaces the one of the same settings, probes and
+    ``root-long`` run and ``long_samples`` its training trees (the budget's P when None),
+    ``k_train`` the root runs of ``root`` (all of 0..l when None). Each model is saved under
+    ``runs/hierarchy``, the MLM encoder for ``probe`` and ``finetune``. Results merge into
+    ``hierarchy_<budget>.json`` (written after every finished run, so finished results survive)
+    and ``hierarchy_<budget>.md``: a run replaces the one of the same settings, probes and
     fine-tuning record the encoder they read.
 
+    ``hours``: stop at the first checkpoint after ``hours`` of wall-clock time in this call: the
+    run in training keeps its paused state beside its model
+    (:func:`~tpcore.experiments.against_bp.train_against_bp`), no further part starts, and the
+    returned result says so under ``"paused"`` (the results file only ever gains finished runs).
+    With ``hours``, what the results file already holds for the requested settings (a run whose
+    model is saved, the probes or fine-tuning of this encoder) is kept, not redone, so the same
+    call repeated goes on where the last one stopped. A paused run is resumed by any later call
+    that trains it.
+
     Nothing is reused unless its recorded configuration is the requested one: a
-    ``hierarchy_<budget>.json`` made with other budget settings, or a saved MLM encoder of other
-    settings (another ``mlm_steps``, say), is refused before any training.
+    ``hierarchy_<budget>.json`` made with other budget settings, a saved MLM encoder of other
+    settings (another ``mlm_steps``, say), or a paused run of other settings, is refused before
+    it is trained.
     """
+    began = time.monotonic()
     bad = sorted(set(parts) - set(PARTS))
     if bad:
         raise TpcoreError(f"parts {','.join(parts)!r}: unknown {bad}; expected a "
                           f"comma-separated subset of {','.join(PARTS)}")
     cfg = dict(budget.sizes)
+    l = cfg["l"]
+    outside = [k for k in k_train or () if not 0 <= k <= l]
+    if outside:
+        raise TpcoreError(f"--k-train {outside[0]}: expected k_train values in 0..{l} (the l of "
+                          f"budget {budget.name})")
+    if hours is not None and not hours >= 0:
+        raise TpcoreError(f"--hours {hours}: expected a number of hours >= 0")
     g = paper_grammar()
     out = check_out_dir(out)
     path = out / f"hierarchy_{budget.name}.json"
     result = json.loads(path.read_text()) if path.is_file() else \
         dict(budget=budget.name, config=cfg, runs=[], commands=[])
     check_config(result["config"], cfg, str(path), "give other settings their own --out")
-    result["commands"].append(f"tpcore reproduce hierarchy --budget {budget.name} --parts "
-                              f"{','.join(parts)} --seed {seed}"
-                              + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
-                              + (f" --long-k {long_k}" if long_k else "")
-                              + (f" --long-samples {long_samples}" if long_samples else ""))
+    command = (f"tpcore reproduce hierarchy --budget {budget.name} --parts {','.join(parts)} "
+               f"--seed {seed}"
+               + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
+               + (f" --long-k {long_k}" if long_k else "")
+               + (f" --long-samples {long_samples}" if long_samples else "")
+               + (f" --k-train {' '.join(map(str, k_train))}" if k_train else "")
+               + (f" --hours {hours:g}" if hours is not None else ""))
+    if command not in result["commands"]:
+        result["commands"].append(command)
     mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
                       **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
     encoder = Path("runs/hierarchy") / f"{budget.name}_mlm_seed{seed}"
-    if {"root", "mlm"} & set(parts):
+    if {"root", "root-long", "mlm"} & set(parts):
         check_out_dir(encoder.parent)
     if "mlm" not in parts and ("probe" in parts or "finetune" in parts):
         meta = encoder.with_suffix(".json")
@@ -125,18 +168,54 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         write_json(path, result)
         write_text(out / f"hierarchy_{budget.name}.md", markdown(result, g))
 
+    paused: list[str] = []
+    trained = False
+
+    def time_left() -> float | None:
+        """Hours left of ``hours``; None: no limit."""
+        return None if hours is None else max(0.0, hours - (time.monotonic() - began) / 3600)
+
+    def go_on(what: str) -> bool:
+        """Whether to start ``what``: nothing paused, and time left or nothing trained yet."""
+        if not paused and trained and time_left() == 0:
+            paused.append(f"paused after {hours:g} h, before starting {what}")
+        return not paused
+
+    def train(tree_run: TreeRun, save_to: Path) -> None:
+        nonlocal trained
+        finished = hours is not None and save_to.with_suffix(".npz").is_file() and any(
+            r["run"] == tree_run.__dict__ for r in result["runs"])
+        what = f"the {tree_run.task} run k_train={tree_run.k_train}"
+        if finished or not go_on(what):
+            return
+        rec = train_against_bp(tree_run, g, log=log, save_to=save_to, hours=time_left())
+        trained = True
+        if "paused" in rec:
+            p = rec["paused"]
+            paused.append(f"paused {what} at step {p['step']} of {p['steps']} (its state is in "
+                          f"{p['state']})")
+        else:
+            store(run=rec)
+
     if "root" in parts:
-        for k in range(cfg["l"] + 1):
-            store(run=train_against_bp(TreeRun(task="root", k_train=k, seed=seed, **cfg), g,
-                                       log=log, save_to=encoder.parent /
-                                       f"{budget.name}_root_k{k}_seed{seed}"))
+        for k in sorted(set(range(l + 1) if k_train is None else k_train)):
+            train(TreeRun(task="root", k_train=k, seed=seed, **cfg),
+                  encoder.parent / f"{budget.name}_root_k{k}_seed{seed}")
     if "root-long" in parts:
-        store(run=train_against_bp(TreeRun(task="root", k_train=long_k, seed=seed,
-                                           **dict(cfg, steps=4 * cfg["steps"],
-                                                  P=long_samples or cfg["P"])), g, log=log))
+        P = long_samples or cfg["P"]
+        train(TreeRun(task="root", k_train=long_k, seed=seed,
+                      **dict(cfg, steps=4 * cfg["steps"], P=P)),
+              encoder.parent / f"{budget.name}_root-long_k{long_k}_P{P}_seed{seed}")
     if "mlm" in parts:
-        store(run=train_against_bp(mlm_run, g, log=log, save_to=encoder))
-    if "probe" in parts:
+        train(mlm_run, encoder)
+
+    def kept(key: str, rows: int = 0) -> bool:
+        """With ``hours``: whether the results hold ``key`` of this encoder (>= ``rows`` rows)."""
+        rec = result.get(key, {})
+        return (hours is not None and rec.get("encoder") == mlm_run.__dict__
+                and len(rec.get("rows", ())) >= rows)
+
+    if "probe" in parts and not kept("probes") and go_on("the probes"):
         model = load(encoder)
         sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
         store("probes", dict(
@@ -144,7 +223,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
             all_positions=probe_ancestors(model, mlm_run, g, **sizes),
             ends_only=probe_ancestors(model, mlm_run, g, positions="ends", **sizes)))
         log(f"probes: {result['probes']}")
-    if "finetune" in parts:
+    if ("finetune" in parts and not kept("finetune", 3 * len(FINETUNE_SIZES))
+            and go_on("the fine-tuning")):
         rows = []
         for P in FINETUNE_SIZES:
             for mode in ("scratch", "frozen", "unfrozen"):
@@ -155,6 +235,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                 store("finetune", dict(steps=cfg["steps"] // 8, encoder=mlm_run.__dict__,
                                        rows=rows))
     draw_or_note(lambda: figures(result, out))
+    if paused:
+        return {**result, "paused": f"{paused[0]}; the same command again resumes it"}
     return result
 
 
@@ -233,18 +315,21 @@ def _run_label(run: dict[str, Any]) -> str:
 
 
 def figures(result: dict[str, Any], out: Path) -> list[Path]:
-    """Draw ``hierarchy_<budget>_accuracy.png`` and ``hierarchy_<budget>_kl.png`` (see the
-    module docstring) from ``result``: one panel per task and k_train, runs of other lengths
-    overlaid in the accuracy figure; in the KL figure the run whose first checkpoint comes
-    earliest (the early alignment with BP_l shows), the longer of two such."""
+    """Draw ``hierarchy_<budget>_accuracy.png``, ``hierarchy_<budget>_kl.png`` and
+    ``hierarchy_<budget>_attention.png`` (see the module docstring) from ``result``: one panel
+    (a row of panels, one per layer, for the attention) per task and k_train, runs of other
+    lengths overlaid in the accuracy figure; in the KL figure the run whose first checkpoint
+    comes earliest (the early alignment with BP_l shows), the longer of two such; in the
+    attention figure the shortest run on the fewest trees (the budget's own)."""
     if not result["runs"]:
         return []
     g = paper_grammar()
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in result["runs"]:
         groups.setdefault((r["run"]["task"], r["run"]["k_train"]), []).append(r)
+    ordered = sorted(groups.items(), key=lambda x: (x[0][0] != "root", x[0][1]))
     accuracy, kl = [], []
-    for (task, kt), runs in sorted(groups.items(), key=lambda x: (x[0][0] != "root", x[0][1])):
+    for (task, kt), runs in ordered:
         what = "root" if task == "root" else "masked leaf"
         title = f"{what}, trained on k = {kt}"
         lines = [Line(_run_label(r["run"]), [h["step"] for h in r["history"]],
@@ -264,6 +349,7 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
             for k in range(early["run"]["l"] + 1)]))
     name = f"hierarchy_{result['budget']}"
     l = result["config"]["l"]
+    shortest = [min(runs, key=lambda r: (r["run"]["steps"], r["run"]["P"])) for _, runs in ordered]
     return [panels_figure(accuracy, out / f"{name}_accuracy.png",
                           f"Transformers against exact BP (l = {l}): accuracy on unfiltered "
                           "(k = 0) test data", "training step (log scale)",
@@ -273,7 +359,39 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
                           f"Transformers against exact BP (l = {l}): distance of the predicted "
                           "distribution from BP_k on the training k's test data",
                           "training step (log scale)", "KL divergence (nats, log scale)",
-                          logx=True, logy=True)]
+                          logx=True, logy=True),
+            attention_figure(shortest, out / f"{name}_attention.png",
+                             f"Transformers against exact BP (l = {l}): attention per layer, "
+                             "averaged over the training k's test data")]
+
+
+def attention_figure(runs: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """Write the stored attention maps of ``runs`` (``attention.maps``: per layer, ``(N, N)``
+    averaged over inputs, query rows and key columns) to the PNG ``path`` as a grid, a row per
+    run and a column per layer (the runs share their number of layers), on one colour scale
+    from 0 to the largest weight."""
+    maps = [[np.asarray(m, dtype=float) for m in r["attention"]["maps"]] for r in runs]
+    top = max(float(m.max()) for row in maps for m in row)
+    cols = len(maps[0])
+    plt = pyplot()
+    fig, axes = plt.subplots(len(runs), cols, figsize=(1.5 * cols + 0.9, 1.5 * len(runs) + 0.4),
+                             squeeze=False, layout="constrained")
+    for r, (run, row) in enumerate(zip(runs, maps)):
+        what = "root" if run["run"]["task"] == "root" else "MLM"
+        for c, (ax, m) in enumerate(zip(axes[r], row)):
+            im = ax.imshow(m, cmap="viridis", vmin=0.0, vmax=top)
+            ticks = list(range(0, len(m), max(1, len(m) // 8)))
+            left, bottom = c == 0, r == len(runs) - 1
+            ax.set_xticks(ticks, [str(t) for t in ticks] if bottom else [], fontsize=6)
+            ax.set_yticks(ticks, [str(t) for t in ticks] if left else [], fontsize=6)
+            ax.set_title(f"{what}, k_train = {run['run']['k_train']}, layer {c + 1}", fontsize=7)
+            if left:
+                ax.set_ylabel("query position", fontsize=7)
+            if bottom:
+                ax.set_xlabel("key position", fontsize=7)
+    fig.colorbar(im, ax=axes, label="attention weight", shrink=0.5)
+    fig.suptitle(title, fontsize=8)
+    return save_png(fig, path)
 
 
 def _unrecorded_bp_accuracies(grammar: Grammar, run: dict[str, Any]) -> dict[str, list[float]]:
@@ -299,5 +417,6 @@ def _unrecorded_bp_accuracies(grammar: Grammar, run: dict[str, Any]) -> dict[str
 
 
 def report(result: dict[str, Any], out: Path) -> str:
-    """What ``tpcore reproduce hierarchy`` prints."""
-    return f"wrote {out}/hierarchy_{result['budget']}.json and .md"
+    """What ``tpcore reproduce hierarchy`` prints: where the results are, or that the call
+    paused and how to go on."""
+    return result.get("paused") or f"wrote {out}/hierarchy_{result['budget']}.json and .md"
