@@ -7,7 +7,8 @@ attention-only models sort lists, fail on a few, and show their circuits. Runs i
 from pathlib import Path
 
 import tpcore
-from tpcore.experiments.sorting import circuit_report, search_failures
+from tpcore.experiments.sorting import search_failures
+from tpcore.experiments.sorting_circuits import circuit_report
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"   # this repository's results
 model = tpcore.load(RESULTS / "sorting" / "causal.npz")      # a tpcore Transformer

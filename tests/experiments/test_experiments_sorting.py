@@ -9,7 +9,6 @@ import pytest
 from tpcore.cli import main
 from tpcore.experiments.budget import scaled
 from tpcore.experiments.sorting import (
-    circuit_report,
     evaluate_lists,
     run,
     search_failures,
@@ -17,6 +16,7 @@ from tpcore.experiments.sorting import (
     task_of,
     train,
 )
+from tpcore.experiments.sorting_circuits import circuit_report
 from tpcore.models import load
 from tpcore.tasks.sorting import TASKS, generate
 
@@ -33,13 +33,13 @@ def trained(tmp_path_factory):
 def test_reproduce_writes_results_and_checkpoint(trained):
     out, summary = trained
     row = summary["rows"][0]
-    assert row["task"] == "bidirectional" and row["steps"] == 40
+    assert row["task"] == "bidirectional" and row["steps"] == 40 and row["d_model"] == 56
     assert row["parameters"] == 14738  # 13*56 + 12*56 + 4*(56*56+56) + 56*10+10
     for name in ("random", "hard"):
         assert row[name]["n"] == 4000 and 0 <= row[name]["sorted"] <= 1
     assert row["search"]["n"] == 4000
     assert json.loads((out / "sorting.json").read_text())["rows"][0]["task"] == "bidirectional"
-    assert "| bidirectional |" in (out / "sorting.md").read_text()
+    assert "| bidirectional | 56 | 14738 | 40 |" in (out / "sorting.md").read_text()
     model = load(out / "bidirectional.npz")
     assert task_of(model).name == "bidirectional"
 

@@ -8,7 +8,8 @@ import argparse
 from tpcore.commands.options import need_package, nonnegative_int, positive_int
 from tpcore.commands.output import add_json_option, emit
 from tpcore.errors import TpcoreError
-from tpcore.experiments.sorting import circuit_report, search_failures, sort_list
+from tpcore.experiments.sorting import search_failures, sort_list
+from tpcore.experiments.sorting_circuits import circuit_report
 from tpcore.models import load
 
 

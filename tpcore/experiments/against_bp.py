@@ -51,9 +51,13 @@ PAUSED_REMEDY = "remove that folder to train the run afresh"
 class TreeRun:
     """One transformer run. ``task``: ``"root"`` (flatten readout, q classes) or ``"mlm"`` (one
     masked leaf per sequence, redrawn every batch, loss at that position; vocabulary q + 1).
-    Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers = l``; Adam with a
-    fixed learning rate (``schedule="constant"``, the paper's) or a cosine decay to 0 over
-    ``steps``. Checkpoints at ``checkpoints`` log-spaced steps."""
+    Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers`` blocks (None: l,
+    the paper's n_L = l); Adam with a fixed learning rate (``schedule="constant"``, the paper's)
+    or a cosine decay to 0 over ``steps``. Checkpoints at ``checkpoints`` log-spaced steps.
+
+    The run's ``__dict__`` is the settings its records, saved models and paused states carry;
+    ``n_layers=None`` is left out of it, so the runs of l blocks keep the settings recorded
+    before the field existed."""
 
     task: str = "root"
     l: int = 3
@@ -68,6 +72,11 @@ class TreeRun:
     n_eval: int = 4000
     schedule: str = "constant"
     seed: int = 0
+    n_layers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_layers is None:
+            del self.n_layers  # read as the class default, None; kept out of __dict__
 
 
 def test_seed(seed: int, name: int | str) -> int:
@@ -82,7 +91,8 @@ def make_model(run: TreeRun, q: int, readout: str | None = None) -> Transformer:
     mlm = run.task == "mlm"
     return Transformer(TransformerConfig(
         vocab_size=q + 1 if mlm else q, max_len=2**run.l, n_classes=q, d_model=run.d_model,
-        n_layers=run.l, n_heads=1, d_mlp=run.d_mlp, layer_norm="post", positions="sinusoidal",
+        n_layers=run.n_layers or run.l, n_heads=1, d_mlp=run.d_mlp, layer_norm="post",
+        positions="sinusoidal",
         readout=readout or ("token" if mlm else "flatten"), activation="relu",
         dtype="float32", seed=run.seed))
 

@@ -1,6 +1,7 @@
-"""What a tree-trained MLM encoder holds: probes of its frozen layers for every ancestor level,
-and root classification fine-tuned from it (the ``probe`` and ``finetune`` parts of
-``tpcore reproduce hierarchy``).
+"""What a tree-trained transformer holds: probes of its frozen layers for every ancestor level
+(of the MLM encoder, and of the last layer of each k_train's root classifier), and root
+classification fine-tuned from the MLM encoder (the ``probe``, ``probe-k`` and ``finetune``
+parts of ``tpcore reproduce hierarchy``).
 
 Host-side orchestration; the models run on the active backend and train through
 :func:`tpcore.train.fit`.
@@ -9,6 +10,7 @@ Host-side orchestration; the models run on the active backend and train through
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +47,13 @@ class AncestorProbe(Module):
 
 def probe_ancestors(model: Module, run: TreeRun, grammar: Grammar, n_train: int = 2**13,
                     n_test: int = 2000, epochs: int = 10, hidden: int = 64, lr: float = 1e-3,
-                    batch: int = 128, positions: str = "all",
-                    seed: int = 0) -> list[list[float]]:
-    """Probe accuracy ``acc[layer][level]``: a per-token probe (weights shared across
-    positions) on the frozen stream after ``layer`` blocks (0 = embeddings) predicts each
-    token's ancestor at tree level ``level`` (0 = root .. l-1 = parent), on k = 0 data with
-    unmasked inputs. ``positions="ends"`` trains on the first and last token only (tests on all).
+                    batch: int = 128, positions: str = "all", seed: int = 0,
+                    layers: Sequence[int] | None = None) -> list[list[float]]:
+    """Probe accuracy ``acc[i][level]``: a per-token probe (weights shared across positions)
+    on the frozen stream after ``layers[i]`` blocks (0 = embeddings; default every stream,
+    0..the model's blocks) predicts each token's ancestor at tree level ``level`` (0 = root ..
+    l-1 = parent), on k = 0 data with unmasked inputs. ``positions="ends"`` trains on the first
+    and last token only (tests on all). The model may be an MLM encoder or a root classifier.
     """
     l, q = run.l, grammar.q
     N = 2**l
@@ -64,7 +67,7 @@ def probe_ancestors(model: Module, run: TreeRun, grammar: Grammar, n_train: int 
         data[name] = (resid, labels)
     fit_seed = derive_seed(seed, "probes", "fit")
     acc = []
-    for layer in range(l + 1):
+    for layer in range(len(data["train"][0])) if layers is None else layers:
         row = []
         for level in range(l):
             h_tr, y_tr = data["train"][0][layer], data["train"][1][level].astype(np.int64)

@@ -4,19 +4,29 @@ structured data: insights from hierarchical filtering", compared with exact BP.
 Parts: ``root`` (root classification for every k_train in 0..l: Figs. 1c, 3, 4), ``root-long``
 (one k_train for 4x the steps, optionally on more training trees), ``mlm`` (k_train = 0 MLM:
 Figs. 1d, 5, 6), ``probe`` (ancestor probes of the MLM encoder's frozen layers: Figs. 7, 14
-left) and ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs
-scratch: Fig. 1f). The runs are :func:`tpcore.experiments.against_bp.train_against_bp`, the
+left), ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs
+scratch: Fig. 1f), and the sweeps and probes of :mod:`tpcore.experiments.hierarchy_parts`:
+``root-sizes`` (every k_train at several training-set sizes P: Fig. 3 as a trend over P),
+``layers`` (k_train = 0 with 1..4 attention blocks: Fig. 8), ``grammars`` (every k_train on the
+grammars of seeds 1, 15, 31: Fig. 9) and ``probe-k`` (last-layer probes of the root models:
+Fig. 14 right). The runs are :func:`tpcore.experiments.against_bp.train_against_bp`, the
 probes and fine-tuning :mod:`tpcore.experiments.encoder_probes`.
 
-Runs can be trained in chunks: ``k_train`` picks the root runs, and ``hours`` stops a call at
-the first checkpoint after that much wall-clock time, the run in training keeping its paused
-state to be resumed by the same call repeated (:func:`run`).
+Runs can be trained in chunks: ``k_train`` picks the root runs (and the k_train of the sweeps
+and of ``probe-k``), and ``hours`` stops a call at the first checkpoint after that much
+wall-clock time, the run in training keeping its paused state to be resumed by the same call
+repeated (:func:`run`).
 
 Figures (:func:`figures`, drawn when matplotlib is installed): ``hierarchy_<budget>_accuracy.png``,
 each run's accuracy on unfiltered (k = 0) test data over training beside BP_k_train's and the
 optimal BP_0's (the paper's Fig. 3), ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its
-own test data for every k over training (Fig. 1c), and ``hierarchy_<budget>_attention.png``,
-every layer's average attention map of each task and k_train (Figs. 6 and 13).
+own test data for every k over training (Fig. 1c), ``hierarchy_<budget>_attention.png``,
+every layer's average attention map of each task and k_train (Figs. 6 and 13), and those of the
+sweeps and probes (:func:`tpcore.experiments.hierarchy_parts.figures`).
+
+:func:`run` keeps the bookkeeping every part shares (chunks, pauses, what is kept), which makes
+this module longer than most; the sweeps' plans, rows, tables and figures live in
+:mod:`tpcore.experiments.hierarchy_parts`.
 
 Host-side orchestration (NumPy directly for bookkeeping).
 """
@@ -42,11 +52,23 @@ from tpcore.analysis.plots import (
 )
 from tpcore.bp import belief_propagation, evidence_from_leaves
 from tpcore.errors import TpcoreError
+from tpcore.experiments import hierarchy_parts
 from tpcore.experiments.against_bp import TreeRun, closest_bp, train_against_bp
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.encoder_probes import finetune_root, probe_ancestors
+from tpcore.experiments.hierarchy_parts import (
+    GRAMMAR_SEEDS,
+    LAYERS,
+    PROBES_K,
+    SWEEPS,
+    add_row,
+    default_sizes,
+    finished_row,
+    summary,
+    sweep_plan,
+)
 from tpcore.experiments.options import Option, Reproduction
-from tpcore.experiments.tree_grammar import paper_grammar
+from tpcore.experiments.tree_grammar import PAPER, paper_grammar
 from tpcore.io import write_json, write_text
 from tpcore.models import load
 from tpcore.rundir import check_config, check_out_dir
@@ -63,7 +85,7 @@ BUDGETS = {
 """Scales, as :class:`~tpcore.experiments.against_bp.TreeRun` fields: ``paper`` is the paper's
 classification setting (10 epochs of 2**17 at batch 32); ``small`` fits a shared 2-core CPU in
 minutes per run."""
-PARTS = ("root", "root-long", "mlm", "probe", "finetune")
+PARTS = ("root", "root-long", "mlm", "probe", "finetune", *SWEEPS, "probe-k")
 FINETUNE_SIZES = (2**8, 2**10, 2**12)
 """Training-set sizes of the fine-tuning comparison."""
 
@@ -78,14 +100,23 @@ CLI = Reproduction(
     "training", "results/hierarchy", "small",
     "scale: small: l=3, d=64, FFN 256; paper: l=4, d=128, FFN 2048; tiny: a pipeline check",
     (Option("--parts", "comma-separated: root, root-long (k_train=--long-k, 4x steps), mlm, "
-            "probe, finetune (default root,mlm; probe and finetune use the encoder saved by "
-            "mlm)", "names", default=("root", "mlm")),
+            "probe, finetune, root-sizes (every k_train at each of --sizes), layers (k_train=0 "
+            "with each of --n-layers blocks at each of --sizes), grammars (root-sizes on each "
+            "of --grammar-seeds), probe-k (last-layer probes of the root models) (default "
+            "root,mlm; probe and finetune use the encoder saved by mlm, probe-k the models "
+            "saved by root)", "names", default=("root", "mlm")),
      Option("--mlm-steps", "MLM steps (default 2x the root steps)", "count"),
      Option("--long-k", "k_train of the root-long run (0)", "index", default=0),
      Option("--long-samples", "training trees of the root-long run (default: the budget's P)",
             "count"),
-     Option("--k-train", "the root runs of --parts root to train (default: all, 0..l)", "index",
-            nargs="+", metavar="K"),
+     Option("--k-train", "the k_train of the runs of --parts root, root-sizes and grammars "
+            "and the models of probe-k (default: all, 0..l)", "index", nargs="+", metavar="K"),
+     Option("--sizes", "training-set sizes of root-sizes, layers and grammars (default: the "
+            "budget's P/16, P/4 and P)", "count", nargs="+", metavar="P"),
+     Option("--n-layers", "attention blocks of the layers runs (default 1 2 3 4)", "count",
+            nargs="+", metavar="N"),
+     Option("--grammar-seeds", "grammars of the grammars runs, drawn as the paper's code does "
+            "(default 1 15 31)", "index", nargs="+", metavar="S"),
      Option("--hours", "stop at the first checkpoint after H hours of training in this call, "
             "keeping the run's state; the same command again resumes it", "scale",
             metavar="H")))
@@ -95,29 +126,38 @@ CLI = Reproduction(
 def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", "mlm"),
         mlm_steps: int | None = None, long_k: int = 0, long_samples: int | None = None,
         k_train: tuple[int, ...] | None = None, hours: float | None = None,
+        sizes: tuple[int, ...] | None = None, n_layers: tuple[int, ...] | None = None,
+        grammar_seeds: tuple[int, ...] | None = None,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """The ``parts`` (see the module docstring) at the scale of ``budget``: ``mlm_steps``
     replaces the MLM run's steps (2x the root runs'), ``long_k`` is the k_train of the
     ``root-long`` run and ``long_samples`` its training trees (the budget's P when None),
-    ``k_train`` the root runs of ``root`` (all of 0..l when None). Each model is saved under
-    ``runs/hierarchy``, the MLM encoder for ``probe`` and ``finetune``. Results merge into
-    ``hierarchy_<budget>.json`` (written after every finished run, so finished results survive)
-    and ``hierarchy_<budget>.md``: a run replaces the one of the same settings, probes and
-    fine-tuning record the encoder they read.
+    ``k_train`` the k_train of ``root``, ``root-sizes``, ``grammars`` and ``probe-k`` (all of
+    0..l when None), ``sizes`` the training-set sizes of the sweeps (each at least the budget's
+    batch; :func:`~tpcore.experiments.hierarchy_parts.default_sizes` when None), ``n_layers``
+    the blocks of the ``layers`` runs and ``grammar_seeds`` the grammars of the ``grammars``
+    runs (:data:`~tpcore.experiments.hierarchy_parts.LAYERS`,
+    :data:`~tpcore.experiments.hierarchy_parts.GRAMMAR_SEEDS` when None). Each model is saved
+    under ``runs/hierarchy``, the MLM encoder for ``probe`` and ``finetune``, the root models
+    for ``probe-k``. Results merge into ``hierarchy_<budget>.json`` (written after every
+    finished run, so finished results survive) and ``hierarchy_<budget>.md``: a run replaces
+    the one of the same settings (and grammar), probes and fine-tuning record the model they
+    read.
 
     ``hours``: stop at the first checkpoint after ``hours`` of wall-clock time in this call: the
     run in training keeps its paused state beside its model
     (:func:`~tpcore.experiments.against_bp.train_against_bp`), no further part starts, and the
     returned result says so under ``"paused"`` (the results file only ever gains finished runs).
     With ``hours``, what the results file already holds for the requested settings (a run whose
-    model is saved, the probes or fine-tuning of this encoder) is kept, not redone, so the same
-    call repeated goes on where the last one stopped. A paused run is resumed by any later call
-    that trains it.
+    model is saved, a sweep's run, the probes or fine-tuning of this model) is kept, not redone,
+    so the same call repeated goes on where the last one stopped; a sweep's run that another
+    part already finished with the same settings (the ``root`` run at the budget's P, say) is
+    taken from there. A paused run is resumed by any later call that trains it.
 
     Nothing is reused unless its recorded configuration is the requested one: a
-    ``hierarchy_<budget>.json`` made with other budget settings, a saved MLM encoder of other
-    settings (another ``mlm_steps``, say), or a paused run of other settings, is refused before
-    it is trained.
+    ``hierarchy_<budget>.json`` made with other budget settings, a saved MLM encoder or root
+    model of other settings (another ``mlm_steps``, say), or a paused run of other settings, is
+    refused before it is trained.
     """
     began = time.monotonic()
     bad = sorted(set(parts) - set(PARTS))
@@ -132,7 +172,30 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                           f"budget {budget.name})")
     if hours is not None and not hours >= 0:
         raise TpcoreError(f"--hours {hours}: expected a number of hours >= 0")
+    sweep_sizes = sorted(set(sizes or default_sizes(cfg["P"])))
+    few = [P for P in sweep_sizes if P < cfg["batch"]]
+    if few:
+        raise TpcoreError(f"--sizes {few[0]}: expected training-set sizes >= {cfg['batch']} (the "
+                          f"batch of budget {budget.name})")
+    ks = sorted(set(range(l + 1) if k_train is None else k_train))
     g = paper_grammar()
+    other = sorted(set(grammar_seeds or GRAMMAR_SEEDS)) if "grammars" in parts else []
+    grammars = {PAPER["grammar_seed"]: g} | {s: paper_grammar(s) for s in other}
+    mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
+                      **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
+    encoder = Path("runs/hierarchy") / f"{budget.name}_mlm_seed{seed}"
+
+    def root_run(k: int) -> TreeRun:
+        return TreeRun(task="root", k_train=k, seed=seed, **cfg)
+
+    def root_model(k: int) -> Path:
+        return encoder.parent / f"{budget.name}_root_k{k}_seed{seed}"
+
+    if "mlm" not in parts and ("probe" in parts or "finetune" in parts):
+        _need_model(encoder, mlm_run, "MLM encoder", "--parts mlm")
+    if "root" not in parts and "probe-k" in parts:
+        for k in ks:
+            _need_model(root_model(k), root_run(k), "root model", f"--parts root --k-train {k}")
     out = check_out_dir(out)
     path = out / f"hierarchy_{budget.name}.json"
     result = json.loads(path.read_text()) if path.is_file() else \
@@ -143,22 +206,14 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
                + (f" --long-k {long_k}" if long_k else "")
                + (f" --long-samples {long_samples}" if long_samples else "")
-               + (f" --k-train {' '.join(map(str, k_train))}" if k_train else "")
+               + "".join(f" --{flag} {' '.join(map(str, values))}" for flag, values in (
+                   ("k-train", k_train), ("sizes", sizes), ("n-layers", n_layers),
+                   ("grammar-seeds", grammar_seeds)) if values)
                + (f" --hours {hours:g}" if hours is not None else ""))
     if command not in result["commands"]:
         result["commands"].append(command)
-    mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
-                      **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
-    encoder = Path("runs/hierarchy") / f"{budget.name}_mlm_seed{seed}"
-    if {"root", "root-long", "mlm"} & set(parts):
+    if {"root", "root-long", "mlm", *SWEEPS} & set(parts):
         check_out_dir(encoder.parent)
-    if "mlm" not in parts and ("probe" in parts or "finetune" in parts):
-        meta = encoder.with_suffix(".json")
-        if not meta.is_file():
-            raise TpcoreError(f"no MLM encoder at {encoder}.npz; run --parts mlm first")
-        check_config(json.loads(meta.read_text()).get("run"), mlm_run.__dict__,
-                     f"the MLM encoder {encoder}.npz", "run --parts mlm with these settings "
-                     "first")
 
     def store(key: str | None = None, value: Any = None, run: dict | None = None) -> None:
         if run is not None:
@@ -181,26 +236,44 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
             paused.append(f"paused after {hours:g} h, before starting {what}")
         return not paused
 
-    def train(tree_run: TreeRun, save_to: Path) -> None:
+    def train(tree_run: TreeRun, save_to: Path, key: str = "runs",
+              grammar_seed: int = PAPER["grammar_seed"], what: str | None = None) -> None:
+        """Train ``tree_run`` on the grammar of ``grammar_seed`` into ``save_to`` unless paused
+        before it or (with ``hours``) already finished, and record it under ``key``: ``runs``
+        the whole record, a sweep's key its row."""
         nonlocal trained
-        finished = hours is not None and save_to.with_suffix(".npz").is_file() and any(
-            r["run"] == tree_run.__dict__ for r in result["runs"])
-        what = f"the {tree_run.task} run k_train={tree_run.k_train}"
-        if finished or not go_on(what):
+        settings = tree_run.__dict__
+        what = what or f"the {tree_run.task} run k_train={tree_run.k_train}"
+        if hours is not None and key == "runs":
+            if save_to.with_suffix(".npz").is_file() and any(r["run"] == settings
+                                                             for r in result["runs"]):
+                return
+        elif hours is not None:
+            row = finished_row(result, settings, grammar_seed)
+            if row is not None:
+                if row not in result.get(key, []):
+                    add_row(result, key, row)
+                    store()
+                return
+        if not go_on(what):
             return
-        rec = train_against_bp(tree_run, g, log=log, save_to=save_to, hours=time_left())
+        log(f"training {what}")
+        rec = train_against_bp(tree_run, grammars[grammar_seed], log=log, save_to=save_to,
+                               hours=time_left())
         trained = True
         if "paused" in rec:
             p = rec["paused"]
             paused.append(f"paused {what} at step {p['step']} of {p['steps']} (its state is in "
                           f"{p['state']})")
-        else:
+        elif key == "runs":
             store(run=rec)
+        else:
+            add_row(result, key, summary(rec, grammar_seed))
+            store()
 
     if "root" in parts:
-        for k in sorted(set(range(l + 1) if k_train is None else k_train)):
-            train(TreeRun(task="root", k_train=k, seed=seed, **cfg),
-                  encoder.parent / f"{budget.name}_root_k{k}_seed{seed}")
+        for k in ks:
+            train(root_run(k), root_model(k))
     if "root-long" in parts:
         P = long_samples or cfg["P"]
         train(TreeRun(task="root", k_train=long_k, seed=seed,
@@ -215,13 +288,13 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         return (hours is not None and rec.get("encoder") == mlm_run.__dict__
                 and len(rec.get("rows", ())) >= rows)
 
+    probe_sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
     if "probe" in parts and not kept("probes") and go_on("the probes"):
         model = load(encoder)
-        sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
         store("probes", dict(
             encoder=mlm_run.__dict__,
-            all_positions=probe_ancestors(model, mlm_run, g, **sizes),
-            ends_only=probe_ancestors(model, mlm_run, g, positions="ends", **sizes)))
+            all_positions=probe_ancestors(model, mlm_run, g, **probe_sizes),
+            ends_only=probe_ancestors(model, mlm_run, g, positions="ends", **probe_sizes)))
         log(f"probes: {result['probes']}")
     if ("finetune" in parts and not kept("finetune", 3 * len(FINETUNE_SIZES))
             and go_on("the fine-tuning")):
@@ -234,10 +307,36 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                 log(f"finetune P={P} {mode}: {acc:.4f}")
                 store("finetune", dict(steps=cfg["steps"] // 8, encoder=mlm_run.__dict__,
                                        rows=rows))
+    for k in ks if "probe-k" in parts else ():
+        model_run = root_run(k)
+        if hours is not None and any(r["model"] == model_run.__dict__
+                                     for r in result.get(PROBES_K, ())):
+            continue
+        if not go_on(f"the probes of the root model k_train={k}"):
+            break
+        acc = probe_ancestors(load(root_model(k)), model_run, g, layers=[l], **probe_sizes)[0]
+        add_row(result, PROBES_K, dict(model=model_run.__dict__, acc=acc))
+        store()
+        log(f"probes of the root model k_train={k}, last layer: {acc}")
+    for part in (p for p in SWEEPS if p in parts):
+        for plan in sweep_plan(part, budget.name, cfg, seed, sweep_sizes, ks,
+                               sorted(set(n_layers or LAYERS)), other):
+            train(plan.run, encoder.parent / plan.name, SWEEPS[part], plan.grammar_seed,
+                  f"the {part} run {plan.name}")
     draw_or_note(lambda: figures(result, out))
     if paused:
         return {**result, "paused": f"{paused[0]}; the same command again resumes it"}
     return result
+
+
+def _need_model(path: Path, run: TreeRun, what: str, how: str) -> None:
+    """Refuse, in one line, a saved model at ``path`` (``what``) that is missing or was saved
+    with settings other than ``run``'s; ``how``: the options that train it."""
+    meta = path.with_suffix(".json")
+    if not meta.is_file():
+        raise TpcoreError(f"no {what} at {path}.npz; run {how} first")
+    check_config(json.loads(meta.read_text()).get("run"), run.__dict__,
+                 f"the {what} {path}.npz", f"run {how} with these settings first")
 
 
 def markdown(out: dict[str, Any], grammar: Grammar) -> str:
@@ -307,7 +406,7 @@ def markdown(out: dict[str, Any], grammar: Grammar) -> str:
             parts.append(f"| {P} | " + " | ".join(f"{acc[P, m]:.4f}" if (P, m) in acc else "-"
                                                   for m in ("scratch", "frozen", "unfrozen"))
                          + " |\n")
-    return "".join(parts)
+    return "".join(parts) + hierarchy_parts.markdown(out)
 
 
 def _run_label(run: dict[str, Any]) -> str:
@@ -315,12 +414,19 @@ def _run_label(run: dict[str, Any]) -> str:
 
 
 def figures(result: dict[str, Any], out: Path) -> list[Path]:
+    """Draw the figures of the runs (:func:`run_figures`) and those of the sweeps and probes
+    (:func:`tpcore.experiments.hierarchy_parts.figures`) that ``result`` holds into ``out``."""
+    return run_figures(result, out) + hierarchy_parts.figures(result, out)
+
+
+def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
     """Draw ``hierarchy_<budget>_accuracy.png``, ``hierarchy_<budget>_kl.png`` and
     ``hierarchy_<budget>_attention.png`` (see the module docstring) from ``result``: one panel
     (a row of panels, one per layer, for the attention) per task and k_train, runs of other
     lengths overlaid in the accuracy figure; in the KL figure the run whose first checkpoint
     comes earliest (the early alignment with BP_l shows), the longer of two such; in the
-    attention figure the shortest run on the fewest trees (the budget's own)."""
+    attention figure the shortest run on the fewest trees (the budget's own). None without
+    runs."""
     if not result["runs"]:
         return []
     g = paper_grammar()

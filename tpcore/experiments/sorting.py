@@ -2,8 +2,15 @@
 one-layer, one-head, attention-only models, measure them on random and hard lists, search for
 failures, measure how often each model follows each of the post's two algorithms, and report
 their circuits; then the post's other runs (:data:`VARIANTS`): the bidirectional model trained
-without loss clipping, the causal model with a constant query, and the causal model's QK
-tables over training (:mod:`tpcore.experiments.sorting_evidence`).
+without loss clipping, the causal model with a constant query, the causal model's QK tables over
+training, and the bidirectional model at ``d_model = 300`` with and without the clipping
+(:data:`WIDE`). The circuits live in :mod:`tpcore.experiments.sorting_circuits`, the QK
+tables over training in :mod:`tpcore.experiments.sorting_evidence` and the paused states in
+:mod:`tpcore.experiments.sorting_pause`.
+
+A part can train in chunks (:func:`run`'s ``hours``): it pauses at an evaluation, keeping its
+paused state in ``.<part>.partial`` of the output folder, and the same call repeated resumes it;
+the finished run is the same, bit for bit, as one that never paused (:func:`train`).
 
 Host-side orchestration (NumPy directly for bookkeeping); the compute runs through the standard
 transformer and the shared training loop.
@@ -13,29 +20,30 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tpcore.analysis import circuits as C
-from tpcore.analysis.plots import sorting_figures
-from tpcore.analysis.sorting_rules import concave_scores, rule_agreement
-from tpcore.backend import asarray, to_host
+from tpcore.analysis.sorting_rules import rule_agreement
+from tpcore.backend import asarray
 from tpcore.errors import TpcoreError, missing_package, unknown_name
 from tpcore.experiments import sorting_evidence as E
+from tpcore.experiments import sorting_pause as pausing
 from tpcore.experiments.budget import Budget, scaled
 from tpcore.experiments.options import Option, Reproduction
+from tpcore.experiments.sorting_circuits import analyse
 from tpcore.experiments.sorting_evidence import QK_RUN
 from tpcore.io import write_json, write_text
-from tpcore.models import load
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn.losses import cross_entropy_forward
 from tpcore.nn.module import save
 from tpcore.nn.optim import Adam, piecewise
+from tpcore.pipelines.learn_runs import paused_dir
 from tpcore.rundir import cached, check_out_dir, saved
 from tpcore.seeds import derive_seed
 from tpcore.tasks.sorting import (
@@ -50,7 +58,14 @@ from tpcore.tasks.sorting import (
     sorted_predictions,
     task_of,
 )
-from tpcore.train import TrainConfig, TrainResult, evaluate_supervised, fit, supervised_step
+from tpcore.train import (
+    TrainConfig,
+    TrainResult,
+    TrainState,
+    evaluate_supervised,
+    fit,
+    supervised_step,
+)
 
 D_MODEL = 56
 BATCH = 1024
@@ -66,14 +81,23 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bidirectional_unclipped": dict(task="bidirectional", clip=None),
     "causal_frozen_query": dict(task="causal", query="constant"),
     QK_RUN: dict(task="causal"),
+    "bidirectional_d300": dict(task="bidirectional", d_model=300),
+    "bidirectional_unclipped_d300": dict(task="bidirectional", clip=None, d_model=300),
 }
 """The post's other runs, each its ``task``'s schedule with the changes given: the
 bidirectional model before the post clipped the loss; the causal model whose query is one
 learned vector for every position and token (``query="constant"`` of
 :class:`~tpcore.models.transformer.TransformerConfig`, the post's "Evidence 2"); the causal
-model retrained with its QK tables taken at a few steps ("Evidence 1")."""
+model retrained with its QK tables taken at a few steps ("Evidence 1"); the bidirectional
+model at ``d_model = 300``, with the clipping and without (the post: "for a larger hidden
+dimension (300), this trick managed to boost accuracy from ~99.9% to 100%")."""
 PARTS = (*TASKS, *VARIANTS)
-"""What ``--tasks`` may name; all of them by default."""
+"""What ``--tasks`` may name."""
+WIDE = tuple(name for name, variant in VARIANTS.items() if "d_model" in variant)
+"""The parts of another width than :data:`D_MODEL`: hours of training each at the full budget
+(in chunks with ``--hours``), so trained only when ``--tasks`` names them."""
+DEFAULT_PARTS = tuple(name for name in PARTS if name not in WIDE)
+"""What ``--tasks`` is by default: every part at ``d_model = 56``."""
 EVAL_LISTS = 4000
 SEARCH_LISTS = 1_000_000
 
@@ -83,12 +107,13 @@ def budget(text: str | float) -> Budget:
     return scaled(text)
 
 
-def model_config(task: SortingTask, seed: int = 0, query: str = "stream") -> TransformerConfig:
-    """One layer, one head, attention only, no LayerNorm, ``d_model = 56``; the task's padding
-    token, where its vocabulary has one, marks padding; ``query``: ``"constant"`` for a query
-    that is the same learned vector at every position."""
+def model_config(task: SortingTask, seed: int = 0, query: str = "stream",
+                 d_model: int = D_MODEL) -> TransformerConfig:
+    """One layer, one head, attention only, no LayerNorm, ``d_model`` wide (56 but for the
+    :data:`WIDE` parts); the task's padding token, where its vocabulary has one, marks padding;
+    ``query``: ``"constant"`` for a query that is the same learned vector at every position."""
     return TransformerConfig(vocab_size=task.vocab_size, max_len=task.seq_len,
-                             n_classes=task.n_values, d_model=D_MODEL, n_layers=1, n_heads=1,
+                             n_classes=task.n_values, d_model=d_model, n_layers=1, n_heads=1,
                              layer_norm="none", attn_only=True, causal=task.causal, seed=seed,
                              pad_token=task.pad if task.pad < task.vocab_size else None,
                              query=query)
@@ -161,17 +186,27 @@ def test_sets(task: SortingTask, seed: int) -> dict[str, tuple[np.ndarray, np.nd
 def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: int = 0,
           quiet: bool = True, query: str = "stream",
           watch: Callable[[Transformer], None] | None = None,
-          watch_steps: Sequence[int] = ()) -> tuple[Transformer, TrainResult]:
-    """Train a fresh model (:func:`model_config` with ``query``) with Adam (lr 1e-3, then 1e-4
-    from ``drop``; weight decay 1e-4) on fresh batches of 1024 generated lists, evaluating on
-    2,000 validation lists ten times and also after each of ``watch_steps`` (the history); the
-    final model is kept. ``watch(model)`` is called after every evaluation, in the order of
-    the history's rows. Returns the model and the :class:`TrainResult`."""
-    model = Transformer(model_config(task, seed, query))
+          watch_steps: Sequence[int] = (), d_model: int = D_MODEL,
+          resume: TrainState | None = None,
+          pause: Callable[[], bool] | None = None) -> tuple[Transformer, TrainResult]:
+    """Train a fresh model (:func:`model_config` with ``query`` and ``d_model``) with Adam (lr
+    1e-3, then 1e-4 from ``drop``; weight decay 1e-4) on fresh batches of 1024 generated lists,
+    evaluating on 2,000 validation lists ten times and also after each of ``watch_steps`` (the
+    history); the final model is kept. ``watch(model)`` is called after every evaluation, in
+    the order of the history's rows. Returns the model and the :class:`TrainResult`.
+
+    ``resume``: a paused state of this run (:attr:`TrainResult.paused`) to go on from;
+    ``pause()``, when given, is asked after each evaluation before the last step, and the run
+    pauses there when it says so (the result's ``paused`` state). A run resumed is the same, bit
+    for bit, as one trained in one go: the learning rate and the step noise are functions of
+    the step (:func:`tpcore.train.fit`), and the batches go on from the state's step."""
+    model = Transformer(model_config(task, seed, query, d_model))
     opt = Adam(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     val_rng = np.random.default_rng(derive_seed(seed, "sorting", task.name, "validation"))
     val = encode(task, *generate(task, "random" if task.distinct else "hard", 2000, val_rng))
-    data = ({k: asarray(v) for k, v in b.items()} for b in batches(task, BATCH, seed))
+    done = 0 if resume is None else resume.step
+    stream = ({k: asarray(v) for k, v in b.items()}
+              for b in batches(task, BATCH, seed, start=done))
     every, extra = max(1, steps // 10), set(watch_steps)
 
     def evaluate(m: Transformer) -> dict[str, float]:
@@ -183,8 +218,15 @@ def train(task: SortingTask, steps: int, drop: int, clip: float | None, seed: in
     cfg = TrainConfig(steps=steps, lr_schedule=piecewise(LR, {drop: LR_LOW}), eval_every=every,
                       eval_at=(lambda s: (s + 1) % every == 0 or s + 1 in extra) if extra
                       else None, seed=seed, quiet=quiet, desc=f"sorting {task.name}")
-    result = fit(model, opt, data, lambda m, b, ctx: supervised_step(m, b, ctx, clip=clip), cfg,
-                 evaluate=evaluate)
+    marks = [s for s in range(done + 1, steps) if s % every == 0 or s in extra] if pause else []
+    for mark in [*marks, steps]:
+        # each call takes exactly the batches of its steps, so the stream is at its start
+        result = fit(model, opt, lambda start: stream,
+                     lambda m, b, ctx: supervised_step(m, b, ctx, clip=clip),
+                     replace(cfg, pause_at=mark), evaluate=evaluate, resume=resume)
+        resume = result.paused
+        if resume is None or pause is None or pause():
+            break
     return model, result
 
 
@@ -209,8 +251,8 @@ def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
     """The configuration a part's result records (:func:`tpcore.rundir.cached`): training
     steps, the learning-rate drop, loss clipping, seed and the lists the failure search draws
     (None for the distinct task, which is tested on every list, and for the QK snapshots); a
-    variant (:data:`VARIANTS`) adds the task it ``trains`` and its ``query``, the QK snapshots
-    their ``checkpoints``."""
+    variant (:data:`VARIANTS`) adds the task it ``trains`` and its ``query``, a :data:`WIDE`
+    one its ``d_model``, the QK snapshots their ``checkpoints``."""
     variant = VARIANTS.get(name, {})
     task = variant.get("task", name)
     sched = SCHEDULES[task] | {k: v for k, v in variant.items() if k == "clip"}
@@ -221,6 +263,8 @@ def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
            "search_lists": None if unsearched else max(1000, round(SEARCH_LISTS * scale))}
     if variant:
         cfg |= {"trains": task, "query": variant.get("query", "stream")}
+    if "d_model" in variant:
+        cfg["d_model"] = variant["d_model"]
     if name == QK_RUN:
         cfg["checkpoints"] = E.checkpoint_steps(steps)
     return cfg
@@ -228,73 +272,120 @@ def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
 
 CLI = Reproduction(
     "train the three tiny sorting transformers; accuracy, failure search, rule agreement, "
-    "circuits; the unclipped, constant-query and QK-over-training runs", "results/sorting", 1.0,
-    "scales training steps and the failure search",
-    (Option("--tasks", f"comma-separated subset of {','.join(PARTS)} (default: all)", "names"),
-     Option("--overwrite", "retrain tasks whose results in --out were made with other settings",
-            "switch"),
-     Option("--plots", "also write PNG figures", "switch")))
+    "circuits; the unclipped, constant-query, QK-over-training and d_model 300 runs",
+    "results/sorting", 1.0, "scales training steps and the failure search",
+    (Option("--tasks", f"comma-separated subset of {','.join(PARTS)} (default: all but "
+            f"{','.join(WIDE)})", "names"),
+     Option("--overwrite", "retrain tasks whose results (or paused states) in --out were made "
+            "with other settings", "switch"),
+     Option("--plots", "also write PNG figures", "switch"),
+     Option("--hours", "pause a task still training after H hours of this call at its next "
+            "evaluation, keeping its state in --out; the same command again resumes it",
+            "scale", metavar="H")))
 """``tpcore reproduce sorting``'s face (:mod:`tpcore.experiments.options`)."""
 
 
 def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
-        overwrite: bool = False, plots: bool = False) -> dict[str, Any]:
-    """Train each part's model (``tasks``, of :data:`PARTS`; ``budget`` scales the training
-    steps and the failure search), evaluate it, search 10^6 * budget hard lists for failures,
-    measure agreement with the two algorithms and write the circuit reports of the three tasks'
-    models (:func:`analyse`; with PNG figures when ``plots``). Writes ``<task>.npz/.json``
-    checkpoints, ``<task>_result.json``, and merges every part found in ``out`` into
-    ``sorting.json`` and ``sorting.md``. The QK part (:data:`QK_RUN`) keeps no model, only its
-    tables (:func:`tpcore.experiments.sorting_evidence.qk_snapshot`) and validation losses at
-    its checkpoints.
+        overwrite: bool = False, plots: bool = False,
+        hours: float | None = None) -> dict[str, Any]:
+    """Train each part's model (``tasks``, of :data:`PARTS`; :data:`DEFAULT_PARTS` when None;
+    ``budget`` scales the training steps and the failure search), evaluate it, search
+    10^6 * budget hard lists for failures, measure agreement with the two algorithms and write
+    the circuit reports of the three tasks' models and the :data:`WIDE` ones
+    (:func:`~tpcore.experiments.sorting_circuits.analyse`; with PNG figures when ``plots``).
+    Writes ``<task>.npz/.json`` checkpoints, ``<task>_result.json``, and merges every part found
+    in ``out`` into ``sorting.json`` and ``sorting.md``. The QK part (:data:`QK_RUN`) keeps no
+    model, only its tables (:func:`~tpcore.experiments.sorting_evidence.qk_snapshot`) and
+    validation losses at its checkpoints.
 
     A task's result records its configuration (:func:`run_config`) and is reused when it
     matches exactly, so rerunning resumes; one of other settings is refused before anything
-    is trained, unless ``overwrite`` retrains it (:func:`tpcore.rundir.cached`)."""
+    is trained, unless ``overwrite`` retrains it (:func:`tpcore.rundir.cached`).
+
+    ``hours``: a part still training after ``hours`` of wall-clock time in this call pauses at
+    its next evaluation (0: at the first it trains), keeping its paused state in ``out``
+    (module docstring), and no further part starts; nor does one once the time is spent. The
+    result then says so under ``"paused"`` (the results only ever gain finished parts). A
+    paused state of a part is resumed by any later call that trains it, whatever ``hours``;
+    one of other settings (:func:`~tpcore.experiments.sorting_pause.paused_settings`) is
+    refused before anything is trained, unless ``overwrite`` trains the part afresh."""
+    began = time.monotonic()
     scale = budget["scale"]
-    tasks = tuple(tasks or PARTS)
+    tasks = tuple(tasks or DEFAULT_PARTS)
     for name in tasks:
         if name not in PARTS:
             raise unknown_name("sorting run", name, PARTS)
+    if hours is not None and not hours >= 0:
+        raise TpcoreError(f"--hours {hours}: expected a number of hours >= 0")
     if plots and importlib.util.find_spec("matplotlib") is None:
         raise missing_package("matplotlib", "--plots")
     out = check_out_dir(out)
-    for name in tasks:
-        saved(out / f"{name}_result.json", run_config(name, scale, seed), overwrite=overwrite)
-    for name in tasks:
-        cached(out / f"{name}_result.json", run_config(name, scale, seed),
-               partial(_run_qk_training if name == QK_RUN else _run_task, out, name, budget,
-                       seed), overwrite)
+    configs = {name: run_config(name, scale, seed) for name in tasks}
+    todo = [name for name in tasks
+            if saved(out / f"{name}_result.json", configs[name], overwrite=overwrite) is None]
+    resumed = {name: pausing.resumed_part(out, name, configs[name], overwrite) for name in todo}
+
+    def pause() -> bool:
+        return hours is not None and time.monotonic() - began >= 3600 * hours
+
+    paused = None
+    for i, name in enumerate(todo):
+        if i and pause():
+            paused = f"paused after {hours:g} h, before starting {name}"
+            break
+        path = out / f"{name}_result.json"
+        path.unlink(missing_ok=True)  # with overwrite: a result of other settings
+        row = (_run_qk_training if name == QK_RUN else _run_task)(
+            out, name, budget, seed, resumed.pop(name), pause if hours is not None else None)
+        if "paused" in row:
+            paused = row["paused"]
+            break
+        cached(path, configs[name], lambda row=row: row)
+        shutil.rmtree(paused_dir(out / name), ignore_errors=True)
     summary = write_summary(out)
-    analyse(out, plots)
+    analyse(out, (*TASKS, *WIDE), plots)
+    if paused is not None:
+        summary["paused"] = f"{paused}; the same command again resumes it"
     return summary
 
 
 def report(result: dict[str, Any], out: Path) -> str:
-    """What ``tpcore reproduce sorting`` prints: a line per part."""
+    """What ``tpcore reproduce sorting`` prints: a line per part, then where the results are,
+    or that the call paused and how to go on."""
     lines = []
     for row in result["rows"]:
         second = "hard" if "hard" in row else "all_subsets"
-        lines.append(f"{row['task']}: {row['parameters']} parameters, {row['steps']} steps in "
+        lines.append(f"{row['task']}: d_model {row.get('d_model', D_MODEL)}, "
+                     f"{row['parameters']} parameters, {row['steps']} steps in "
                      f"{row['train_seconds']:.0f} s, random {100 * row['random']['sorted']:.2f} "
                      f"%, {second} {100 * row[second]['sorted']:.2f} % sorted")
     if "qk_training" in result:
         lines.append(E.qk_report_line(result["qk_training"]))
-    return "\n".join([*lines, f"wrote {out}/sorting.json, sorting.md and circuit reports"])
+    return "\n".join([*lines, result.get("paused")
+                      or f"wrote {out}/sorting.json, sorting.md and circuit reports"])
 
 
-def _run_task(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, Any]:
-    """Train, measure and save one part's model; returns its result row. A variant is tested
-    on the lists its task's model is tested on."""
+def _run_task(out_dir: Path, name: str, budget: Budget, seed: int,
+              resumed: tuple[TrainState | None, dict[str, Any]],
+              pause: Callable[[], bool] | None) -> dict[str, Any]:
+    """Train (from the ``resumed`` state, pausing as ``pause()`` says: :func:`train`), measure
+    and save one part's model; returns its result row, or ``{"paused": ...}`` when it paused
+    (:func:`~tpcore.experiments.sorting_pause.keep_paused`). A variant is tested on the
+    lists its task's model is tested on."""
     config = run_config(name, budget["scale"], seed)
     task = get_task(config.get("trains", name))
-    cpu = time.process_time()
+    state, kept = resumed
+    cpu = time.process_time() - float(kept.get("train_cpu_seconds", 0.0))
     model, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed,
-                          quiet=False, query=config.get("query", "stream"))
+                          quiet=False, query=config.get("query", "stream"),
+                          d_model=config.get("d_model", D_MODEL), resume=state, pause=pause)
     cpu = time.process_time() - cpu
+    if result.paused is not None:
+        return pausing.keep_paused(out_dir, name, config, result.paused, {"train_cpu_seconds": cpu})
     row: dict[str, Any] = dict(
-        task=name, steps=result.steps, lr_drop=config["lr_drop"], clip=config["clip"],
-        seed=seed, train_seconds=result.seconds, seconds_per_step=result.seconds / result.steps,
+        task=name, d_model=model.config.d_model, steps=result.steps, lr_drop=config["lr_drop"],
+        clip=config["clip"], seed=seed, train_seconds=result.seconds,
+        seconds_per_step=result.seconds / result.steps,
         train_cpu_seconds=cpu,
         parameters=model.n_parameters(), last_train_loss=result.last_loss,
         final_validation=result.best, history=result.history)
@@ -314,19 +405,27 @@ def _run_task(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, 
     return row
 
 
-def _run_qk_training(out_dir: Path, name: str, budget: Budget, seed: int) -> dict[str, Any]:
+def _run_qk_training(out_dir: Path, name: str, budget: Budget, seed: int,
+                     resumed: tuple[TrainState | None, dict[str, Any]],
+                     pause: Callable[[], bool] | None) -> dict[str, Any]:
     """Train the causal model as :func:`_run_task` would and keep, at each of its checkpoints,
     the QK snapshot (:func:`tpcore.experiments.sorting_evidence.qk_snapshot`) and the losses;
-    returns the result (no model is saved)."""
+    returns the result (no model is saved), or ``{"paused": ...}`` (the snapshots so far kept
+    with the paused state)."""
     config = run_config(name, budget["scale"], seed)
     task = get_task(config["trains"])
-    snapshots: list[dict[str, Any]] = []
-    cpu = time.process_time()
+    state, kept = resumed
+    snapshots: list[dict[str, Any]] = list(kept.get("snapshots", []))
+    cpu = time.process_time() - float(kept.get("train_cpu_seconds", 0.0))
     _, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed,
                       quiet=False, watch=lambda m: snapshots.append(E.qk_snapshot(m, task)),
-                      watch_steps=config["checkpoints"])
+                      watch_steps=config["checkpoints"], resume=state, pause=pause)
+    cpu = time.process_time() - cpu
+    if result.paused is not None:
+        return pausing.keep_paused(out_dir, name, config, result.paused,
+                            {"train_cpu_seconds": cpu, "snapshots": snapshots})
     return dict(task=name, trains=task.name, steps=result.steps, seed=seed,
-                train_seconds=result.seconds, train_cpu_seconds=time.process_time() - cpu,
+                train_seconds=result.seconds, train_cpu_seconds=cpu,
                 checkpoints=E.kept_checkpoints(result.history, snapshots,
                                                config["checkpoints"]),
                 command=f"tpcore reproduce sorting --tasks {name} "
@@ -357,10 +456,12 @@ def write_summary(out_dir: str | Path) -> dict:
 
 
 def summary_markdown(rows: list[dict]) -> str:
-    lines = ["| model | params | steps | train wall time (s) | train CPU time (s) | ms/step "
-             "(wall) | eval loss | random sorted | hard sorted | failures in search | wrong "
-             "items of failures equal to min>prev |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    """The tables of ``sorting.md``: per part its width, size, training, test accuracy and
+    failures, then its agreement with the two algorithms."""
+    lines = ["| model | d_model | params | steps | train wall time (s) | train CPU time (s) | "
+             "ms/step (wall) | eval loss | random sorted | hard sorted | failures in search | "
+             "wrong items of failures equal to min>prev |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         hard = r.get("hard") or r.get("all_subsets")
         label = "hard" if "hard" in r else "all 3003 subsets"
@@ -371,7 +472,8 @@ def summary_markdown(rows: list[dict]) -> str:
         wrong = (f"{_pct(rules['wrong_follows_min_greater'])} of {rules['items_wrong']}"
                  if rules else "-")
         loss = (r["random"]["loss"] + hard["loss"]) / 2
-        lines.append(f"| {r['task']} | {r['parameters']} | {r['steps']} | "
+        lines.append(f"| {r['task']} | {r.get('d_model', D_MODEL)} | {r['parameters']} | "
+                     f"{r['steps']} | "
                      f"{r['train_seconds']:.0f} | {'-' if cpu is None else f'{cpu:.0f}'} | "
                      f"{1000 * r['seconds_per_step']:.1f} | "
                      f"{loss:.4f} | {100 * r['random']['sorted']:.2f} % | "
@@ -394,106 +496,3 @@ def summary_markdown(rows: list[dict]) -> str:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f} %"
-
-
-def logit_concave_correlation(model: Any, task: SortingTask, lists: np.ndarray,
-                              lengths: np.ndarray) -> float:
-    """Mean Pearson correlation, over the items of ``lists``, between the model's logits for item
-    ``k`` and ``f_k(0..V-1)`` of the concave-argmax algorithm (1 when the logits are ``f_k`` up
-    to scale and shift)."""
-    part = encode(task, lists, lengths)
-    logits = model.forward(asarray(part["tokens"]),
-                           pad=None if "pad" not in part else asarray(part["pad"]))
-    first = task.first_target
-    z = to_host(logits[:, first : first + task.length]).astype(np.float64)
-    f = concave_scores(lists, lengths, task.n_values)
-    z = z - z.mean(axis=2, keepdims=True)
-    f = f - f.mean(axis=2, keepdims=True)
-    corr = (z * f).sum(axis=2) / np.sqrt((z * z).sum(axis=2) * (f * f).sum(axis=2))
-    return float(corr[np.arange(task.length)[None, :] < lengths[:, None]].mean())
-
-
-def circuit_report(model: Any, seed: int = 0, plots: str | Path | None = None,
-                   given: list[int] | None = None) -> tuple[str, dict]:
-    """The post's circuit analysis of a trained sorting model as Markdown text and numbers: QK
-    tables (standardised rows) at three output positions, their upper-triangularity, the OV
-    table, attention on BOS relative to values per position, the attention pattern on
-    ``0 1 .. 9``, on a shuffled list and on the ``given`` list, and the correlation of the logits
-    with ``f_k``. ``plots``: also write PNG figures there (needs matplotlib)."""
-    task = task_of(model)
-    v, names = task.n_values, task.token_names()
-    values = list(range(v))
-    keys = values + [task.bos]
-    key_names = [names[k] for k in keys]
-    items = list(range(task.length))
-    positions = [task.first_target + k for k in items]
-    qk = {k: C.qk_matrix(model, task.first_target + k, 1, task.bos) for k in items}
-    ov = C.ov_circuit(model, task.bos)[keys]
-    bos = C.bos_attention(model, positions, values[:-1], task.bos, values)
-    rng = np.random.default_rng(seed)
-    shown = list(range(task.length))
-    patterns = {}
-    for label, lst in (("sorted", shown), ("shuffled", rng.permutation(shown).tolist()),
-                       ("given", given)):
-        if lst is None:
-            continue
-        lists, lengths = one_list(task, lst)   # a short list filled for a causal model
-        enc = encode(task, lists, lengths)
-        patterns[label] = (lists[0, : lengths[0]], enc["tokens"][0],
-                           to_host(C.attention_pattern(model, enc["tokens"][0],
-                                                       enc["pad"][0] if "pad" in enc else None)))
-    hard = generate(task, "random" if task.distinct else "hard", 2000, rng)
-    ov_host = to_host(ov)
-    numbers = dict(
-        task=task.name,
-        upper_triangularity={k: C.upper_triangularity(qk[k][:v, :v]) for k in items},
-        ov_self_argmax=float(np.mean(ov_host[:v].argmax(axis=1) == np.arange(v))),
-        bos_ratio=to_host(bos["ratio"]).tolist(),
-        logit_fk_correlation=logit_concave_correlation(model, task, *hard),
-    )
-    parts = [f"# Circuits of the {task.name} sorting model", ""]
-    for k in (0, task.length // 2, task.length - 1):
-        parts += [f"## QK, output item {k} (query position {task.first_target + k}), rows "
-                  "standardised (max 0, clipped at -99)", "",
-                  C.format_table(C.standardise_rows(qk[k][:v][:, keys]), names[:v], key_names,
-                                 corner="query \\ key"),
-                  "", f"upper-triangularity {numbers['upper_triangularity'][k]:.2f}", ""]
-    parts += ["## OV circuit: logits written by each source token", "",
-              C.format_table(ov, key_names, names[:v], corner="source \\ logit"), "",
-              f"source token is its own largest logit for {100 * numbers['ov_self_argmax']:.0f} "
-              "% of values", "",
-              "## Attention on BOS relative to an average value token (keys 0..V-2)", "",
-              C.format_table(np.array([numbers["bos_ratio"]]), ["BOS / value"],
-                             [str(k) for k in items], prec=3, corner="item"), ""]
-    for lst, tokens, pat in patterns.values():
-        labels = [names[t] for t in tokens]
-        parts += [f"## Attention pattern on {lst.tolist()} (rows: queries)", "",
-                  C.format_table(pat, labels, labels, prec=2), ""]
-    parts += [f"Mean correlation of the logits with f_k over 2000 lists: "
-              f"{numbers['logit_fk_correlation']:.3f}", ""]
-    if plots is not None:
-        sorting_figures(Path(plots), task.name, {k: to_host(C.standardise_rows(
-            qk[k][:v][:, keys])) for k in (0, task.length // 2, task.length - 1)},
-            names[:v], key_names, ov_host, numbers["bos_ratio"],
-            {label: (pat, [names[t] for t in tokens])
-             for label, (_, tokens, pat) in patterns.items()})
-    return "\n".join(parts), numbers
-
-
-def analyse(out_dir: str | Path = "results/sorting", plots: bool = False) -> dict:
-    """Circuit reports of the three tasks' checkpoints in ``out_dir``: ``<task>_circuits.md``
-    and ``circuits.json`` (PNG figures in ``out_dir/plots`` with ``plots``, with the QK tables
-    over training where ``out_dir`` holds them)."""
-    out_dir = Path(out_dir)
-    numbers = {}
-    for name in TASKS:
-        path = out_dir / f"{name}.npz"
-        if not path.is_file():
-            continue
-        text, numbers[name] = circuit_report(load(path), plots=out_dir / "plots" if plots
-                                             else None)
-        write_text(out_dir / f"{name}_circuits.md", text)
-    write_json(out_dir / "circuits.json", numbers)
-    if plots:
-        E.draw_qk_training(out_dir)
-    return numbers

@@ -1,12 +1,13 @@
-"""The causal sorting model's QK matrix over training, the post's "Evidence 1": snapshots of the
-standardised QK tables at a few training steps, their upper-triangularity, the Markdown section
-of ``sorting.md`` and the figure.
+"""Beside :mod:`tpcore.experiments.sorting`: the causal model's QK matrix over training, the
+post's "Evidence 1": snapshots of the standardised QK tables at a few training steps, their
+upper-triangularity, the Markdown section of ``sorting.md`` and the figure.
 
 At output item ``k`` (query position ``p = first_target + k``) the table is the QK circuit of
 :func:`tpcore.analysis.circuits.qk_matrix` over value tokens only (BOS and MOS left out, keys
 at position 1): ``QK[q, t] = ((E[q] + P[p]) W_Q + b_Q) . ((E[t] + P[1]) W_K + b_K)``, a
 ``(V, V)`` query-token x key-token table, each row shifted so that its maximum is 0 and clipped
 at -99 (:func:`tpcore.analysis.circuits.standardise_rows`), as the post draws it.
+
 Host-side bookkeeping (NumPy on host copies).
 """
 

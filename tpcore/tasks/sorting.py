@@ -295,11 +295,16 @@ def encode(task: SortingTask, lists: np.ndarray, lengths: np.ndarray | None = No
     return {"tokens": tokens, "targets": targets, "mask": mask, "pad": tokens == task.pad}
 
 
-def batches(task: SortingTask, batch_size: int, seed: int, generator: str | None = None):
+def batches(task: SortingTask, batch_size: int, seed: int, generator: str | None = None,
+            start: int = 0):
     """Endless fresh training batches (host arrays): the hard generator for tasks with
-    duplicates, the random one for distinct values (``generator`` overrides)."""
+    duplicates, the random one for distinct values (``generator`` overrides). ``start``: begin
+    with batch ``start`` of that sequence, as a resumed run does (the lists of the batches
+    before it are drawn, not encoded)."""
     generator = generator or ("random" if task.distinct else "hard")
     rng = np.random.default_rng(seed)
+    for _ in range(start):
+        generate(task, generator, batch_size, rng)
     while True:
         yield encode(task, *generate(task, generator, batch_size, rng))
 
