@@ -62,7 +62,7 @@ def test_reproduce_table1_halving_finishes_a_third_of_the_seeds(tmp_path, capsys
     row = saved["tasks"][0]
     assert row["runs"] == 3 and row["halving"]["runs"] == [3, 1]
     assert row["halving"]["epochs"] == [1, 3] and row["halving"]["epochs_trained"] == 5
-    assert saved["commands"][0].endswith("--epochs 3 --seeds 0 1 2 --halving 3")
+    assert saved["commands"][0].endswith(f"--epochs 3 --seeds 0 1 2 --halving 3 --out {tmp_path}")
     sweep = json.loads((tmp_path / "runs" / "induction" / "sweep.json").read_text())
     assert row["selected"]["run"] == sweep["halving"]["rungs"][0]["survivors"][0]
     # the success rate counts the runs that finished, and the row keeps the task's wall time

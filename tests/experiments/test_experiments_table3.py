@@ -59,7 +59,8 @@ def test_reproduce_table3_smoke_beside_the_paper_and_reused(tmp_path, capsys, mo
     assert main(args) == 0  # a rerun reads the runs back
     again = json.loads((tmp_path / "table3.json").read_text())
     assert [r["selected"] for r in again["tasks"]] == [r["selected"] for r in saved["tasks"]]
-    assert again["commands"] == ["tpcore reproduce table3 --budget smoke --tasks sort hist"]
+    assert again["commands"] == [f"tpcore reproduce table3 --budget smoke --tasks sort hist "
+                                 f"--out {tmp_path}"]
 
 
 def test_reproduce_table3_halving_says_its_protocol(tmp_path):

@@ -173,7 +173,8 @@ def sweep_tasks(name: str, budget: Budget, out: Path, seed: int, tasks: tuple[st
     ``extra(task)`` to its row and save it into ``out/NAME.json`` and ``.md`` (:func:`save_row`,
     rendered by ``render``); then draw the selected runs' curves (:func:`figures`)."""
     out = check_out_dir(out)
-    command = command_line(name, budget, tasks, every, epochs, seed, seeds, halving, rungs)
+    command = command_line(name, budget, tasks, every, epochs, seed, seeds, halving, rungs,
+                           out)
     result: dict[str, Any] = {}
     for task in tasks:
         row = sweep_row(task, configs(task, budget, epochs, seeds, seed), out / "runs" / task,
@@ -185,16 +186,17 @@ def sweep_tasks(name: str, budget: Budget, out: Path, seed: int, tasks: tuple[st
 
 def command_line(name: str, budget: Budget, tasks: tuple[str, ...], every: tuple[str, ...],
                  epochs: int | None, seed: int, seeds: list[int] | None, halving: int | None,
-                 rungs: int) -> str:
-    """The ``tpcore reproduce NAME`` command of these settings (``--tasks`` only where
-    ``tasks`` are not ``every`` task of the study)."""
+                 rungs: int, out: Path) -> str:
+    """The ``tpcore reproduce NAME`` command of these settings writing into ``out``
+    (``--tasks`` only where ``tasks`` are not ``every`` task of the study)."""
     return (f"tpcore reproduce {name} --budget {budget.name}"
             + (f" --tasks {' '.join(tasks)}" if tasks != every else "")
             + (f" --epochs {epochs}" if epochs else "")
             + (f" --seed {seed}" if seed else "")
             + (f" --seeds {' '.join(map(str, seeds))}" if seeds else "")
             + (f" --halving {halving}" if halving else "")
-            + (f" --rungs {rungs}" if halving and rungs != 3 else ""))
+            + (f" --rungs {rungs}" if halving and rungs != 3 else "")
+            + f" --out {out}")
 
 
 def sweep_row(task: str, configs: list[LearnConfig], out: Path, paper: float, jobs: int = 1,

@@ -51,8 +51,9 @@ def read_records(path: str | Path) -> dict[str, dict[str, Any]]:
     version, more than :data:`MAX_RUNS` records, a path leaving the folder, a record that is not
     a learn run's) raises a :class:`TpcoreError` naming it and the entry."""
     path = Path(path)
+    text = read_text(path, "run records")
     try:
-        doc = json.loads(read_text(path, "run records"))
+        doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise TpcoreError(f"{path}: not readable JSON ({str(exc)[:120]})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
