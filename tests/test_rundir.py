@@ -65,13 +65,15 @@ def _experiments():
                                              e["classify-demo"])
     table5, published_programs, compiled = (e["table5"], e["published-programs"],
                                             e["compiled-programs"])
-    table3 = e["table3"]
+    table3, fig10 = e["table3"], e["fig10"]
     configs = program_sweep.grid(LearnConfig(**TINY), [1], [2], [2], [0])
     return {  # name: (call with the out dir, (module, attribute) that would start the work)
         "table1": (lambda out: table1.run(table1.budget("smoke"), out, 0, tasks=("hist",)),
                    (program_train, "train")),
         "table3": (lambda out: table3.run(table3.budget("smoke"), out, 0, tasks=("sort",)),
                    (program_train, "train")),
+        "fig10": (lambda out: fig10.run(fig10.budget("smoke"), out, 0, tasks=("sort",)),
+                  (program_train, "train")),
         "sweep": (lambda out: program_sweep.sweep(configs, out), (program_train, "train")),
         "program-lengths": (lambda out: program_lengths.run(program_lengths.budget("small"), out,
                                                             0, run_dirs=["x"]),

@@ -22,7 +22,8 @@ RESULTS = {"looped": ("results/looped/looped.json", ["looped_lambda.png"]),
                          ["hierarchy_small_accuracy.png", "hierarchy_small_kl.png",
                           "hierarchy_small_attention.png"]),
            "counting": ("results/counting_small/counting.json",
-                        ["counting.png", "counting_modules.png", "counting_routing.png"])}
+                        ["counting.png", "counting_modules.png", "counting_routing.png"]),
+           "fig10": ("results/fig10/fig10.json", ["fig10.png"])}
 
 
 def test_every_reproduction_with_figures_has_a_committed_example():

@@ -30,6 +30,7 @@ from tpcore.experiments import (
     classify_demo,
     compiled_programs,
     counting,
+    fig10,
     fleq,
     grammar_learning,
     hierarchy,
@@ -45,8 +46,8 @@ from tpcore.experiments import (
 from tpcore.experiments.options import Option, Reproduction
 
 EXPERIMENTS: dict[str, ModuleType] = {
-    "table1": table1, "table3": table3, "program-lengths": program_lengths, "counting": counting,
-    "sorting": sorting, "looped": looped, "fleq": fleq, "bp-table": bp_table,
+    "table1": table1, "table3": table3, "fig10": fig10, "program-lengths": program_lengths,
+    "counting": counting, "sorting": sorting, "looped": looped, "fleq": fleq, "bp-table": bp_table,
     "hierarchy": hierarchy, "grammar-learning": grammar_learning, "ner-demo": ner_demo,
     "classify-demo": classify_demo, "table5": table5, "published-programs": published_programs,
     "compiled-programs": compiled_programs,
