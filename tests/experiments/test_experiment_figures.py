@@ -20,7 +20,7 @@ RESULTS = {"looped": ("results/looped/looped.json", ["looped_lambda.png"]),
            "fleq": ("results/fleq/fleq.json", ["fleq_errors.png", "fleq_claims.png"]),
            "hierarchy": ("results/hierarchy/hierarchy_small.json",
                          ["hierarchy_small_accuracy.png", "hierarchy_small_kl.png",
-                          "hierarchy_small_attention.png"]),
+                          "hierarchy_small_attention.png", "hierarchy_small_probe_k.png"]),
            "counting": ("results/counting_small/counting.json",
                         ["counting.png", "counting_modules.png", "counting_routing.png"]),
            "fig10": ("results/fig10/fig10.json", ["fig10.png"])}
