@@ -45,10 +45,17 @@ from pathlib import Path
 from typing import Any
 
 from tpcore.analysis.plots import draw_or_note, pyplot, save_png
-from tpcore.errors import TpcoreError, unknown_name
+from tpcore.errors import TpcoreError
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.options import Option, Reproduction
-from tpcore.experiments.table1 import PAPER_ARCH, SEEDS, SWEEP_OPTIONS, command_line, sweep_row
+from tpcore.experiments.table1 import (
+    PAPER_ARCH,
+    SEEDS,
+    SWEEP_OPTIONS,
+    chosen_tasks,
+    command_line,
+    sweep_row,
+)
 from tpcore.experiments.table3 import protocol
 from tpcore.io import read_text, write_json, write_text
 from tpcore.pipelines.learn import LearnConfig, make_data
@@ -56,7 +63,7 @@ from tpcore.pipelines.sweep import PAPER_GRID, dask_client, grid, run_all, selec
 from tpcore.pipelines.transformer import train_transformer
 from tpcore.rundir import cached, check_out_dir, saved
 from tpcore.tasks.rasp import DYCK
-from tpcore.tasks.registry import DEFAULTS, task_name
+from tpcore.tasks.registry import DEFAULTS
 
 __all__ = ["BUDGETS", "CLI", "DATA_FIELDS", "SETTINGS", "TASKS", "budget", "cell_name",
            "cell_size", "figures", "markdown", "program_configs", "report", "run",
@@ -245,10 +252,7 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     before any training unless ``overwrite``); ``halving``, ``rungs``: successive halving of
     each program sweep (:func:`tpcore.pipelines.sweep.halve`). Rows of other cells already in
     ``fig10.json`` at the same budget are kept."""
-    tasks = tuple(task_name(t) for t in tasks) if tasks else budget["tasks"]
-    for t in tasks:
-        if t not in TASKS:
-            raise unknown_name("task of Fig. 10", t, TASKS)
+    tasks = chosen_tasks(tasks, budget["tasks"], TASKS, "Fig. 10")
     chosen = {_setting(s) for s in settings} if settings else set(SETTINGS)
     out = check_out_dir(out)
     command = command_line("fig10", budget, tasks, budget["tasks"], epochs, seed, seeds,

@@ -69,7 +69,7 @@ from tpcore.experiments.hierarchy_parts import (
 )
 from tpcore.experiments.options import Option, Reproduction
 from tpcore.experiments.tree_grammar import PAPER, paper_grammar
-from tpcore.io import write_json, write_text
+from tpcore.io import read_text, write_json, write_text
 from tpcore.models import load
 from tpcore.rundir import check_config, check_out_dir
 from tpcore.tasks.trees import Grammar, sample_trees
@@ -198,7 +198,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
             _need_model(root_model(k), root_run(k), "root model", f"--parts root --k-train {k}")
     out = check_out_dir(out)
     path = out / f"hierarchy_{budget.name}.json"
-    result = json.loads(path.read_text()) if path.is_file() else \
+    result = json.loads(read_text(path, "results")) if path.is_file() else \
         dict(budget=budget.name, config=cfg, runs=[], commands=[])
     check_config(result["config"], cfg, str(path), "give other settings their own --out")
     command = (f"tpcore reproduce hierarchy --budget {budget.name} --parts {','.join(parts)} "
@@ -335,7 +335,7 @@ def _need_model(path: Path, run: TreeRun, what: str, how: str) -> None:
     meta = path.with_suffix(".json")
     if not meta.is_file():
         raise TpcoreError(f"no {what} at {path}.npz; run {how} first")
-    check_config(json.loads(meta.read_text()).get("run"), run.__dict__,
+    check_config(json.loads(read_text(meta, "model description")).get("run"), run.__dict__,
                  f"the {what} {path}.npz", f"run {how} with these settings first")
 
 

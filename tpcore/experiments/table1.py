@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tpcore.analysis.curves import document_curves
 from tpcore.analysis.plots import draw_or_note
+from tpcore.errors import unknown_name
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.options import EPOCHS, OVERWRITE, Option, Reproduction
 from tpcore.io import write_json, write_text
@@ -154,10 +155,21 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     is every row's ``wall_seconds`` together (each its sweep's, over every chunk). ``halving``,
     ``rungs``: successive halving of each sweep (the row's ``halving`` holds its rungs' sizes
     and cost)."""
-    tasks = tuple(task_name(t) for t in tasks) if tasks else TASKS
-    return sweep_tasks("table1", budget, out, seed, tasks, TASKS, PAPER, configs_for, table,
-                       epochs, seeds, jobs, scheduler, overwrite, halving, rungs,
+    return sweep_tasks("table1", budget, out, seed, chosen_tasks(tasks, TASKS, TASKS, "Table 1"),
+                       TASKS, PAPER, configs_for, table, epochs, seeds, jobs, scheduler,
+                       overwrite, halving, rungs,
                        extra=lambda task: {"target": TARGETS[task]})
+
+
+def chosen_tasks(tasks: Sequence[str] | None, default: tuple[str, ...],
+                 every: tuple[str, ...], study: str) -> tuple[str, ...]:
+    """The tasks a command names (names or aliases) as task names, each one of ``every`` (else
+    a :class:`TpcoreError` naming it and ``study``), or ``default`` when it names none."""
+    chosen = tuple(task_name(t) for t in tasks) if tasks else default
+    for t in chosen:
+        if t not in every:
+            raise unknown_name(f"task of {study}", t, every)
+    return chosen
 
 
 def sweep_tasks(name: str, budget: Budget, out: Path, seed: int, tasks: tuple[str, ...],

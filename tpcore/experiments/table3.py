@@ -33,13 +33,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tpcore.errors import unknown_name
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.options import EPOCHS, Option, Reproduction
-from tpcore.experiments.table1 import SEEDS, SWEEP_OPTIONS, figures, sweep_tasks
+from tpcore.experiments.table1 import SEEDS, SWEEP_OPTIONS, chosen_tasks, figures, sweep_tasks
 from tpcore.pipelines.learn import LearnConfig
 from tpcore.pipelines.sweep import PAPER_GRID, grid
-from tpcore.tasks.registry import task_name
 
 __all__ = ["BUDGETS", "CLI", "PAPER", "PAPER_ARCH", "TASKS", "budget", "configs_for",
            "figures", "protocol", "report", "run", "table"]
@@ -138,12 +136,9 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
     the same configuration are reused (one of another is refused unless ``overwrite``), rows of
     other tasks at the same budget are kept, and ``halving``, ``rungs`` run each sweep by
     successive halving."""
-    tasks = tuple(task_name(t) for t in tasks) if tasks else TASKS
-    for t in tasks:
-        if t not in TASKS:
-            raise unknown_name("task of Table 3", t, TASKS)
-    return sweep_tasks("table3", budget, out, seed, tasks, TASKS, PAPER, configs_for, table,
-                       epochs, seeds, jobs, scheduler, overwrite, halving, rungs)
+    return sweep_tasks("table3", budget, out, seed, chosen_tasks(tasks, TASKS, TASKS, "Table 3"),
+                       TASKS, PAPER, configs_for, table, epochs, seeds, jobs, scheduler,
+                       overwrite, halving, rungs)
 
 
 def report(result: dict[str, Any], out: Path) -> str:
