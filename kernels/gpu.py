@@ -9,8 +9,13 @@ run in order within one thread, so they round differently from the reference's r
 (within float32 rounding; tested against the references on a GPU).
 
 Row kernels (softmax, log-softmax, layer norm and their backwards) give one thread a whole row
-of the last axis: the rows of these models are short (up to a few hundred), and there are many
-of them. CuPy is imported on first use only.
+of the last axis when rows are short (fewer than :data:`WARP_ROWS` entries: attention over a few
+tokens, the classes of a loss), and one warp of 32 threads a row otherwise (layer norm over
+``d`` features, attention over a hundred tokens), the lanes reading the row in coalesced strides
+and summing with warp shuffles. Column sums (bias and gain gradients) are products with a ones
+vector, which cuBLAS runs as one matrix-vector product: CuPy's reduction over the first axis of
+a tall ``(rows, d)`` array gives each of the ``d`` outputs one block. CuPy is imported on first
+use only.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import numpy as np
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 _BLOCK = 128
+WARP_ROWS = 32
+"""The row length from which the row kernels give a row one warp instead of one thread."""
 NO_FMA = ("--fmad=false",)
 """Compiler options of every kernel here: no fused multiply-adds, so that each product is rounded
 before it is added, as in the references (a fused ``a * b - c`` keeps the product's low bits:
@@ -165,6 +172,105 @@ extern "C" __global__ void layer_norm_rows_backward(const T* dy, const T* xhat, 
     T mg = sg / d, mgh = sgh / d, iv = inv[r];
     for (int j = 0; j < d; ++j) dxr[j] = iv * (dyr[j] * gamma[j] - mg - hr[j] * mgh);
 }
+
+// One warp a row (rows of at least 32 entries, so that every lane holds one): lane l reads
+// entries l, l + 32, ...; sums and maxima combine the lanes' partial results by shuffles.
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ T warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        T u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+
+extern "C" __global__ void softmax_rows_warp(const T* x, const T* g, T* y, long long rows,
+                                             int k, T tau, int has_g) {
+    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const T* xr = x + r * k;
+    const T* gr = g + r * k;
+    T* yr = y + r * k;
+    T m = (has_g ? xr[lane] + gr[lane] : xr[lane]) / tau;
+    for (int j = lane; j < k; j += 32) {
+        T z = (has_g ? xr[j] + gr[j] : xr[j]) / tau;
+        yr[j] = z;
+        m = z > m ? z : m;
+    }
+    m = warp_max(m);
+    T s = 0;
+    for (int j = lane; j < k; j += 32) {
+        T e = exp(yr[j] - m);
+        yr[j] = e;
+        s += e;
+    }
+    s = warp_sum(s);
+    for (int j = lane; j < k; j += 32) yr[j] = yr[j] / s;
+}
+
+extern "C" __global__ void softmax_rows_backward_warp(const T* dy, const T* y, T* dx,
+                                                      long long rows, int k, T tau) {
+    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const T* dyr = dy + r * k;
+    const T* yr = y + r * k;
+    T* dxr = dx + r * k;
+    T s = 0;
+    for (int j = lane; j < k; j += 32) s += dyr[j] * yr[j];
+    s = warp_sum(s);
+    for (int j = lane; j < k; j += 32) dxr[j] = yr[j] * (dyr[j] - s) / tau;
+}
+
+extern "C" __global__ void layer_norm_rows_warp(const T* x, const T* gamma, const T* beta, T* y,
+                                                T* xhat, T* inv, long long rows, int d, T eps) {
+    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T* hr = xhat + r * d;
+    T s = 0;
+    for (int j = lane; j < d; j += 32) s += xr[j];
+    T mean = warp_sum(s) / d;
+    T q = 0;
+    for (int j = lane; j < d; j += 32) {
+        T c = xr[j] - mean;
+        hr[j] = c;
+        q += c * c;
+    }
+    T iv = T(1) / sqrt(warp_sum(q) / d + eps);
+    if (lane == 0) inv[r] = iv;
+    for (int j = lane; j < d; j += 32) {
+        T h = hr[j] * iv;
+        hr[j] = h;
+        yr[j] = gamma[j] * h + beta[j];
+    }
+}
+
+extern "C" __global__ void layer_norm_rows_backward_warp(const T* dy, const T* xhat,
+                                                         const T* inv, const T* gamma, T* dx,
+                                                         long long rows, int d) {
+    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const T* dyr = dy + r * d;
+    const T* hr = xhat + r * d;
+    T* dxr = dx + r * d;
+    T sg = 0, sgh = 0;
+    for (int j = lane; j < d; j += 32) {
+        T g = dyr[j] * gamma[j];
+        sg += g;
+        sgh += g * hr[j];
+    }
+    T mg = warp_sum(sg) / d, mgh = warp_sum(sgh) / d, iv = inv[r];
+    for (int j = lane; j < d; j += 32) dxr[j] = iv * (dyr[j] * gamma[j] - mg - hr[j] * mgh);
+}
 """
 
 
@@ -176,9 +282,24 @@ def _rows(name: str, char: str) -> Any:
     return module.get_function(name)
 
 
-def _launch(name: str, rows: int, dtype: Any, *args: Any) -> None:
-    grid = (max(1, -(-rows // _BLOCK)),)
+def _launch(name: str, rows: int, k: int, dtype: Any, *args: Any) -> None:
+    """Run row kernel ``name`` over ``rows`` rows of ``k`` entries: one thread a row, or its
+    ``_warp`` variant (one warp a row) from :data:`WARP_ROWS` entries on."""
+    threads = rows
+    if k >= WARP_ROWS:
+        name, threads = f"{name}_warp", 32 * rows
+    grid = (max(1, -(-threads // _BLOCK)),)
     _rows(name, np.dtype(dtype).char)(grid, (_BLOCK,), args)
+
+
+@functools.lru_cache(maxsize=16)
+def _ones(n: int, char: str, device: int) -> Any:
+    return _cupy().ones(n, dtype=char)
+
+
+def _column_sum(x: Any) -> Any:
+    """``x.sum(axis=0)`` of a 2-D array as the product ``ones @ x`` (one cuBLAS launch)."""
+    return _ones(x.shape[0], x.dtype.char, _cupy().cuda.Device().id) @ x
 
 
 def _last_axis(axis: int, *arrays: Any) -> bool:
@@ -224,7 +345,7 @@ def _softmax(x: Any, noise: Any, tau: float) -> Any:
     y = cp.empty_like(x)
     rows, k = _rows_of(x)
     t = x.dtype.type
-    _launch("softmax_rows", rows, x.dtype, x, x if noise is None else noise, y, np.int64(rows),
+    _launch("softmax_rows", rows, k, x.dtype, x, x if noise is None else noise, y, np.int64(rows),
             np.int32(k), t(tau), np.int32(noise is not None))
     return y
 
@@ -253,7 +374,7 @@ def softmax_backward(dy: Any, cache: tuple) -> Any:
         return NotImplemented
     dx = _cupy().empty_like(dy)
     rows, k = _rows_of(dy)
-    _launch("softmax_rows_backward", rows, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k),
+    _launch("softmax_rows_backward", rows, k, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k),
             dy.dtype.type(tau))
     return dx
 
@@ -264,7 +385,7 @@ def log_softmax_forward(x: Any, axis: int = -1) -> Any:
         return NotImplemented
     y = _cupy().empty_like(x)
     rows, k = _rows_of(x)
-    _launch("log_softmax_rows", rows, x.dtype, x, y, np.int64(rows), np.int32(k))
+    _launch("log_softmax_rows", rows, 0, x.dtype, x, y, np.int64(rows), np.int32(k))
     return y, (y, axis)
 
 
@@ -275,7 +396,7 @@ def log_softmax_backward(dy: Any, cache: tuple) -> Any:
         return NotImplemented
     dx = _cupy().empty_like(dy)
     rows, k = _rows_of(dy)
-    _launch("log_softmax_rows_backward", rows, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k))
+    _launch("log_softmax_rows_backward", rows, 0, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k))
     return dx
 
 
@@ -291,7 +412,7 @@ def layer_norm_forward(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:
     rows, _ = _rows_of(x)
     y, xhat = cp.empty_like(x), cp.empty_like(x)
     inv = cp.empty(x.shape[:-1] + (1,), dtype=x.dtype)
-    _launch("layer_norm_rows", rows, x.dtype, x, gamma, beta, y, xhat, inv, np.int64(rows),
+    _launch("layer_norm_rows", rows, d, x.dtype, x, gamma, beta, y, xhat, inv, np.int64(rows),
             np.int32(d), x.dtype.type(eps))
     return y, (xhat, inv, gamma)
 
@@ -307,7 +428,30 @@ def layer_norm_backward(dy: Any, cache: tuple) -> Any:
         return NotImplemented
     dx = _cupy().empty_like(dy)
     rows, _ = _rows_of(dy)
-    _launch("layer_norm_rows_backward", rows, dy.dtype, dy, xhat, inv, gamma, dx,
+    _launch("layer_norm_rows_backward", rows, d, dy.dtype, dy, xhat, inv, gamma, dx,
             np.int64(rows), np.int32(d))
     flat = dy.reshape(-1, d)
-    return dx, (flat * xhat.reshape(-1, d)).sum(axis=0), flat.sum(axis=0)
+    return dx, _column_sum(flat * xhat.reshape(-1, d)), _column_sum(flat)
+
+
+def linear_forward(x: Any, w: Any, b: Any = None) -> Any:
+    """:func:`tpcore.nn.functional.linear_forward` as one product over all leading dimensions
+    (``(B, N, D) @ (D, E)`` would run as ``B`` batched products), the bias added in place."""
+    if x.dtype != w.dtype or w.ndim != 2 or (b is not None and b.dtype != x.dtype):
+        return NotImplemented
+    y = x.reshape(-1, x.shape[-1]) @ w
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], w.shape[1]), (x, w, b is not None)
+
+
+def linear_backward(dy: Any, cache: tuple) -> Any:
+    """:func:`tpcore.nn.functional.linear_backward` with two-dimensional products and the bias
+    gradient as a column sum (:func:`_column_sum`)."""
+    x, w, has_b = cache
+    if not dy.dtype == x.dtype == w.dtype or w.ndim != 2:
+        return NotImplemented
+    flat = dy.reshape(-1, dy.shape[-1])
+    dx = (flat @ w.T).reshape(*dy.shape[:-1], w.shape[0])
+    dw = x.reshape(-1, x.shape[-1]).T @ flat
+    return dx, dw, (_column_sum(flat) if has_b else None)

@@ -101,13 +101,15 @@ def test_help_texts_read_as_plain_text():
 
 def test_an_uninstalled_source_folder_names_the_install_step(tmp_path):
     """From a clone without installing, the first use failed with "No module named
-    'tpcore.kernels'"."""
+    'tpcore.kernels'". The folder copied is the checkout's source, so the test means the same
+    when tpcore runs from an installed wheel (which holds its kernels inside the package)."""
     import os
     import shutil
 
     import numpy
 
-    shutil.copytree(Path(tpcore.__file__).parent, tmp_path / "tpcore",
+    source = Path(__file__).resolve().parents[1] / "tpcore"  # the checkout's, not an install's
+    shutil.copytree(source, tmp_path / "tpcore",
                     ignore=shutil.ignore_patterns("__pycache__"))
     site = os.path.dirname(os.path.dirname(numpy.__file__))
     code = f"import sys; sys.path[:0] = [{str(tmp_path)!r}, {site!r}]; import tpcore"

@@ -14,7 +14,8 @@ from tpcore.nn import relax as R
 
 REFERENCES = [O.adam_update, R.gumbel_from_uniform, F.gelu_forward, F.softmax,
               R.gumbel_softmax_forward, F.softmax_backward, F.log_softmax_forward,
-              F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward]
+              F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward,
+              F.linear_forward, F.linear_backward]
 
 
 def test_every_gpu_kernel_takes_its_references_arguments():
@@ -50,7 +51,7 @@ def _x(rng, shape, dtype, scale=1.0):
 
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(3, 5, 16), (7, 1), (2, 4, 300)])
+@pytest.mark.parametrize("shape", [(3, 5, 16), (7, 1), (6, 31), (6, 32), (2, 4, 300)])
 def test_row_kernels_equal_their_references(rng, dtype, shape):
     x, dy = _x(rng, shape, dtype, 3.0), _x(rng, shape, dtype)
     noise = _x(rng, shape, dtype)
@@ -72,6 +73,20 @@ def test_row_kernels_equal_their_references(rng, dtype, shape):
     _close((y, *cache[:2]), (y_ref, *cache_ref[:2]), dtype)
     _close(G.layer_norm_backward(dy, cache), F.layer_norm_backward.__wrapped__(dy, cache_ref),
            dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_kernels_equal_their_references(rng, dtype, bias):
+    """One product over the leading dimensions, the bias gradient as a ones-vector product."""
+    x, w = _x(rng, (3, 5, 16), dtype), _x(rng, (16, 7), dtype)
+    b = _x(rng, (7,), dtype) if bias else None
+    y, cache = G.linear_forward(x, w, b)
+    y_ref, cache_ref = F.linear_forward.__wrapped__(x, w, b)
+    _close(y, y_ref, dtype)
+    dy = _x(rng, y_ref.shape, dtype)
+    _close(G.linear_backward(dy, cache), F.linear_backward.__wrapped__(dy, cache_ref), dtype)
 
 
 @gpu

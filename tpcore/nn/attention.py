@@ -11,7 +11,7 @@ from typing import Any
 
 from tpcore.backend import Array, xp_of
 from tpcore.dispatch import kernel
-from tpcore.nn.functional import linear_backward, linear_forward, softmax
+from tpcore.nn.functional import linear_backward, linear_forward, softmax, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 
 MASKED_SCORE = -1e9
@@ -61,7 +61,7 @@ def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
     pattern, p, q, k, v, scale, hooks = cache
     dv = pattern.swapaxes(-1, -2) @ dout
     dp = hooks.grad("hook_pattern", dout @ v.swapaxes(-1, -2))
-    ds = hooks.grad("hook_attn_scores", p * (dp - (dp * p).sum(axis=-1, keepdims=True))) * scale
+    ds = hooks.grad("hook_attn_scores", softmax_backward(dp, (p, 1.0, -1))) * scale
     return ds @ k, ds.swapaxes(-1, -2) @ q, dv
 
 

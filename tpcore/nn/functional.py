@@ -13,7 +13,7 @@ from tpcore.backend import Array, on_gpu, scatter_add, xp_of
 from tpcore.dispatch import kernel
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, tuple]:
     """``y = x W + b``; x: (..., Din), w: (Din, Dout), b: (Dout,) -> y: (..., Dout)."""
     y = x @ w
@@ -22,7 +22,7 @@ def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, t
     return y, (x, w, b is not None)
 
 
-@kernel("nn")
+@kernel("nn", gpu=True)
 def linear_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array | None]:
     """``dx = dy W^T``, ``dW = x^T dy`` and ``db = sum dy`` over all leading dimensions."""
     x, w, has_b = cache
