@@ -36,6 +36,20 @@ def _part(out: dict, name: str, fn) -> None:
     print(json.dumps({name: out[name]}), flush=True)
 
 
+def _timed(stream, **runs) -> dict:
+    """Microseconds per call of each ``name=run``: one warm-up, then 20 calls on ``stream``."""
+    times = {}
+    for name, run in runs.items():
+        run()
+        stream.synchronize()
+        began = time.perf_counter()
+        for _ in range(20):
+            run()
+        stream.synchronize()
+        times[name] = round((time.perf_counter() - began) / 20 * 1e6, 1)
+    return times
+
+
 def _cublas_library() -> ctypes.CDLL:
     """The cuBLAS library CuPy has loaded (found in this process's memory map)."""
     with open("/proc/self/maps", encoding="utf-8") as maps:
@@ -166,17 +180,9 @@ def main() -> None:
             stream.begin_capture()
             got = chain(direct)
             graph = stream.end_capture()
-            times = {}
-            for name, run in (("cupy_eager_us", lambda: chain(eager)),
-                              ("ctypes_eager_us", lambda: chain(direct)),
-                              ("replay_us", lambda: graph.launch(stream))):
-                run()
-                stream.synchronize()
-                began = time.perf_counter()
-                for _ in range(20):
-                    run()
-                stream.synchronize()
-                times[name] = round((time.perf_counter() - began) / 20 * 1e6, 1)
+            times = _timed(stream, cupy_eager_us=lambda: chain(eager),
+                           ctypes_eager_us=lambda: chain(direct),
+                           replay_us=lambda: graph.launch(stream))
             graph.launch(stream)
             stream.synchronize()
             times["max_difference"] = float(abs(got - want_h).max())
@@ -195,15 +201,7 @@ def main() -> None:
             stream.begin_capture()
             chain()
             graph = stream.end_capture()
-            times = {}
-            for name, run in (("eager_us", chain), ("replay_us", lambda: graph.launch(stream))):
-                run()
-                stream.synchronize()
-                began = time.perf_counter()
-                for _ in range(20):
-                    run()
-                stream.synchronize()
-                times[name] = round((time.perf_counter() - began) / 20 * 1e6, 1)
+            times = _timed(stream, eager_us=chain, replay_us=lambda: graph.launch(stream))
         return times
 
     for name, fn in (("elementwise", elementwise), ("matmul", matmul),
