@@ -17,16 +17,16 @@ and of ``probe-k``), and ``hours`` stops a call at the first checkpoint after th
 wall-clock time, the run in training keeping its paused state to be resumed by the same call
 repeated (:func:`run`).
 
-Figures (:func:`figures`, drawn when matplotlib is installed): ``hierarchy_<budget>_accuracy.png``,
-each run's accuracy on unfiltered (k = 0) test data over training beside BP_k_train's and the
-optimal BP_0's (the paper's Fig. 3), ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its
-own test data for every k over training (Fig. 1c), ``hierarchy_<budget>_attention.png``,
-every layer's average attention map of each task and k_train (Figs. 6 and 13), and those of the
-sweeps and probes (:func:`tpcore.experiments.hierarchy_parts.figures`).
+Figures (:mod:`tpcore.experiments.hierarchy_figures`, drawn when matplotlib is installed):
+``hierarchy_<budget>_accuracy.png``, each run's accuracy on unfiltered (k = 0) test data over
+training beside BP_k_train's and the optimal BP_0's (the paper's Fig. 3),
+``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its own test data for every k over training
+(Fig. 1c), ``hierarchy_<budget>_attention.png``, every layer's average attention map of each
+task and k_train (Figs. 6 and 13), and those of the sweeps and probes
+(:func:`tpcore.experiments.hierarchy_parts.figures`).
 
-:func:`run` keeps the bookkeeping every part shares (chunks, pauses, what is kept), which makes
-this module longer than most; the sweeps' plans, rows, tables and figures live in
-:mod:`tpcore.experiments.hierarchy_parts`.
+:func:`run` keeps the bookkeeping every part shares (chunks, pauses, what is kept); the sweeps'
+plans, rows, tables and figures live in :mod:`tpcore.experiments.hierarchy_parts`.
 
 Host-side orchestration (NumPy directly for bookkeeping).
 """
@@ -39,23 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from tpcore.analysis.plots import (
-    Level,
-    Line,
-    Panel,
-    draw_or_note,
-    panels_figure,
-    pyplot,
-    save_png,
-)
-from tpcore.bp import belief_propagation, evidence_from_leaves
+from tpcore.analysis.plots import draw_or_note
 from tpcore.errors import TpcoreError
 from tpcore.experiments import hierarchy_parts
 from tpcore.experiments.against_bp import TreeRun, closest_bp, train_against_bp
 from tpcore.experiments.budget import Budget, preset
 from tpcore.experiments.encoder_probes import finetune_root, probe_ancestors
+from tpcore.experiments.hierarchy_figures import figures
 from tpcore.experiments.hierarchy_parts import (
     GRAMMAR_SEEDS,
     LAYERS,
@@ -72,7 +62,6 @@ from tpcore.experiments.tree_grammar import PAPER, paper_grammar
 from tpcore.io import read_text, write_json, write_text
 from tpcore.models import load
 from tpcore.rundir import check_config, check_out_dir
-from tpcore.tasks.trees import Grammar, sample_trees
 
 BUDGETS = {
     "tiny": Budget("tiny", dict(l=2, P=2**10, d_model=16, d_mlp=32, batch=32, lr=3e-3, steps=60,
@@ -221,7 +210,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         if key is not None:
             result[key] = value
         write_json(path, result)
-        write_text(out / f"hierarchy_{budget.name}.md", markdown(result, g))
+        write_text(out / f"hierarchy_{budget.name}.md", markdown(result))
 
     paused: list[str] = []
     trained = False
@@ -339,7 +328,7 @@ def _need_model(path: Path, run: TreeRun, what: str, how: str) -> None:
                  f"the {what} {path}.npz", f"run {how} with these settings first")
 
 
-def markdown(out: dict[str, Any], grammar: Grammar) -> str:
+def markdown(out: dict[str, Any]) -> str:
     """Tables: final accuracies against the BP table, checkpoint curves, attention scores."""
     parts = [f"Transformers vs exact BP, budget `{out['budget']}`: {out['config']}.\n"
              "Commands: " + "; ".join(f"`{c}`" for c in out["commands"]) + "\n"]
@@ -347,7 +336,7 @@ def markdown(out: dict[str, Any], grammar: Grammar) -> str:
         run, hist = r["run"], r["history"]
         l, kt, task = run["l"], run["k_train"], run["task"]
         last = hist[-1]
-        bp_acc = r.get("bp_acc") or _unrecorded_bp_accuracies(grammar, run)
+        bp_acc = r["bp_acc"]
         parts.append(f"\n### {task}, k_train = {kt} ({r['n_parameters']} parameters, "
                      f"{run['steps']} steps, {run['P']} training trees, "
                      f"{r['train_seconds']:.0f} s training, "
@@ -407,119 +396,6 @@ def markdown(out: dict[str, Any], grammar: Grammar) -> str:
                                                   for m in ("scratch", "frozen", "unfrozen"))
                          + " |\n")
     return "".join(parts) + hierarchy_parts.markdown(out)
-
-
-def _run_label(run: dict[str, Any]) -> str:
-    return f"transformer, {run['steps']} steps on {run['P']} trees"
-
-
-def figures(result: dict[str, Any], out: Path) -> list[Path]:
-    """Draw the figures of the runs (:func:`run_figures`) and those of the sweeps and probes
-    (:func:`tpcore.experiments.hierarchy_parts.figures`) that ``result`` holds into ``out``."""
-    return run_figures(result, out) + hierarchy_parts.figures(result, out)
-
-
-def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
-    """Draw ``hierarchy_<budget>_accuracy.png``, ``hierarchy_<budget>_kl.png`` and
-    ``hierarchy_<budget>_attention.png`` (see the module docstring) from ``result``: one panel
-    (a row of panels, one per layer, for the attention) per task and k_train, runs of other
-    lengths overlaid in the accuracy figure; in the KL figure the run whose first checkpoint
-    comes earliest (the early alignment with BP_l shows), the longer of two such; in the
-    attention figure the shortest run on the fewest trees (the budget's own). None without
-    runs."""
-    if not result["runs"]:
-        return []
-    g = paper_grammar()
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in result["runs"]:
-        groups.setdefault((r["run"]["task"], r["run"]["k_train"]), []).append(r)
-    ordered = sorted(groups.items(), key=lambda x: (x[0][0] != "root", x[0][1]))
-    accuracy, kl = [], []
-    for (task, kt), runs in ordered:
-        what = "root" if task == "root" else "masked leaf"
-        title = f"{what}, trained on k = {kt}"
-        lines = [Line(_run_label(r["run"]), [h["step"] for h in r["history"]],
-                      [h["0"]["acc"] for h in r["history"]], color=f"C{i}")
-                 for i, r in enumerate(runs)]
-        bp = (runs[0].get("bp_acc") or _unrecorded_bp_accuracies(g, runs[0]["run"]))["0"]
-        levels = [Level(f"BP_{kt} (the training data's model)", bp[0])]
-        if kt:
-            levels.append(Level("BP_0 (exact, optimal)", bp[1], ":", "grey"))
-        accuracy.append(Panel(title, lines, levels))
-        early = min(runs, key=lambda r: (r["history"][0]["step"], -r["run"]["steps"]))
-        hist = early["history"]
-        kl.append(Panel(f"{title} ({early['run']['steps']} steps)", [
-            Line(f"KL(BP_{k} || model)" + (" (training data's BP)" if k == kt else ""),
-                 [h["step"] for h in hist], [h[str(kt)][f"bp{k}"]["kl"] for h in hist],
-                 style="-" if k == kt else "--", color=f"C{k}")
-            for k in range(early["run"]["l"] + 1)]))
-    name = f"hierarchy_{result['budget']}"
-    l = result["config"]["l"]
-    shortest = [min(runs, key=lambda r: (r["run"]["steps"], r["run"]["P"])) for _, runs in ordered]
-    return [panels_figure(accuracy, out / f"{name}_accuracy.png",
-                          f"Transformers against exact BP (l = {l}): accuracy on unfiltered "
-                          "(k = 0) test data", "training step (log scale)",
-                          "accuracy on k = 0 test data", logx=True, ylim=(0, 1.02),
-                          legend="lower right"),
-            panels_figure(kl, out / f"{name}_kl.png",
-                          f"Transformers against exact BP (l = {l}): distance of the predicted "
-                          "distribution from BP_k on the training k's test data",
-                          "training step (log scale)", "KL divergence (nats, log scale)",
-                          logx=True, logy=True),
-            attention_figure(shortest, out / f"{name}_attention.png",
-                             f"Transformers against exact BP (l = {l}): attention per layer, "
-                             "averaged over the training k's test data")]
-
-
-def attention_figure(runs: list[dict[str, Any]], path: Path, title: str) -> Path:
-    """Write the stored attention maps of ``runs`` (``attention.maps``: per layer, ``(N, N)``
-    averaged over inputs, query rows and key columns) to the PNG ``path`` as a grid, a row per
-    run and a column per layer (the runs share their number of layers), on one colour scale
-    from 0 to the largest weight."""
-    maps = [[np.asarray(m, dtype=float) for m in r["attention"]["maps"]] for r in runs]
-    top = max(float(m.max()) for row in maps for m in row)
-    cols = len(maps[0])
-    plt = pyplot()
-    fig, axes = plt.subplots(len(runs), cols, figsize=(1.5 * cols + 0.9, 1.5 * len(runs) + 0.4),
-                             squeeze=False, layout="constrained")
-    for r, (run, row) in enumerate(zip(runs, maps)):
-        what = "root" if run["run"]["task"] == "root" else "MLM"
-        for c, (ax, m) in enumerate(zip(axes[r], row)):
-            im = ax.imshow(m, cmap="viridis", vmin=0.0, vmax=top)
-            ticks = list(range(0, len(m), max(1, len(m) // 8)))
-            left, bottom = c == 0, r == len(runs) - 1
-            ax.set_xticks(ticks, [str(t) for t in ticks] if bottom else [], fontsize=6)
-            ax.set_yticks(ticks, [str(t) for t in ticks] if left else [], fontsize=6)
-            ax.set_title(f"{what}, k_train = {run['run']['k_train']}, layer {c + 1}", fontsize=7)
-            if left:
-                ax.set_ylabel("query position", fontsize=7)
-            if bottom:
-                ax.set_xlabel("key position", fontsize=7)
-    fig.colorbar(im, ax=axes, label="attention weight", shrink=0.5)
-    fig.suptitle(title, fontsize=8)
-    return save_png(fig, path)
-
-
-def _unrecorded_bp_accuracies(grammar: Grammar, run: dict[str, Any]) -> dict[str, list[float]]:
-    """BP's accuracies for a run recorded without them (before runs recorded ``bp_acc``): on
-    the test sets those runs were evaluated on, drawn with seeds ``10_000 + k_test``, masks
-    at positions drawn with seed ``30_000``."""
-    n, l, kt = run["n_eval"], run["l"], run["k_train"]
-    pos = np.random.default_rng(30_000).integers(0, 2**l, n)
-    accs = {}
-    for k_test in range(l + 1):
-        t = sample_trees(grammar, n, l, k_test, seed=10_000 + k_test)
-        e = evidence_from_leaves(t.leaves, grammar.q)
-        row = []
-        for k in (kt, k_test):
-            res = belief_propagation(grammar.M, grammar.p0, e, k)
-            if run["task"] == "root":
-                row.append(float((res.root.argmax(1) == t.root).mean()))
-            else:
-                pred = res.cavity[np.arange(n), pos].argmax(1)
-                row.append(float((pred == t.leaves[np.arange(n), pos]).mean()))
-        accs[str(k_test)] = row
-    return accs
 
 
 def report(result: dict[str, Any], out: Path) -> str:
