@@ -29,7 +29,8 @@ heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 Each budget runs one seed, the ``seed`` given.
 
 Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
-``out/counting.json`` and ``out/counting.md`` (with Section 5.3's count of settings where a
+``out/counting.json`` (every selected run's row without its training curve, which its own
+record keeps) and ``out/counting.md`` (with Section 5.3's count of settings where a
 module reaches the base model, :func:`tpcore.experiments.counting_figures.module_gains`), and
 with matplotlib the table as a heatmap beside the paper's, ``out/counting.png``, the base
 model against each module, ``out/counting_modules.png`` (the paper's Figs. 2-5), and the
@@ -252,6 +253,11 @@ def select_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return picked
 
 
+def _without_curve(row: dict[str, Any]) -> dict[str, Any]:
+    """A run's row for ``counting.json``: all but its ``history`` (``runs/*.json`` keeps it)."""
+    return {k: v for k, v in row.items() if k != "history"}
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f}"
 
@@ -404,7 +410,8 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
         commands = [c for c in old.get("commands", []) if c != command] + [command]
         result = {"budget": given.name, "commands": commands, "settings": dict(b.sizes),
                   "epochs": epochs or b["epochs"], "arch": list(b["arch"]), "target": TARGET,
-                  "cells": cells, "lengthgen": tests,
+                  "cells": [_without_curve(r) for r in cells],
+                  "lengthgen": [_without_curve(r) for r in tests],
                   "seconds": sum(r["seconds"] for r in rows + lengths)}
         write_json(path, result)
         gains = module_gains(cells, PAPER_ACC)
