@@ -3,7 +3,8 @@
 model, verified;
 ``tpcore program stats PATH...``: which variables their heads read, by layer (Figure 12);
 ``tpcore program prune PATH``: keep some categorical heads per layer, as a narrower model names
-them (:mod:`tpcore.programs.prune`), e.g. to start one with ``tpcore learn --init-from``.
+them (:mod:`tpcore.programs.prune`), e.g. to start one with ``tpcore learn --init-from``;
+``tpcore program circuit PATH``: the Dyck circuit of Figure 9 (:mod:`tpcore.analysis.dyck_circuit`).
 
 PATH may be a run directory (``tpcore learn``), a saved IR (``.json``), a generated program or a
 program in the authors' published format (``.py``, imported with ``ast``, never executed), or a
@@ -13,8 +14,10 @@ saved model (``.npz``, extracted).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
+from tpcore.analysis import dyck_circuit
 from tpcore.analysis.html_view import program_html
 from tpcore.analysis.program_figures import example_input, write_program_figures
 from tpcore.analysis.reads_figure import reads_figure
@@ -190,6 +193,16 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _circuit(args: argparse.Namespace) -> int:
+    p = load_program(args.path)
+    found = dyck_circuit.find(p)
+    checked = dyck_circuit.check(p, found, args.samples, args.seed)
+    result = {"program": str(args.path), "previous_heads": found.previous_heads,
+              "flags": [dataclasses.asdict(f) for f in found.flags], "check": checked}
+    emit(args, result, lambda: dyck_circuit.report(p, found, checked))
+    return 0
+
+
 def parse_heads(spec: str) -> prune.HeadChoice:
     """``"0,1/2,3"`` -> ``((0, 1), (2, 3))``: head indices per layer, layers separated by ``/``."""
     try:
@@ -307,6 +320,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     stats.add_argument("--title", help="the figure's title")
     add_json_option(stats)
     stats.set_defaults(func=_stats)
+    circ = verbs.add_parser("circuit", help="the Dyck circuit of paper Figure 9: a previous-token "
+                                            "head, an MLP flagging a mismatched closer, what "
+                                            "reads the flag; checked on random strings")
+    circ.add_argument("path")
+    circ.add_argument("--samples", type=positive_int, default=20_000, metavar="N",
+                      help="random bracket strings to check it on (default 20,000)")
+    circ.add_argument("--seed", type=nonnegative_int, default=0,
+                      help="their seed (default 0)")
+    add_json_option(circ)
+    circ.set_defaults(func=_circuit)
     cut = verbs.add_parser("prune", help="keep some categorical heads per layer, renumbered as a "
                                          "narrower model names them")
     cut.add_argument("path")
