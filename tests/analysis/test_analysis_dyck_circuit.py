@@ -80,3 +80,18 @@ def test_no_circuit_where_the_head_looks_elsewhere_or_the_flag_covers_a_match():
 def test_a_program_without_two_bracket_types_is_refused_in_one_line(tokens):
     with pytest.raises(TpcoreError, match=r"expected a Dyck program of two or more"):
         D.find(_program(tokens=tokens))
+
+
+def test_the_command_prints_the_circuit_and_its_check(tmp_path, capsys):
+    import json
+
+    from tpcore.cli import main
+
+    path = tmp_path / "dyck2.json"
+    ir.save(_program(), path)
+    assert main(["program", "circuit", str(path), "--samples", "500", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["previous_heads"] == ["attn_0_0"] and out["flags"][0]["values"] == [1]
+    assert out["check"]["flags"]["mlp_0_0"]["raised_at_mismatch"] == 1.0
+    assert main(["program", "circuit", str(path), "--samples", "500"]) == 0
+    assert "flag: mlp_0_0 reads tokens and attn_0_0" in capsys.readouterr().out
