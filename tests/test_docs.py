@@ -112,6 +112,12 @@ NOT_RUN = {
                                           "comment lists (tests/test_readme_tour.py runs "
                                           "--help of each)",
     "tpcore program run path/to/sort.py ...": "a template for a file of the reader's",
+    "tpcore program circuit PROGRAMS/rasp/dyck2/dyck2.py": "reads the authors' published "
+                                                          "programs, which this repository does "
+                                                          "not hold (tests/analysis/"
+                                                          "test_analysis_dyck_circuit.py runs "
+                                                          "the command on a program of its own)",
+    "tpcore program circuit runs/dyck2": "a template for a run of the reader's",
     "tpcore sweep sort --scheduler tcp://10.0.0.5:8786": CLUSTER,
     "tpcore sweep sort --scheduler tcp://HOST:8786 --out /shared/sweeps/sort": CLUSTER,
     "tpcore sweep sort --halving 3 --scheduler tcp://HOST:8786 --out /shared/sweeps/sort":
