@@ -17,6 +17,7 @@ from tpcore.train import (
     TrainConfig,
     evaluate_supervised,
     fit,
+    progress,
     shuffled_batches,
     supervised_step,
 )
@@ -270,3 +271,25 @@ def test_history_keeps_the_training_loss_beside_an_evaluation_loss():
     first, second = result.history
     assert first == {"step": 1, "train_loss": 1.0, "loss": -1.0}   # (0 - 1)^2 before the update
     assert second["train_loss"] == pytest.approx(0.8 ** 2) and second["loss"] == -1.0
+
+
+def test_progress_in_a_log_is_a_line_at_each_tenth(capsys):
+    """Where stderr is not a terminal (pytest captures it), training reports each tenth of its
+    steps on a line of its own; a resumed run starts counting at its paused step; quiet is
+    silent."""
+    model = Scalar()
+    fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), _step,
+        TrainConfig(steps=100, desc="toy"))
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"toy: step {10 * i} of 100"
+                                                      for i in range(1, 11)]
+    assert lines[-1].startswith("toy: step 100 of 100 (100 %), ") and "s to go" in lines[-1]
+    bar = progress(100, "resumed", quiet=False)
+    bar.update(35)
+    for _ in range(65):
+        bar.update()
+    assert [line.split(" of")[0] for line in capsys.readouterr().err.splitlines()] == \
+        [f"resumed: step {s}" for s in range(40, 101, 10)]
+    fit(model, SGD(model.parameters(), lr=0.1), _batches(1.0), _step,
+        TrainConfig(steps=100, quiet=True))
+    assert capsys.readouterr().err == ""

@@ -175,10 +175,13 @@ class TrainResult:
 
 
 def progress(total: int, desc: str, quiet: bool) -> Any:
-    """A tqdm bar on a terminal; a no-op object when quiet, not a terminal, or tqdm is not
-    installed (then with a note on stderr)."""
-    if quiet or not sys.stderr.isatty():
+    """A tqdm bar on a terminal; where stderr is not one (a log file), a line at each tenth of
+    the run (:class:`_LogLines`); a no-op object when quiet or tqdm is not installed (then with
+    a note on stderr)."""
+    if quiet:
         return _NoBar()
+    if not sys.stderr.isatty():
+        return _LogLines(total, desc)
     try:
         from tqdm import tqdm
     except ImportError:
@@ -186,6 +189,38 @@ def progress(total: int, desc: str, quiet: bool) -> Any:
               "tqdm)", file=sys.stderr)
         return _NoBar()
     return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+class _LogLines:
+    """Progress for a log: one line on stderr as each tenth of the run's steps is done, with the
+    time spent and, at the pace since the first update (which a resumed run starts at its
+    paused step), the time left."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self.done, self.postfix = total, desc, 0, ""
+        self.began: tuple[float, int] | None = None
+        self.tenth = 0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self.began is None:
+            self.began = (time.perf_counter(), self.done)
+            self.tenth = self.done * TENTHS // max(self.total, 1)
+            return
+        if self.done * TENTHS < (self.tenth + 1) * self.total:
+            return
+        self.tenth = self.done * TENTHS // self.total
+        seconds = time.perf_counter() - self.began[0]
+        left = seconds * (self.total - self.done) / max(self.done - self.began[1], 1)
+        print(f"{self.desc}: step {self.done:,} of {self.total:,} ({100 * self.done // self.total} "
+              f"%), {seconds:.0f} s, about {left:.0f} s to go{self.postfix}", file=sys.stderr,
+              flush=True)
+
+    def set_postfix(self, **kwargs: Any) -> None:
+        self.postfix = "".join(f", {k} {v}" for k, v in kwargs.items())
+
+    def close(self) -> None:
+        pass
 
 
 class _NoBar:
