@@ -82,6 +82,12 @@ def test_a_program_without_two_bracket_types_is_refused_in_one_line(tokens):
         D.find(_program(tokens=tokens))
 
 
+def test_too_many_samples_are_refused_before_any_work():
+    p = _program()
+    with pytest.raises(TpcoreError, match=r"samples 1000001: expected 1 to 1,000,000"):
+        D.check(p, D.find(p), samples=D.MAX_SAMPLES + 1)
+
+
 def test_the_command_prints_the_circuit_and_its_check(tmp_path, capsys):
     import json
 

@@ -32,6 +32,8 @@ from tpcore.tasks.rasp import dyck_labels
 
 BRACKETS = (("(", ")"), ("{", "}"), ("[", "]"))
 """Bracket types, ``(opener, closer)``, in the order the Dyck tasks number them."""
+MAX_SAMPLES = 1_000_000
+"""The most random strings :func:`check` draws."""
 
 
 @dataclass
@@ -154,6 +156,8 @@ def check(p: Program, circuit: Circuit, samples: int = 20_000, seed: int = 0) ->
     and the program predicts F (invalid), and how often it predicts F at every position after
     a mismatch; and the program's accuracy on all positions of the strings."""
     pairs = brackets(p)
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise TpcoreError(f"samples {samples}: expected 1 to {MAX_SAMPLES:,}")
     n = p.max_len - (p.bos is not None) - (p.eos is not None)
     if n < 2:
         raise TpcoreError(f"{p.name}: inputs of {n} brackets hold no pair of them")
