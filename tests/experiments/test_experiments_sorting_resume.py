@@ -119,6 +119,7 @@ def test_qk_part_paused_keeps_its_snapshots(tmp_path):
 def test_paused_part_of_other_settings_is_refused(tmp_path, monkeypatch, capsys):
     name = WIDE[1]
     run(scaled(0.0002), tmp_path, 0, tasks=(name,), hours=0)  # 2 steps: paused after 1
+    capsys.readouterr()  # that run's progress
     monkeypatch.setattr(sorting, "train", lambda *a, **k: pytest.fail("trained"))
     with pytest.raises(TpcoreError) as err:
         run(scaled(BUDGET), tmp_path, 0, tasks=(name,))
