@@ -5,14 +5,16 @@ Each function takes its reference's arguments and returns what it returns, or ``
 for a case it does not take (then the reference runs): :func:`tpcore.dispatch.kernel` dispatches
 here when the first argument is a CuPy array. The arithmetic is the reference's, element by
 element, in the arrays' dtype, without fused multiply-adds (:data:`NO_FMA`); sums along a row
-run in order within one thread, so they round differently from the reference's reductions
-(within float32 rounding; tested against the references on a GPU).
+run in order within a thread (and across a warp's lanes by shuffles), so they round differently
+from the reference's reductions (within float32 rounding; tested against the references on a
+GPU).
 
 Row kernels (softmax, log-softmax, layer norm and their backwards) give one thread a whole row
 of the last axis when rows are short (fewer than :data:`WARP_ROWS` entries: attention over a few
-tokens, the classes of a loss), and one warp of 32 threads a row otherwise (layer norm over
-``d`` features, attention over a hundred tokens), the lanes reading the row in coalesced strides
-and summing with warp shuffles. Column sums (bias and gain gradients) are products with a ones
+tokens, the classes of a small vocabulary), and one warp of 32 threads a row otherwise (layer
+norm over ``d`` features, attention over a hundred tokens), the lanes reading the row in
+coalesced strides and summing with warp shuffles; each kernel takes the lanes of a row as its
+last argument. Column sums (bias and gain gradients) are products with a ones
 vector, which cuBLAS runs as one matrix-vector product: CuPy's reduction over the first axis of
 a tall ``(rows, d)`` array gives each of the ``d`` outputs one block. CuPy is imported on first
 use only.
@@ -71,84 +73,108 @@ def _elementwise(name: str) -> Any:
 _ROWS = r"""
 typedef {T} T;
 
-extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long rows, int k,
-                                        T tau, int has_g) {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+// Each row of k entries is read by w lanes (threads) together: w = 1, one thread a row, or
+// w = 32, one warp a row (rows of at least 32 entries, so that every lane holds one). Lane l
+// reads entries l, l + w, ...; the lanes' partial sums and maxima combine by shuffles, which
+// with w = 1 leave a thread's in-order sum as it is.
+__device__ __forceinline__ T lanes_sum(T v, int w) {
+    for (int o = w >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ T lanes_max(T v, int w) {
+    for (int o = w >> 1; o > 0; o >>= 1) {
+        T u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+
+#define ROW_AND_LANE                                                      \
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;       \
+    long long r = t / w;                                                  \
+    int lane = (int)(t % w);                                              \
     if (r >= rows) return;
+
+extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long rows, int k,
+                                        T tau, int has_g, int w) {
+    ROW_AND_LANE
     const T* xr = x + r * k;
     const T* gr = g + r * k;
     T* yr = y + r * k;
-    T m = (has_g ? xr[0] + gr[0] : xr[0]) / tau;
-    for (int j = 0; j < k; ++j) {
+    T m = (has_g ? xr[lane] + gr[lane] : xr[lane]) / tau;
+    for (int j = lane; j < k; j += w) {
         T z = (has_g ? xr[j] + gr[j] : xr[j]) / tau;
         yr[j] = z;
         m = z > m ? z : m;
     }
+    m = lanes_max(m, w);
     T s = 0;
-    for (int j = 0; j < k; ++j) {
+    for (int j = lane; j < k; j += w) {
         T e = exp(yr[j] - m);
         yr[j] = e;
         s += e;
     }
-    for (int j = 0; j < k; ++j) yr[j] = yr[j] / s;
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
 }
 
 extern "C" __global__ void softmax_rows_backward(const T* dy, const T* y, T* dx, long long rows,
-                                                 int k, T tau) {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
+                                                 int k, T tau, int w) {
+    ROW_AND_LANE
     const T* dyr = dy + r * k;
     const T* yr = y + r * k;
     T* dxr = dx + r * k;
     T s = 0;
-    for (int j = 0; j < k; ++j) s += dyr[j] * yr[j];
-    for (int j = 0; j < k; ++j) dxr[j] = yr[j] * (dyr[j] - s) / tau;
+    for (int j = lane; j < k; j += w) s += dyr[j] * yr[j];
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) dxr[j] = yr[j] * (dyr[j] - s) / tau;
 }
 
-extern "C" __global__ void log_softmax_rows(const T* x, T* y, long long rows, int k) {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
+extern "C" __global__ void log_softmax_rows(const T* x, T* y, long long rows, int k, int w) {
+    ROW_AND_LANE
     const T* xr = x + r * k;
     T* yr = y + r * k;
-    T m = xr[0];
-    for (int j = 1; j < k; ++j) m = xr[j] > m ? xr[j] : m;
+    T m = xr[lane];
+    for (int j = lane + w; j < k; j += w) m = xr[j] > m ? xr[j] : m;
+    m = lanes_max(m, w);
     T s = 0;
-    for (int j = 0; j < k; ++j) s += exp(xr[j] - m);
-    T ls = log(s);
-    for (int j = 0; j < k; ++j) yr[j] = (xr[j] - m) - ls;
+    for (int j = lane; j < k; j += w) s += exp(xr[j] - m);
+    T ls = log(lanes_sum(s, w));
+    for (int j = lane; j < k; j += w) yr[j] = (xr[j] - m) - ls;
 }
 
 extern "C" __global__ void log_softmax_rows_backward(const T* dy, const T* y, T* dx,
-                                                     long long rows, int k) {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
+                                                     long long rows, int k, int w) {
+    ROW_AND_LANE
     const T* dyr = dy + r * k;
     const T* yr = y + r * k;
     T* dxr = dx + r * k;
     T s = 0;
-    for (int j = 0; j < k; ++j) s += dyr[j];
-    for (int j = 0; j < k; ++j) dxr[j] = dyr[j] - exp(yr[j]) * s;
+    for (int j = lane; j < k; j += w) s += dyr[j];
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) dxr[j] = dyr[j] - exp(yr[j]) * s;
 }
 
 extern "C" __global__ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y,
-                                           T* xhat, T* inv, long long rows, int d, T eps) {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
+                                           T* xhat, T* inv, long long rows, int d, T eps,
+                                           int w) {
+    ROW_AND_LANE
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T* hr = xhat + r * d;
     T s = 0;
-    for (int j = 0; j < d; ++j) s += xr[j];
-    T mean = s / d;
+    for (int j = lane; j < d; j += w) s += xr[j];
+    T mean = lanes_sum(s, w) / d;
     T q = 0;
-    for (int j = 0; j < d; ++j) {
+    for (int j = lane; j < d; j += w) {
         T c = xr[j] - mean;
         hr[j] = c;
         q += c * c;
     }
-    T iv = T(1) / sqrt(q / d + eps);
-    inv[r] = iv;
-    for (int j = 0; j < d; ++j) {
+    T iv = T(1) / sqrt(lanes_sum(q, w) / d + eps);
+    if (lane == 0) inv[r] = iv;
+    for (int j = lane; j < d; j += w) {
         T h = hr[j] * iv;
         hr[j] = h;
         yr[j] = gamma[j] * h + beta[j];
@@ -157,119 +183,19 @@ extern "C" __global__ void layer_norm_rows(const T* x, const T* gamma, const T* 
 
 extern "C" __global__ void layer_norm_rows_backward(const T* dy, const T* xhat, const T* inv,
                                                     const T* gamma, T* dx, long long rows,
-                                                    int d) {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
+                                                    int d, int w) {
+    ROW_AND_LANE
     const T* dyr = dy + r * d;
     const T* hr = xhat + r * d;
     T* dxr = dx + r * d;
     T sg = 0, sgh = 0;
-    for (int j = 0; j < d; ++j) {
+    for (int j = lane; j < d; j += w) {
         T g = dyr[j] * gamma[j];
         sg += g;
         sgh += g * hr[j];
     }
-    T mg = sg / d, mgh = sgh / d, iv = inv[r];
-    for (int j = 0; j < d; ++j) dxr[j] = iv * (dyr[j] * gamma[j] - mg - hr[j] * mgh);
-}
-
-// One warp a row (rows of at least 32 entries, so that every lane holds one): lane l reads
-// entries l, l + 32, ...; sums and maxima combine the lanes' partial results by shuffles.
-__device__ __forceinline__ T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ T warp_max(T v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        T u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = u > v ? u : v;
-    }
-    return v;
-}
-
-extern "C" __global__ void softmax_rows_warp(const T* x, const T* g, T* y, long long rows,
-                                             int k, T tau, int has_g) {
-    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    const T* xr = x + r * k;
-    const T* gr = g + r * k;
-    T* yr = y + r * k;
-    T m = (has_g ? xr[lane] + gr[lane] : xr[lane]) / tau;
-    for (int j = lane; j < k; j += 32) {
-        T z = (has_g ? xr[j] + gr[j] : xr[j]) / tau;
-        yr[j] = z;
-        m = z > m ? z : m;
-    }
-    m = warp_max(m);
-    T s = 0;
-    for (int j = lane; j < k; j += 32) {
-        T e = exp(yr[j] - m);
-        yr[j] = e;
-        s += e;
-    }
-    s = warp_sum(s);
-    for (int j = lane; j < k; j += 32) yr[j] = yr[j] / s;
-}
-
-extern "C" __global__ void softmax_rows_backward_warp(const T* dy, const T* y, T* dx,
-                                                      long long rows, int k, T tau) {
-    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    const T* dyr = dy + r * k;
-    const T* yr = y + r * k;
-    T* dxr = dx + r * k;
-    T s = 0;
-    for (int j = lane; j < k; j += 32) s += dyr[j] * yr[j];
-    s = warp_sum(s);
-    for (int j = lane; j < k; j += 32) dxr[j] = yr[j] * (dyr[j] - s) / tau;
-}
-
-extern "C" __global__ void layer_norm_rows_warp(const T* x, const T* gamma, const T* beta, T* y,
-                                                T* xhat, T* inv, long long rows, int d, T eps) {
-    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    const T* xr = x + r * d;
-    T* yr = y + r * d;
-    T* hr = xhat + r * d;
-    T s = 0;
-    for (int j = lane; j < d; j += 32) s += xr[j];
-    T mean = warp_sum(s) / d;
-    T q = 0;
-    for (int j = lane; j < d; j += 32) {
-        T c = xr[j] - mean;
-        hr[j] = c;
-        q += c * c;
-    }
-    T iv = T(1) / sqrt(warp_sum(q) / d + eps);
-    if (lane == 0) inv[r] = iv;
-    for (int j = lane; j < d; j += 32) {
-        T h = hr[j] * iv;
-        hr[j] = h;
-        yr[j] = gamma[j] * h + beta[j];
-    }
-}
-
-extern "C" __global__ void layer_norm_rows_backward_warp(const T* dy, const T* xhat,
-                                                         const T* inv, const T* gamma, T* dx,
-                                                         long long rows, int d) {
-    long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    const T* dyr = dy + r * d;
-    const T* hr = xhat + r * d;
-    T* dxr = dx + r * d;
-    T sg = 0, sgh = 0;
-    for (int j = lane; j < d; j += 32) {
-        T g = dyr[j] * gamma[j];
-        sg += g;
-        sgh += g * hr[j];
-    }
-    T mg = warp_sum(sg) / d, mgh = warp_sum(sgh) / d, iv = inv[r];
-    for (int j = lane; j < d; j += 32) dxr[j] = iv * (dyr[j] * gamma[j] - mg - hr[j] * mgh);
+    T mg = lanes_sum(sg, w) / d, mgh = lanes_sum(sgh, w) / d, iv = inv[r];
+    for (int j = lane; j < d; j += w) dxr[j] = iv * (dyr[j] * gamma[j] - mg - hr[j] * mgh);
 }
 """
 
@@ -283,13 +209,11 @@ def _rows(name: str, char: str) -> Any:
 
 
 def _launch(name: str, rows: int, k: int, dtype: Any, *args: Any) -> None:
-    """Run row kernel ``name`` over ``rows`` rows of ``k`` entries: one thread a row, or its
-    ``_warp`` variant (one warp a row) from :data:`WARP_ROWS` entries on."""
-    threads = rows
-    if k >= WARP_ROWS:
-        name, threads = f"{name}_warp", 32 * rows
-    grid = (max(1, -(-threads // _BLOCK)),)
-    _rows(name, np.dtype(dtype).char)(grid, (_BLOCK,), args)
+    """Run row kernel ``name`` over ``rows`` rows of ``k`` entries: one thread a row, or one
+    warp a row from :data:`WARP_ROWS` entries on (its last argument, the lanes of a row)."""
+    lanes = 32 if k >= WARP_ROWS else 1
+    grid = (max(1, -(-rows * lanes // _BLOCK)),)
+    _rows(name, np.dtype(dtype).char)(grid, (_BLOCK,), (*args, np.int32(lanes)))
 
 
 @functools.lru_cache(maxsize=16)
@@ -385,7 +309,7 @@ def log_softmax_forward(x: Any, axis: int = -1) -> Any:
         return NotImplemented
     y = _cupy().empty_like(x)
     rows, k = _rows_of(x)
-    _launch("log_softmax_rows", rows, 0, x.dtype, x, y, np.int64(rows), np.int32(k))
+    _launch("log_softmax_rows", rows, k, x.dtype, x, y, np.int64(rows), np.int32(k))
     return y, (y, axis)
 
 
@@ -396,7 +320,7 @@ def log_softmax_backward(dy: Any, cache: tuple) -> Any:
         return NotImplemented
     dx = _cupy().empty_like(dy)
     rows, k = _rows_of(dy)
-    _launch("log_softmax_rows_backward", rows, 0, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k))
+    _launch("log_softmax_rows_backward", rows, k, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k))
     return dx
 
 

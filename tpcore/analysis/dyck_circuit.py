@@ -74,10 +74,6 @@ def _share(hits: np.ndarray) -> float | None:
     return float(hits.mean()) if hits.size else None
 
 
-def _label_index(p: Program, variable: str) -> dict[Any, int]:
-    return {v: i for i, v in enumerate(p.variables[variable].values)}
-
-
 def previous_token_heads(p: Program) -> list[Head]:
     """Categorical heads of ``p`` that copy the token one position back: query and key
     ``positions``, value ``tokens``, every query position ``q >= 1`` matched to ``q - 1``."""
@@ -87,7 +83,7 @@ def previous_token_heads(p: Program) -> list[Head]:
                 and m.key == "positions" and m.value == "tokens"):
             continue
         labels = p.variables["positions"].values
-        index = _label_index(p, "positions")
+        index = p.variables["positions"].lookup
         if all(m.predicate[index[q]] == index.get(q - 1, -2) for q in labels if q >= 1):
             out.append(m)
     return out
@@ -96,7 +92,7 @@ def previous_token_heads(p: Program) -> list[Head]:
 def _flag(p: Program, mlp: Mlp, head: Head, pairs: list[tuple[str, str]]) -> Flag | None:
     """``mlp`` as a flag MLP over ``head``'s output, or None where its mismatched pairs share
     a value with a matched pair."""
-    tokens, previous = _label_index(p, "tokens"), _label_index(p, head.output)
+    tokens, previous = p.tokens.lookup, p.variables[head.output].lookup
     first_is_token = mlp.inputs[0] == "tokens"
     out_labels = p.variables[mlp.output].values
 
@@ -118,7 +114,7 @@ def _readers(p: Program, flag: Flag) -> list[dict[str, Any]]:
     """The modules after ``flag.mlp`` that read its output: their kind, what they read, in
     words, and for a head keyed on the flag, how many query values match a flagged key."""
     variable = p.module(flag.mlp).output
-    out_index = _label_index(p, variable)
+    out_index = p.variables[variable].lookup
     flagged = {out_index[v] for v in flag.values}
     rows = []
     for m in p.modules:
@@ -167,7 +163,7 @@ def check(p: Program, circuit: Circuit, samples: int = 20_000, seed: int = 0) ->
     words = [w for pair in pairs for w in pair]
     ids, lengths = encode(p, [p.frame([words[t] for t in row]) for row in x])
     env = evaluate(p, ids, lengths)
-    pred = run_reference(p, ids, lengths)
+    pred = run_reference(p, ids, lengths, env)
     offset = int(p.bos is not None)
     outputs = p.output_labels()
     classes = {c: outputs.index(c) for c in ("T", "P", "F") if c in outputs}
@@ -196,7 +192,7 @@ def check(p: Program, circuit: Circuit, samples: int = 20_000, seed: int = 0) ->
         "flags": {}}
     for flag in circuit.flags:
         out = p.module(flag.mlp).output
-        index = _label_index(p, out)
+        index = p.variables[out].lookup
         raised = np.isin(env[out], [index[v] for v in flag.values])[:, offset:offset + n]
         result["flags"][flag.mlp] = {
             "raised_at_mismatch": _share(raised[mm_rows, mm_at]),

@@ -119,9 +119,11 @@ def passthrough(program: Program, ids: Any, lengths: Any, pred: Any) -> Any:
     return pred
 
 
-def run_reference(program: Program, ids: Any, lengths: Any) -> Any:
-    """Predictions ``(B, N)`` with the array reference."""
-    env = evaluate(program, ids, lengths)
+def run_reference(program: Program, ids: Any, lengths: Any,
+                  env: dict[str, Any] | None = None) -> Any:
+    """Predictions ``(B, N)`` with the array reference; ``env``: the batch's variables, where
+    :func:`evaluate` has already given them."""
+    env = evaluate(program, ids, lengths) if env is None else env
     pred = feature_logits(program, env).argmax(axis=-1)
     return passthrough(program, ids, lengths, pred)
 
