@@ -87,4 +87,4 @@ def test_main_job_on_the_gpu(benchmark, tmp_path):
         "tpcore_ms": round(metrics["ms_per_step"], 2), "steps": metrics["steps"],
         "train_seconds": round(metrics["train_seconds"], 1),
         "test_acc": round(metrics["test"]["acc"], 5), "program_lines": metrics["program"]["lines"],
-        "gpu": _gpu_name()}
+        "steps_ran": metrics["steps_ran"], "gpu": _gpu_name()}

@@ -22,14 +22,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sidebyside import compare, threads, wait
+from sidebyside import compare, threads, training_step
 
-from tpcore.backend import asarray, rng
 from tpcore.cpu import blas_threads
 from tpcore.models.program import ProgramConfig, ProgramModel
 from tpcore.nn.optim import Adam
 from tpcore.pipelines.learn import program_step
-from tpcore.train import StepContext
 
 AUTHORS_VARIABLE = "TPCORE_AUTHORS_CODE"
 
@@ -39,19 +37,7 @@ def train_step(model: Any, batch: dict, lr: float, tau: float = 1.0):
     temperature ``tau``, with one BLAS thread; its optimiser is ``step.optimizer``. Shared with
     ``bench_counting.py`` and ``bench_training.py``."""
     blas_threads(1)
-    opt = Adam(model.parameters(), lr=lr)
-    ctx = StepContext(0, tau, rng(0))
-    batch = {k: asarray(v) for k, v in batch.items()}
-
-    def step():
-        opt.zero_grad()
-        loss = program_step(model, batch, ctx)
-        opt.step()
-        wait()
-        return loss
-
-    step.optimizer = opt
-    return step
+    return training_step(model, Adam(model.parameters(), lr=lr), program_step, batch, tau)
 
 
 def rasp_batch(b=512, n=8, v=8):

@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 import pytest
-from sidebyside import compare, threads, wait
+from sidebyside import compare, threads, training_step, wait
 
 from tpcore.backend import asarray, get_xp
 from tpcore.models.transformer import Transformer, TransformerConfig
 from tpcore.nn.attention import attention_backward, attention_forward, attention_mask
 from tpcore.nn.optim import Adam
-from tpcore.train import StepContext, supervised_step
+from tpcore.train import supervised_step
 
 B, N, D, H, L, MLP, V = 256, 16, 64, 4, 2, 256, 16
 
@@ -61,16 +61,7 @@ def tpcore_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP):
     cfg = TransformerConfig(vocab_size=V, max_len=n, d_model=d, n_layers=layers, n_heads=h,
                             d_mlp=d_mlp, layer_norm="pre", causal=True)
     model = Transformer(cfg)
-    opt = Adam(model.parameters(), lr=1e-3)
-    data, ctx = {k: asarray(v) for k, v in batch(b, n).items()}, StepContext(0, None, None)
-
-    def step():
-        opt.zero_grad()
-        supervised_step(model, data, ctx)
-        opt.step()
-        _sync(model.tok_emb.data)
-
-    return step
+    return training_step(model, Adam(model.parameters(), lr=1e-3), supervised_step, batch(b, n))
 
 
 def torch_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP, device="cpu"):

@@ -25,8 +25,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from tpcore.backend import get_xp
+from tpcore.backend import asarray, get_xp
 from tpcore.cpu import flush_subnormals, flush_unsupported, limit_threads
+from tpcore.graphs import step_runner
+from tpcore.nn.optim import Optimizer
+
+STEPS = 100_000
+"""The most steps a bench's training step is called for (its schedule tables' length)."""
 
 
 def wait() -> None:
@@ -117,3 +122,25 @@ def compare(benchmark, fns: dict[str, Callable[[], object]], threads_: int = 1,
              "load_after": round(os.getloadavg()[0], 2)}
     benchmark.extra_info.update(info)
     return info
+
+
+def training_step(model: object, optimizer: Optimizer, step_fn: Callable, batch: dict,
+                  tau: float | None = None, graphs: bool | None = None) -> Callable[[], object]:
+    """A zero-argument training step of ``model`` on a fixed ``batch`` (host arrays) at Gumbel
+    temperature ``tau``, as :func:`tpcore.train.fit` runs it (:func:`tpcore.graphs.step_runner`:
+    captured as a CUDA graph on CuPy unless ``graphs`` is False, eager elsewhere); it waits for
+    the device before it returns the loss. Its optimiser is ``step.optimizer``."""
+    run = step_runner(model, optimizer, step_fn, 0, None, None if tau is None else lambda s: tau,
+                      None, 0, STEPS, graphs)
+    active = run.active()  # entered for the step's life: the graph's stream, device scalars
+    active.__enter__()
+    batch = {k: asarray(v) for k, v in batch.items()}
+    count = iter(range(STEPS))
+
+    def step() -> object:
+        loss = run(next(count), batch)
+        wait()
+        return loss
+
+    step.optimizer, step.active = optimizer, active
+    return step

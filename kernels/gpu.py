@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from tpcore.backend import matmul
+
 _GELU_C = math.sqrt(2.0 / math.pi)
 _BLOCK = 128
 WARP_ROWS = 32
@@ -97,8 +99,9 @@ __device__ __forceinline__ T lanes_max(T v, int w) {
     if (r >= rows) return;
 
 extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long rows, int k,
-                                        T tau, int has_g, int w) {
+                                        T tau_value, const T* tau_at, int has_g, int w) {
     ROW_AND_LANE
+    T tau = tau_at ? *tau_at : tau_value;
     const T* xr = x + r * k;
     const T* gr = g + r * k;
     T* yr = y + r * k;
@@ -120,8 +123,9 @@ extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long 
 }
 
 extern "C" __global__ void softmax_rows_backward(const T* dy, const T* y, T* dx, long long rows,
-                                                 int k, T tau, int w) {
+                                                 int k, T tau_value, const T* tau_at, int w) {
     ROW_AND_LANE
+    T tau = tau_at ? *tau_at : tau_value;
     const T* dyr = dy + r * k;
     const T* yr = y + r * k;
     T* dxr = dx + r * k;
@@ -223,7 +227,7 @@ def _ones(n: int, char: str, device: int) -> Any:
 
 def _column_sum(x: Any) -> Any:
     """``x.sum(axis=0)`` of a 2-D array as the product ``ones @ x`` (one cuBLAS launch)."""
-    return _ones(x.shape[0], x.dtype.char, _cupy().cuda.Device().id) @ x
+    return matmul(_ones(x.shape[0], x.dtype.char, _cupy().cuda.Device().id), x)
 
 
 def _last_axis(axis: int, *arrays: Any) -> bool:
@@ -264,13 +268,21 @@ def gelu_forward(x: Any) -> Any:
     return y, deriv
 
 
-def _softmax(x: Any, noise: Any, tau: float) -> Any:
+def _temperature(tau: Any, dtype: Any) -> tuple[Any, Any]:
+    """A row kernel's two temperature arguments: the value and a null pointer for a number,
+    or 1 and a pointer to it for a 0-d device array (a captured step's temperature, read on the
+    device at every replay)."""
+    if isinstance(tau, (int, float, np.floating)):
+        return dtype.type(tau), np.uintp(0)
+    return dtype.type(1), tau.astype(dtype, copy=False)
+
+
+def _softmax(x: Any, noise: Any, tau: Any) -> Any:
     cp = _cupy()
     y = cp.empty_like(x)
     rows, k = _rows_of(x)
-    t = x.dtype.type
     _launch("softmax_rows", rows, k, x.dtype, x, x if noise is None else noise, y, np.int64(rows),
-            np.int32(k), t(tau), np.int32(noise is not None))
+            np.int32(k), *_temperature(tau, x.dtype), np.int32(noise is not None))
     return y
 
 
@@ -281,10 +293,11 @@ def softmax(x: Any, axis: int = -1) -> Any:
     return _softmax(x, None, 1.0)
 
 
-def gumbel_softmax_forward(logits: Any, noise: Any, tau: float, hard: bool = False,
+def gumbel_softmax_forward(logits: Any, noise: Any, tau: Any, hard: bool = False,
                            axis: int = -1) -> Any:
     """:func:`tpcore.nn.relax.gumbel_softmax_forward` (soft samples, last axis), the noise
-    added and the temperature divided inside the row kernel."""
+    added and the temperature divided inside the row kernel (``tau`` a number or a 0-d device
+    array)."""
     if hard or not _last_axis(axis, logits, *(() if noise is None else (noise,))):
         return NotImplemented
     y = _softmax(logits, noise, tau)
@@ -299,7 +312,7 @@ def softmax_backward(dy: Any, cache: tuple) -> Any:
     dx = _cupy().empty_like(dy)
     rows, k = _rows_of(dy)
     _launch("softmax_rows_backward", rows, k, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k),
-            dy.dtype.type(tau))
+            *_temperature(tau, dy.dtype))
     return dx
 
 
@@ -363,7 +376,7 @@ def linear_forward(x: Any, w: Any, b: Any = None) -> Any:
     (``(B, N, D) @ (D, E)`` would run as ``B`` batched products), the bias added in place."""
     if x.dtype != w.dtype or w.ndim != 2 or (b is not None and b.dtype != x.dtype):
         return NotImplemented
-    y = x.reshape(-1, x.shape[-1]) @ w
+    y = matmul(x.reshape(-1, x.shape[-1]), w)
     if b is not None:
         y += b
     return y.reshape(*x.shape[:-1], w.shape[1]), (x, w, b is not None)
@@ -376,6 +389,6 @@ def linear_backward(dy: Any, cache: tuple) -> Any:
     if not dy.dtype == x.dtype == w.dtype or w.ndim != 2:
         return NotImplemented
     flat = dy.reshape(-1, dy.shape[-1])
-    dx = (flat @ w.T).reshape(*dy.shape[:-1], w.shape[0])
-    dw = x.reshape(-1, x.shape[-1]).T @ flat
+    dx = matmul(flat, w.T).reshape(*dy.shape[:-1], w.shape[0])
+    dw = matmul(x.reshape(-1, x.shape[-1]).T, flat)
     return dx, dw, (_column_sum(flat) if has_b else None)

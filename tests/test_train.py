@@ -7,7 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from tpcore.backend import backend_name, step_rng, to_host
+from tpcore.backend import backend_name, to_host
+from tpcore.counter_rng import step_rng
 from tpcore.cpu import blas_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
 from tpcore.models import load

@@ -8,6 +8,9 @@ call, by the ``TPCORE_BACKEND`` environment variable. CuPy is imported only when
 ``numpy-strict`` is a testing tool (:mod:`tpcore.strict`): NumPy arrays that refuse host
 conversions and NumPy functions as a GPU run would, so that a CPU test run finds host leaks.
 
+Matrix products of the training paths go through :func:`matmul`, so that a GPU step captured
+as a CUDA graph can run them on a cuBLAS handle of its own (:func:`on_handle`).
+
 This module only chooses and serves the array module. Whether a fused kernel stands in for a
 reference is :mod:`tpcore.dispatch`'s decision; the BLAS threads are :mod:`tpcore.cpu`'s.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -126,19 +130,31 @@ def no_host_sync() -> contextlib.AbstractContextManager:
     return strict.no_sync() if get_xp() is strict.xp else contextlib.nullcontext()
 
 
-def step_rng(seed: int, step: int, xp: ModuleType | None = None) -> Any:
-    """The noise generator of training step ``step`` of a run seeded ``seed``: a fresh generator
-    seeded by the pair (a counter-based stream), so that a step's noise depends on nothing but
-    ``(seed, step)`` and a run paused after any step resumes bit for bit, on every backend.
+_blas: Any = None
+"""The cuBLAS handle of the GPU step being captured (None: products go through the array
+module)."""
 
-    NumPy (and the strict backend): PCG64 seeded by ``SeedSequence([seed, step])``. CuPy: cuRAND's
-    Philox4x32-10 seeded the same way, whose per-generator set-up is one short kernel (XORWOW's,
-    CuPy's default, skips ahead for each of its states). The two backends draw different numbers.
-    """
-    xp = get_xp() if xp is None else xp
-    if xp is np or xp is strict.xp:
-        return xp.random.default_rng([seed, step])
-    return xp.random.Generator(xp.random.Philox4x3210([seed, step]))
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` (NumPy's rules: broadcast leading axes, 1-D operands); for GPU arrays on the
+    cuBLAS handle of the step being captured while one is set (:func:`on_handle`), since CuPy
+    refuses cuBLAS inside a capture."""
+    if _blas is not None and on_gpu(a):
+        return _blas.matmul(a, b)
+    return a @ b
+
+
+@contextlib.contextmanager
+def on_handle(blas: Any) -> Iterator[None]:
+    """Run the products of GPU arrays on ``blas`` (a :class:`tpcore.kernels.cublas.Blas`, whose
+    ``matmul`` is ``a @ b``) inside the block: a CUDA graph's warm-up and capture use one handle,
+    so the captured step computes exactly what the warm-up step computed."""
+    global _blas
+    before, _blas = _blas, blas
+    try:
+        yield
+    finally:
+        _blas = before
 
 
 def float_dtype(name: str | None = None) -> Any:
@@ -182,7 +198,7 @@ def _one_hot_add(target: Any, index: Any, values: Any, cells: int = 1 << 24) -> 
     total = None
     for start in range(0, len(index), chunk):
         hot = (index[start:start + chunk, None] == ids).astype(target.dtype)
-        part = hot.T @ flat_values[start:start + chunk]
+        part = matmul(hot.T, flat_values[start:start + chunk])
         total = part if total is None else total + part
     if total is not None:
         target += total.reshape(target.shape)

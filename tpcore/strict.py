@@ -31,7 +31,9 @@ CuPy's rules:
   ``flatnonzero``, ``argwhere``, ``unique``, one-argument ``where``), indexing by a device
   boolean mask (the size of those results is data) and ``to_host``, so that a CPU test run
   finds a host synchronisation that a new line of a forward, backward or optimiser would add
-  to every step.
+  to every step; so are copies from the host (``xp.asarray``/``xp.array`` of host data, a host
+  index array or list, a number assigned through an index array, a join of more than eight
+  arrays), which CuPy refuses while a step is captured as a CUDA graph.
 
 Not modelled: CuPy functions that NumPy lacks (``cupyx``), CuPy's narrower acceptance of Python
 lists as array arguments, numerical differences of GPU kernels.
@@ -127,6 +129,10 @@ class StrictArray:
         return _device(self._a[_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        parts = key if isinstance(key, tuple) else (key,)
+        if not isinstance(value, StrictArray) and any(
+                isinstance(k, (StrictArray, np.ndarray, list)) for k in parts):
+            _from_host("a number assigned through an index array (CuPy makes it an array)")
         self._a[_index(key)] = _operand(value)
 
     def __copy__(self) -> StrictArray:
@@ -241,10 +247,19 @@ def _operand(value: Any) -> Any:
 
 def _index(key: Any) -> Any:
     """An index: device arrays unwrapped; host integer or boolean arrays and lists pass, as
-    CuPy copies them to the device."""
+    CuPy copies them to the device (refused inside :func:`no_sync`)."""
     if isinstance(key, tuple):
         return tuple(_index(k) for k in key)
+    if isinstance(key, (np.ndarray, list)):
+        _from_host("an index")
     return key._a if isinstance(key, StrictArray) else key
+
+
+def _from_host(what: str) -> None:
+    if _no_sync:
+        raise TypeError(f"{what} copied from the host inside a training step: CuPy refuses the "
+                        "copy while a step is captured as a CUDA graph; make it on the device "
+                        "(xp.arange, xp.full, ...) or before the step")
 
 
 class _Function:
@@ -259,6 +274,10 @@ class _Function:
         name = getattr(self._f, "__name__", "")
         if name in _SYNCHRONISING_FUNCTIONS or (name == "where" and len(args) == 1):
             _synchronising(f"xp.{name}")
+        if self._host_ok and args and not isinstance(args[0], StrictArray):
+            _from_host(f"the argument of xp.{name}")
+        if name in JOINS and args and len(args[0]) > JOIN_KERNEL_ARRAYS:
+            _from_host(f"the address table of xp.{name} of {len(args[0])} arrays")
         return _device(self._f(*_numpy(args, self._host_ok), **_numpy(kwargs, self._host_ok)))
 
     def __getattr__(self, name: str) -> Any:
@@ -266,6 +285,10 @@ class _Function:
         return _Function(value) if callable(value) else value
 
 
+JOINS = ("concatenate", "stack", "vstack", "hstack")
+JOIN_KERNEL_ARRAYS = 8
+"""CuPy joins more arrays than this in one kernel that reads a table of their addresses, copied
+from the host."""
 CONVERSIONS = ("asarray", "array", "asanyarray")
 """The functions that take host data to the device."""
 

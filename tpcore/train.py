@@ -13,7 +13,7 @@ A run can *pause* after ``TrainConfig.pause_at`` of its ``steps`` and *resume* l
 :class:`TrainState` (parameters, optimiser moments and step, the backend, the data position, the
 selection so far and the history; :mod:`tpcore.train_state` saves and loads it) makes a resumed
 run the same, bit for bit, as one that never paused: each step draws its noise from a generator
-of the run's seed and the step alone (:func:`tpcore.backend.step_rng`). Schedules are those of
+of the run's seed and the step alone (:func:`tpcore.counter_rng.step_rng`). Schedules are those of
 the whole run: a paused run has trained the first ``pause_at`` steps of it.
 
 Training runs on :func:`tpcore.cpu.default_threads` threads (``TPCORE_THREADS``, else up to two
@@ -41,13 +41,12 @@ import numpy as np
 from tpcore.backend import (
     asarray,
     backend_name,
-    no_host_sync,
-    step_rng,
     to_host,
     xp_of,
 )
 from tpcore.cpu import flush_subnormals, flush_wanted, limit_threads
 from tpcore.errors import TpcoreError, TrainingDiverged
+from tpcore.graphs import StepContext, step_runner
 from tpcore.nn.losses import (
     cross_entropy_backward,
     cross_entropy_forward,
@@ -55,7 +54,7 @@ from tpcore.nn.losses import (
     token_accuracy,
 )
 from tpcore.nn.module import Module, save
-from tpcore.nn.optim import Optimizer, Schedule, clip_grad_norm, geometric
+from tpcore.nn.optim import Optimizer, Schedule, geometric
 
 __all__ = [
     "Batch", "Batches", "StepContext", "TrainConfig", "TrainResult", "TrainState",
@@ -63,17 +62,6 @@ __all__ = [
 ]
 
 Batch = dict[str, Any]
-
-@dataclass
-class StepContext:
-    """What a step function may need besides the batch: the step index, the Gumbel temperature
-    ``tau`` (None when no temperature schedule is set) and the step's generator for noise and
-    dropout (:func:`tpcore.backend.step_rng` of the run's seed and the step)."""
-
-    step: int
-    tau: float | None
-    rng: Any
-
 
 @dataclass
 class TrainConfig:
@@ -91,7 +79,9 @@ class TrainConfig:
     evaluated there, so pause where an evaluation falls to know the selection at that point.
     ``flush_subnormals``: train with subnormal floats flushed to zero
     (:func:`tpcore.cpu.flush_subnormals`); None: when every parameter is float32 and
-    ``TPCORE_SUBNORMALS`` is not ``keep``.
+    ``TPCORE_SUBNORMALS`` is not ``keep``. ``cuda_graphs``: capture the steps as CUDA graphs
+    (:mod:`tpcore.graphs`); None: on the CuPy backend with float32 parameters unless
+    ``TPCORE_CUDA_GRAPHS=0``.
     """
 
     steps: int
@@ -109,6 +99,7 @@ class TrainConfig:
     threads: int | None = None
     pause_at: int | None = None
     flush_subnormals: bool | None = None
+    cuda_graphs: bool | None = None
 
 
 TENTHS = 10
@@ -122,7 +113,7 @@ class TrainState:
     ``step``: steps taken; ``params``/``best_params``: host copies of the model's parameters
     now and at the best evaluation (None before one); ``optimizer``:
     :meth:`tpcore.nn.optim.Optimizer.state_dict`; ``backend``: the backend it trained on (the
-    noise of a step is drawn from :func:`tpcore.backend.step_rng`, whose streams differ between
+    noise of a step is drawn from :func:`tpcore.counter_rng.step_rng`, whose streams differ between
     backends, so a state resumes on its own backend only);
     ``best_score``/``stale``: the selection's best score and evaluations since it improved;
     ``history``/``best``/``last_loss``/``last_step``/``seconds``/``tenth_seconds``/
@@ -155,7 +146,7 @@ class TrainResult:
     (forward, backward, update; evaluations left out) of the ``k``-th tenth of the run's steps,
     and how many they are, so that a step that gets slower as training goes on shows
     (:meth:`ms_per_step_by_tenth`). The first step of each call of :func:`fit` is not timed: it
-    compiles or loads the kernels.
+    compiles or loads the kernels. ``cuda_graphs``: how the steps ran (:mod:`tpcore.graphs`).
     """
 
     history: list[dict[str, float]] = field(default_factory=list)
@@ -167,6 +158,7 @@ class TrainResult:
     paused: TrainState | None = None
     tenth_seconds: list[float] = field(default_factory=lambda: [0.0] * TENTHS)
     tenth_steps: list[int] = field(default_factory=lambda: [0] * TENTHS)
+    cuda_graphs: str = "eager"
 
     def ms_per_step_by_tenth(self) -> list[float | None]:
         """Mean milliseconds per timed training step in each tenth of the run (None for a tenth
@@ -310,48 +302,44 @@ def _fit(
     start = time.perf_counter()
     step = first - 1
     losses = _Losses(last_finite, last_finite_step)
+    run = step_runner(model, optimizer, step_fn, config.seed, config.lr_schedule, tau_at,
+                      config.grad_clip, first, end, config.cuda_graphs)
     try:
-        for step in range(first, end):
-            if config.lr_schedule is not None:
-                optimizer.lr = config.lr_schedule(step)
-            ctx = StepContext(step, tau_at(step) if tau_at else None, step_rng(config.seed, step))
-            began = time.perf_counter()
-            with no_host_sync():
-                optimizer.zero_grad()
-                losses.add(step, step_fn(model, next(batches), ctx))
-                if config.grad_clip:
-                    clip_grad_norm(optimizer.params, config.grad_clip)
-                optimizer.step()
-            if step > first:
-                tenth = step * TENTHS // config.steps
-                result.tenth_seconds[tenth] += time.perf_counter() - began
-                result.tenth_steps[tenth] += 1
-            bar.update()
-            if step % LOSS_EVERY == 0:
-                bar.set_postfix(loss=f"{losses.read():.4f}")
-            done = step + 1 == config.steps
-            due = (config.eval_at(step) if config.eval_at is not None
-                   else config.eval_every and (step + 1) % config.eval_every == 0)
-            if evaluate is not None and (due or done):
-                metrics = {"step": step + 1, "train_loss": losses.read(), **evaluate(model)}
-                result.history.append(metrics)
-                if config.select is None:
-                    result.best = metrics
-                    continue
-                score = metrics[config.select]
-                stale = 0 if score > best_score else stale + 1
-                if score >= best_score:  # on a tie the later model wins (e.g. lower tau)
-                    best_score, result.best = score, metrics
-                    best_state = model.state_dict()
-                    if config.checkpoint:
-                        save(model, config.checkpoint, {"metrics": metrics})
-                if config.patience is not None and stale >= config.patience:
-                    result.stopped_early = True
-                    break
-        losses.read()
+        with run.active():
+            for step in range(first, end):
+                began = time.perf_counter()
+                losses.add(step, run(step, next(batches)))
+                if step > first:
+                    tenth = step * TENTHS // config.steps
+                    result.tenth_seconds[tenth] += time.perf_counter() - began
+                    result.tenth_steps[tenth] += 1
+                bar.update()
+                if step % LOSS_EVERY == 0:
+                    bar.set_postfix(loss=f"{losses.read():.4f}")
+                done = step + 1 == config.steps
+                due = (config.eval_at(step) if config.eval_at is not None
+                       else config.eval_every and (step + 1) % config.eval_every == 0)
+                if evaluate is not None and (due or done):
+                    metrics = {"step": step + 1, "train_loss": losses.read(), **evaluate(model)}
+                    result.history.append(metrics)
+                    if config.select is None:
+                        result.best = metrics
+                        continue
+                    score = metrics[config.select]
+                    stale = 0 if score > best_score else stale + 1
+                    if score >= best_score:  # on a tie the later model wins (e.g. lower tau)
+                        best_score, result.best = score, metrics
+                        best_state = model.state_dict()
+                        if config.checkpoint:
+                            save(model, config.checkpoint, {"metrics": metrics})
+                    if config.patience is not None and stale >= config.patience:
+                        result.stopped_early = True
+                        break
+            losses.read()
     finally:
         bar.close()
     result.steps, result.last_loss = step + 1, losses.last
+    result.cuda_graphs = run.describe()
     result.seconds = before + time.perf_counter() - start
     if result.steps < config.steps and not result.stopped_early:
         result.paused = TrainState(

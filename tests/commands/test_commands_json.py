@@ -39,7 +39,8 @@ def test_info(capsys):
     doc, _ = run_json(["info"], capsys)
     assert doc["tpcore"] == tpcore.__version__ and doc["backend"] == backend_name()
     assert "numba" in doc and "cupy_backend" in doc
-    assert doc["kernels"].startswith("on: ") and "no CUDA graphs" in doc["kernels"]
+    assert doc["kernels"].startswith("on: ")
+    assert ("captured as CUDA graphs" in doc["cuda_graphs"]) == (backend_name() == "cupy")
 
 
 def test_info_says_when_the_kernels_are_off(capsys):

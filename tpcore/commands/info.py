@@ -1,5 +1,6 @@
 """``tpcore info``: backend, versions, which optional packages are available, which fused kernels
-run, the processor and what float32 training does with subnormal numbers on it."""
+run, whether GPU training steps are captured as CUDA graphs, the processor and what float32
+training does with subnormal numbers on it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tpcore.backend import _load_cupy, backend_name
 from tpcore.commands.output import add_json_option, emit
 from tpcore.cpu import cpu_name, subnormal_mode
 from tpcore.dispatch import use_kernels
+from tpcore.graphs import graphs_status
 
 OPTIONAL = ("numba", "scipy", "tqdm", "cupy", "matplotlib", "torch", "dask")
 
@@ -40,14 +42,15 @@ def _kernels() -> str:
     if not use_kernels():
         return "off (TPCORE_KERNELS=0): the references run"
     numba = "numba on host arrays" if importlib.util.find_spec("numba") else "no numba"
-    return f"on: {numba}, CuPy's on GPU arrays; GPU steps launch eagerly (no CUDA graphs)"
+    return f"on: {numba}, CuPy's on GPU arrays"
 
 
 def run(args: argparse.Namespace) -> int:
     info = {"tpcore": tpcore.__version__, "python": platform.python_version(),
             "numpy": np.__version__, "backend": backend_name(),
             **{pkg: _version(pkg) for pkg in OPTIONAL}, "cupy_backend": _cupy_status(),
-            "kernels": _kernels(), "cpu": cpu_name(), "subnormals": subnormal_mode()}
+            "kernels": _kernels(), "cuda_graphs": graphs_status(), "cpu": cpu_name(),
+            "subnormals": subnormal_mode()}
     width = max(len(k) for k in info)
     emit(args, info, lambda: "\n".join(f"{key.replace('_', ' '):<{width}}  {value}"
                                        for key, value in info.items()))

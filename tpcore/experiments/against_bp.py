@@ -231,7 +231,7 @@ def _from_step(schedule: Schedule, start: int) -> Schedule:
 def paused_settings(run: TreeRun, grammar: Grammar) -> dict[str, Any]:
     """What a paused state of ``run`` records and must match to be resumed: the run's settings,
     the grammar (SHA-256 of ``M`` and ``p0`` as float64) and the backend (its arithmetic, and
-    the step noise of :func:`tpcore.backend.step_rng`, differ between backends)."""
+    the step noise of :func:`tpcore.counter_rng.step_rng`, differ between backends)."""
     digest = hashlib.sha256(np.asarray(grammar.M, np.float64).tobytes()
                             + np.asarray(grammar.p0, np.float64).tobytes()).hexdigest()
     return dict(run=dict(run.__dict__), grammar=digest[:16], backend=backend_name())

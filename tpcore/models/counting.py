@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import Array, get_xp, to_host
+from tpcore.backend import Array, get_xp, matmul, to_host
 from tpcore.counts import (
     EXPERTS,
     expert_features,
@@ -105,7 +105,7 @@ class SparseExpertCountingNetwork(StreamExtension):
 
     def gate_logits(self, h: Array) -> Array:
         """``z = h W^T + b``: ``(B, 5)``."""
-        return h @ self.w.data.T + self.b.data
+        return matmul(h, self.w.data.T) + self.b.data
 
     def choice(self, tokens: Array, pad: Array | None = None) -> Array:
         """The discrete gate: index of the chosen expert per sequence, ``(B,)``."""
@@ -133,7 +133,7 @@ class SparseExpertCountingNetwork(StreamExtension):
         h, e, gate = cache
         dalpha = (e * dvalues[0][None]).sum(axis=2).T
         dz = ops.sample_backward(dalpha, gate)
-        self.w.accumulate(dz.T @ h)
+        self.w.accumulate(matmul(dz.T, h))
         self.b.accumulate(dz.sum(axis=0))
 
     def program_modules(self, vocab: Sequence[str]) -> list[ir.ProgramModule]:

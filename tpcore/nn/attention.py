@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import Array, xp_of
+from tpcore.backend import Array, matmul, xp_of
 from tpcore.dispatch import kernel
 from tpcore.nn.functional import linear_backward, linear_forward, softmax, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
@@ -46,12 +46,12 @@ def attention_forward(
     """
     xp = xp_of(q)
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = hooks("hook_attn_scores", (q @ k.swapaxes(-1, -2)) * scale)
+    scores = hooks("hook_attn_scores", matmul(q, k.swapaxes(-1, -2)) * scale)
     if mask is not None:
-        scores = xp.where(mask, scores, xp.asarray(MASKED_SCORE, dtype=scores.dtype))
+        scores = xp.where(mask, scores, scores.dtype.type(MASKED_SCORE))
     p = softmax(scores, axis=-1)
     pattern = hooks("hook_pattern", p)
-    return pattern @ v, (pattern, p, q, k, v, scale, hooks)
+    return matmul(pattern, v), (pattern, p, q, k, v, scale, hooks)
 
 
 def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
@@ -59,10 +59,10 @@ def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
     have ``P = 0`` so get no gradient); ``dq = dS k * s``; ``dk = dS^T q * s``. An edited pattern
     ``P'`` takes ``P``'s place in ``dv``, the softmax's own ``P`` stays in ``dS``."""
     pattern, p, q, k, v, scale, hooks = cache
-    dv = pattern.swapaxes(-1, -2) @ dout
-    dp = hooks.grad("hook_pattern", dout @ v.swapaxes(-1, -2))
+    dv = matmul(pattern.swapaxes(-1, -2), dout)
+    dp = hooks.grad("hook_pattern", matmul(dout, v.swapaxes(-1, -2)))
     ds = hooks.grad("hook_attn_scores", softmax_backward(dp, (p, 1.0, -1))) * scale
-    return ds @ k, ds.swapaxes(-1, -2) @ q, dv
+    return matmul(ds, k), matmul(ds.swapaxes(-1, -2), q), dv
 
 
 def _split(x: Array, h: int, hook: Any, name: str) -> Array:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tpcore.backend import Array, on_gpu, scatter_add, xp_of
+from tpcore.backend import Array, matmul, on_gpu, scatter_add, xp_of
 from tpcore.dispatch import kernel
 
 
 @kernel("nn", gpu=True)
 def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, tuple]:
     """``y = x W + b``; x: (..., Din), w: (Din, Dout), b: (Dout,) -> y: (..., Dout)."""
-    y = x @ w
+    y = matmul(x, w)
     if b is not None:
         y = y + b
     return y, (x, w, b is not None)
@@ -26,8 +26,8 @@ def linear_forward(x: Array, w: Array, b: Array | None = None) -> tuple[Array, t
 def linear_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array | None]:
     """``dx = dy W^T``, ``dW = x^T dy`` and ``db = sum dy`` over all leading dimensions."""
     x, w, has_b = cache
-    dx = dy @ w.T
-    dw = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])
+    dx = matmul(dy, w.T)
+    dw = matmul(x.reshape(-1, x.shape[-1]).T, dy.reshape(-1, dy.shape[-1]))
     db = dy.reshape(-1, dy.shape[-1]).sum(axis=0) if has_b else None
     return dx, dw, db
 
@@ -51,7 +51,7 @@ def embedding_backward(dy: Array, cache: tuple) -> Array:
     xp = xp_of(dy)
     flat_ids, flat = ids.reshape(-1), dy.reshape(-1, shape[1])
     if shape[0] <= ONE_HOT_MAX_VOCAB:
-        return one_hot(flat_ids, shape[0], dtype=dy.dtype).T @ flat
+        return matmul(one_hot(flat_ids, shape[0], dtype=dy.dtype).T, flat)
     return scatter_add(xp.zeros(shape, dtype=dy.dtype), flat_ids, flat)
 
 

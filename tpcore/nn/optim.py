@@ -27,7 +27,11 @@ class Optimizer:
 
     ``buffers`` names the attributes that hold one array (or None) per parameter, such as
     Adam's moments: with the step count ``t`` and ``lr`` they are the state that
-    :meth:`state_dict` saves, so that training can pause and resume exactly."""
+    :meth:`state_dict` saves, so that training can pause and resume exactly.
+
+    While a training step is captured as a CUDA graph (:mod:`tpcore.graphs`), ``lr`` and ``t``
+    are 0-d device arrays that the graph reads and increments at every replay; the updates then
+    compute from them on the device."""
 
     buffers: tuple[str, ...] = ()
 
@@ -134,10 +138,17 @@ class Flat:
                         for p, a, b in zip(self.params, self.bounds, self.bounds[1:])]
 
     def gather(self, arrays: Sequence[Any]) -> Any:
-        """One array per parameter (e.g. the gradients), laid out like :attr:`data`."""
+        """One array per parameter (e.g. the gradients), laid out like :attr:`data`. On a device
+        each array is copied into its slice: CuPy concatenates more than eight arrays through a
+        table of their addresses copied from the host, which a captured step cannot do."""
         xp = xp_of(self.data)
-        return xp.concatenate([a.reshape(-1) for a in arrays]).astype(self.data.dtype,
-                                                                       copy=False)
+        if xp is np:
+            return np.concatenate([a.reshape(-1) for a in arrays]).astype(self.data.dtype,
+                                                                          copy=False)
+        out = xp.empty_like(self.data)
+        for a, start, end in zip(arrays, self.bounds, self.bounds[1:]):
+            out[start:end] = a.reshape(-1)
+        return out
 
 
 class Adam(Optimizer):
@@ -189,7 +200,11 @@ class Adam(Optimizer):
     def _apply(self, w: Any, g: Any, m: Any, v: Any) -> None:
         if self.weight_decay and not self.decoupled:
             g = g + self.weight_decay * w
-        step = self.lr * math.sqrt(1 - self.b2**self.t) / (1 - self.b1**self.t)
+        if isinstance(self.t, int):
+            step = self.lr * math.sqrt(1 - self.b2**self.t) / (1 - self.b1**self.t)
+        else:  # a 0-d device counter (a step captured as a CUDA graph): computed there
+            xp = xp_of(self.t)
+            step = (self.lr * xp.sqrt(1 - self.b2**self.t) / (1 - self.b1**self.t)).astype(w.dtype)
         if self.weight_decay and self.decoupled:
             w *= 1 - self.lr * self.weight_decay
         adam_update(w, g, m, v, self.b1, self.b2, step, self.eps)

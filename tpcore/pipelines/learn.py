@@ -291,7 +291,7 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
         "task": task.name, "config": cfg.settings(), "seed": run_cfg.seed,
         "task_params": task.params, "steps": result.steps, "steps_per_epoch": per_epoch,
         "train_seconds": seconds, "ms_per_step": 1000 * result.seconds / result.steps,
-        "ms_per_step_by_tenth": result.ms_per_step_by_tenth(),
+        "ms_per_step_by_tenth": result.ms_per_step_by_tenth(), "steps_ran": result.cuda_graphs,
         "selected_at_step": result.best.get("step"), "history": result.history,
     }
     if candidates:

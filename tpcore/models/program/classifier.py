@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
-from tpcore.backend import Array, get_xp
+from tpcore.backend import Array, get_xp, matmul, xp_of
 from tpcore.models.program import ops
 from tpcore.models.program.discrete import host
 from tpcore.models.program.stream import VarSpec
@@ -28,17 +30,27 @@ class StreamClassifier:
 
     def __init__(self, w: Parameter, b: Parameter, masked: tuple[int, ...]):
         self.w, self.b, self.masked = w, b, list(masked)
+        self._columns = xp_of(w.data).asarray(self.masked, dtype=np.int64)
         self.cache: tuple = ()
+
+    def _masked_columns(self, xp: ModuleType) -> Array:
+        """The masked classes as an index array of ``xp``, made with the model (a list would be
+        copied from the host at every step, which a step captured as a CUDA graph cannot do, as
+        would a number assigned through it: the values assigned are 0-d device arrays)."""
+        if xp_of(self._columns) is not xp:
+            self._columns = xp.asarray(self.masked, dtype=np.int64)
+        return self._columns
 
     def forward(self, x: Array, xn: Array) -> Array:
         m, b, n, d = x.shape
         w = self.w.data
-        logits = (x.reshape(m, b * n, d) @ w[: m * d].reshape(m, d, -1)).sum(axis=0)
-        logits += xn.reshape(xn.shape[0], -1).T @ w[m * d:]
+        logits = matmul(x.reshape(m, b * n, d), w[: m * d].reshape(m, d, -1)).sum(axis=0)
+        logits += matmul(xn.reshape(xn.shape[0], -1).T, w[m * d:])
         logits += self.b.data
         logits = logits.reshape(b, n, -1)
         if self.masked:
-            logits[..., self.masked] = ops.MASKED_LOGIT
+            xp = xp_of(logits)
+            logits[..., self._masked_columns(xp)] = xp.full((), ops.MASKED_LOGIT, logits.dtype)
         self.cache = (x, xn)
         return logits
 
@@ -46,15 +58,16 @@ class StreamClassifier:
         x, xn = self.cache
         if self.masked:
             dlogits = dlogits.copy()
-            dlogits[..., self.masked] = 0.0
+            xp = xp_of(dlogits)
+            dlogits[..., self._masked_columns(xp)] = xp.zeros((), dlogits.dtype)
         m, b, n, d = x.shape
         w = self.w.data
         d2 = dlogits.reshape(b * n, -1)
-        dw_cat = (x.reshape(m, b * n, d).swapaxes(-1, -2) @ d2).reshape(m * d, -1)
-        self.w.accumulate(get_xp().concatenate([dw_cat, xn.reshape(xn.shape[0], -1) @ d2]))
+        dw_cat = matmul(x.reshape(m, b * n, d).swapaxes(-1, -2), d2).reshape(m * d, -1)
+        self.w.accumulate(get_xp().concatenate([dw_cat, matmul(xn.reshape(xn.shape[0], -1), d2)]))
         self.b.accumulate(d2.sum(axis=0))
-        dx = (d2 @ w[: m * d].reshape(m, d, -1).swapaxes(-1, -2)).reshape(x.shape)
-        dxn = (w[m * d:] @ d2.T).reshape(xn.shape)
+        dx = matmul(d2, w[: m * d].reshape(m, d, -1).swapaxes(-1, -2)).reshape(x.shape)
+        dxn = matmul(w[m * d:], d2.T).reshape(xn.shape)
         return dx, dxn
 
     def discrete(self, variables: list[VarSpec], width: int) -> dict[str, np.ndarray]:

@@ -119,11 +119,12 @@ class ProgramModel(StreamNames, Module):
         x = xp.zeros((self.n_vars("categorical"), b, n, d), dtype=dt)
         xn = xp.zeros((self.n_vars("numerical"), b, n), dtype=dt)
         xn[0] = 1.0
+        one = xp.ones((), dtype=dt)  # made on the device: a number would be copied from the host
         if self.embed is not None:
             x[: cfg.n_embed_vars, :, :, :k] = self.embed.forward(tokens, noise, tau)
         else:
-            x[0, xp.arange(b)[:, None], xp.arange(n)[None, :], tokens] = 1.0
-        x[cfg.n_embed_vars or 1, :, xp.arange(n), xp.arange(n)] = 1.0
+            x[0, xp.arange(b)[:, None], xp.arange(n)[None, :], tokens] = one
+        x[cfg.n_embed_vars or 1, :, xp.arange(n), xp.arange(n)] = one
         ext_caches = []
         for e, s in zip(self.extensions, self._extension_slots()):
             xn[s], ec = e.forward(tokens, pad, noise, tau)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import Array, xp_of
+from tpcore.backend import Array, matmul, xp_of
 from tpcore.dispatch import kernel
 from tpcore.nn.functional import relu_backward, relu_forward, softmax_backward
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
@@ -64,7 +64,7 @@ def read_forward(x: Array, pi: Array, hard: bool = False) -> Array:
     """
     if hard:
         return x[pi.argmax(axis=1)]
-    return (pi @ x.reshape(x.shape[0], -1)).reshape(pi.shape[0], *x.shape[1:])
+    return matmul(pi, x.reshape(x.shape[0], -1)).reshape(pi.shape[0], *x.shape[1:])
 
 
 def read_backward(dr: Array, x: Array, pi: Array) -> tuple[Array, Array]:
@@ -72,7 +72,7 @@ def read_backward(dr: Array, x: Array, pi: Array) -> tuple[Array, Array]:
     ``(G, m)``."""
     g, m = pi.shape
     dr2 = dr.reshape(g, x[0].size)  # (0, B N d) too, for a layer without heads
-    return (pi.T @ dr2).reshape(x.shape), dr2 @ x.reshape(m, -1).T
+    return matmul(pi.T, dr2).reshape(x.shape), matmul(dr2, x.reshape(m, -1).T)
 
 
 def closest_bias(n: int, dtype: Any = "float32", xp: Any = None) -> Array:
@@ -94,27 +94,25 @@ def scores_forward(q: Array, k: Array, p: Array) -> tuple[Array, tuple]:
     one-hots: query value ``a`` matches key value ``b`` with weight ``P[a, b]``) ->
     ``S: (H, B, N, N)``, in ``{0, 1}`` once everything is discrete."""
     h, b, n, d = q.shape
-    qp = (q.reshape(h, b * n, d) @ p).reshape(h, b, n, d)
-    return qp @ k.swapaxes(-1, -2), (q, k, p, qp)
+    qp = matmul(q.reshape(h, b * n, d), p).reshape(h, b, n, d)
+    return matmul(qp, k.swapaxes(-1, -2)), (q, k, p, qp)
 
 
 def scores_backward(ds: Array, cache: tuple) -> tuple[Array, Array, Array]:
     """``dQP = dS K``, ``dK = dS^T QP``, ``dQ = dQP P^T``, ``dP = Q^T dQP`` (summed over B, N)."""
     q, k, p, qp = cache
     h, b, n, d = q.shape
-    dqp = ds @ k
-    dk = ds.swapaxes(-1, -2) @ qp
+    dqp = matmul(ds, k)
+    dk = matmul(ds.swapaxes(-1, -2), qp)
     dqp2 = dqp.reshape(h, b * n, d)
-    dq = (dqp2 @ p.swapaxes(-1, -2)).reshape(q.shape)
-    dp = q.reshape(h, b * n, d).swapaxes(-1, -2) @ dqp2
+    dq = matmul(dqp2, p.swapaxes(-1, -2)).reshape(q.shape)
+    dp = matmul(q.reshape(h, b * n, d).swapaxes(-1, -2), dqp2)
     return dq, dk, dp
 
 
 def masked_bias(bias: Array, mask: Array) -> Array:
     """``bias`` with ``-1e30`` added where ``mask`` is False: ``(1 or B, N, N)``."""
-    xp = xp_of(bias)
-    return bias + xp.where(mask, xp.asarray(0.0, dtype=bias.dtype),
-                           xp.asarray(MASKED_LOGIT, dtype=bias.dtype))
+    return xp_of(bias).where(mask, bias, bias + MASKED_LOGIT)
 
 
 @kernel("program_model")
@@ -141,7 +139,7 @@ def cat_attention_forward(
     xp = xp_of(q)
     s_full, s_cache = scores_forward(q, k, p)
     maskf = mask.astype(q.dtype)
-    s = ((s_full * maskf) @ xp.ones((s_full.shape[-1], 1), dtype=q.dtype))[..., 0]
+    s = matmul(s_full * maskf, xp.ones((s_full.shape[-1], 1), dtype=q.dtype))[..., 0]
     u = 1.0 - s / (s + BOS_EPS)
     dflt, dflt_mask = relu_forward(u)
     s_prime = s_full
@@ -153,7 +151,7 @@ def cat_attention_forward(
     logits *= scale
     a, a_cache = sample(logits, noise, tau)
     a = hooks.stack(names, a)
-    return a @ v, (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale, hooks, names)
+    return matmul(a, v), (a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale, hooks, names)
 
 
 @kernel("program_model")
@@ -164,8 +162,8 @@ def cat_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Arr
     ``dS = dS' + mask * (dS'[:, 0] * relu'(u) * -1e-10 / (s + 1e-10)^2)`` (the BOS default depends
     on every unmasked score of the row); then the score backward."""
     a, a_cache, v, s_cache, maskf, s, dflt_mask, s_prime, scale, hooks, names = cache
-    dv = a.swapaxes(-1, -2) @ dout
-    da = hooks.grad_stack(names, dout @ v.swapaxes(-1, -2))
+    dv = matmul(a.swapaxes(-1, -2), dout)
+    da = hooks.grad_stack(names, matmul(dout, v.swapaxes(-1, -2)))
     ds_prime = sample_backward(da, a_cache)
     ds_prime *= scale
     ds_prime /= s_prime + LOG_EPS
@@ -189,7 +187,7 @@ def num_attention_forward(
     """
     s_full, s_cache = scores_forward(q, k, p)
     sm = hooks.stack(names, s_full * mask.astype(q.dtype))
-    return (sm @ v[..., None])[..., 0], (sm, v, s_cache, mask, hooks, names)
+    return matmul(sm, v[..., None])[..., 0], (sm, v, s_cache, mask, hooks, names)
 
 
 @kernel("program_model")
@@ -197,7 +195,7 @@ def num_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Arr
     """``dv_j = sum_i Sm_ij dout_i``; ``dS_ij = mask_ij dSm_ij`` with ``dSm_ij = dout_i v_j``;
     then the score backward. Returns ``(dq, dk, dv, dp)``."""
     sm, v, s_cache, mask, hooks, names = cache
-    dv = (sm.swapaxes(-1, -2) @ dout[..., None])[..., 0]
+    dv = matmul(sm.swapaxes(-1, -2), dout[..., None])[..., 0]
     ds = hooks.grad_stack(names, dout[..., :, None] * v[..., None, :]) * mask.astype(dout.dtype)
     dq, dk, dp = scores_backward(ds, s_cache)
     return dq, dk, dv, dp
@@ -215,9 +213,9 @@ def mlp_forward(
     ``y = GumbelSoftmax(log_softmax(z); tau)``, computed as ``GumbelSoftmax(z; tau)`` since a
     softmax ignores the shift ``logsumexp(z)`` (argmax one-hot of ``z`` in the discrete mode).
     """
-    hpre = x @ w1 + b1
+    hpre = matmul(x, w1) + b1
     h, hmask = relu_forward(hpre)
-    z = h @ w2 + b2
+    z = matmul(h, w2) + b2
     y, y_cache = sample(z, noise, tau)
     return y, (x, w1, w2, h, hmask, y_cache)
 
@@ -230,9 +228,9 @@ def mlp_backward(dy: Array, cache: tuple) -> tuple[Array, Array, Array, Array, A
     x, w1, w2, h, hmask, y_cache = cache
     dz = sample_backward(dy, y_cache)
     ones = xp_of(dz).ones((1, dz.shape[1]), dtype=dz.dtype)
-    dw2 = h.swapaxes(-1, -2) @ dz
-    db2 = ones @ dz
-    dh = relu_backward(dz @ w2.swapaxes(-1, -2), hmask)
-    dw1 = x.swapaxes(-1, -2) @ dh
-    db1 = ones @ dh
-    return dh @ w1.swapaxes(-1, -2), dw1, db1, dw2, db2
+    dw2 = matmul(h.swapaxes(-1, -2), dz)
+    db2 = matmul(ones, dz)
+    dh = relu_backward(matmul(dz, w2.swapaxes(-1, -2)), hmask)
+    dw1 = matmul(x.swapaxes(-1, -2), dh)
+    db1 = matmul(ones, dh)
+    return matmul(dh, w1.swapaxes(-1, -2)), dw1, db1, dw2, db2
