@@ -3,7 +3,13 @@
 import numpy as np
 
 from tpcore.cli import main
-from tpcore.experiments.looped import lockstep_ok, min_lam, paper_bound
+from tpcore.experiments.looped import (
+    _minsky_markdown,
+    lockstep_ok,
+    min_lam,
+    minsky_study,
+    paper_bound,
+)
 from tpcore.subleq.examples import example
 from tpcore.subleq.machine import build
 
@@ -36,3 +42,16 @@ def test_min_lam_bisection_and_lockstep_detection():
     assert lockstep_ok(build(p.layout, lam=12.0), [p], 10)
     assert not lockstep_ok(build(p.layout, lam=0.5), [p], 10)
     assert np.isclose(paper_bound(10, 10, 1, eps=1.0), np.log(10 ** 4))
+
+
+def test_minsky_machines_run_on_the_looped_transformer():
+    """Appendix C: a Minsky adder and multiplier, translated to SUBLEQ, run on the looped
+    transformer in lockstep with the interpreter and end with the expected registers; the
+    study's table names every case."""
+    rows = minsky_study((("add", (2, 3)), ("multiply", (3, 4)), ("multiply", (0, 2))))
+    assert [r["end"] for r in rows] == [{"a": 5, "b": 0}, {"a": 0, "b": 4, "p": 12, "t": 0},
+                                        {"a": 0, "b": 2, "p": 0, "t": 0}]
+    assert all(r["agree"] and r["correct"] for r in rows)
+    assert rows[1]["minsky_instructions"] == 9 and rows[1]["steps"] > rows[2]["steps"]
+    table = "\n".join(_minsky_markdown(rows))
+    assert "| multiply | a = 3, b = 4, p = 0, t = 0 | a = 0, b = 4, p = 12, t = 0 |" in table

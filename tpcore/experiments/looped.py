@@ -13,6 +13,9 @@ The paper has no experiments; these are the first numerical checks of its SUBLEQ
 3. **repair**: noise on every weight of the compute layers, the smallest level that breaks
    execution, then Adam on single-instruction input/output pairs of random programs (the snap
    layer kept exact) and a re-run of the held-out programs.
+4. **Minsky machines** (Appendix C, Turing completeness): an adder and a multiplier written as
+   Minsky machines, translated to SUBLEQ, run on the looped transformer in lockstep with the
+   interpreter on several inputs (:func:`minsky_study`).
 
 ``run(budget, out, seed)`` writes ``looped.json`` and ``looped.md`` under ``out``, and the
 figure ``looped_lambda.png`` of the sweep when matplotlib is installed (:func:`figures`).
@@ -43,8 +46,9 @@ from tpcore.looped.layer import Layer, layer_forward
 from tpcore.nn.optim import Adam
 from tpcore.rundir import check_out_dir
 from tpcore.subleq.asm import assemble
-from tpcore.subleq.examples import multiply, random_program
+from tpcore.subleq.examples import minsky, minsky_add, minsky_multiply, multiply, random_program
 from tpcore.subleq.interpret import interpret, step
+from tpcore.subleq.lockstep import run as run_lockstep
 from tpcore.subleq.machine import SubleqMachine, build, decode_memory, decode_pc, punchcard
 from tpcore.subleq.program import SubleqProgram
 from tpcore.train import TrainConfig, fit
@@ -278,6 +282,58 @@ def repair(seed: int, steps: int, support: str = "all", lam: float = 10.0,
             "train_pairs": len(X_in), "steps": steps, "lr": lr, "history": history}
 
 
+MINSKY_BITS = 8
+"""Bits per integer of the Minsky study's SUBLEQ programs (values up to 127)."""
+MINSKY_CASES = (("add", (3, 4)), ("add", (0, 5)), ("add", (20, 30)),
+                ("multiply", (0, 3)), ("multiply", (3, 0)), ("multiply", (4, 5)),
+                ("multiply", (6, 7)), ("multiply", (11, 11)))
+"""The Minsky study's programs and inputs ``(a, b)``."""
+
+
+def minsky_study(cases: tuple = MINSKY_CASES) -> list[dict[str, Any]]:
+    """Each Minsky program of ``cases`` (``add``: ``a += b; b = 0``; ``multiply``: ``p = a b``,
+    ``a = 0``, ``b`` kept) translated by Appendix C, assembled at :data:`MINSKY_BITS` bits and run
+    on the looped transformer (exact hardmax, 5-layer schedule) beside the interpreter: its
+    sizes, the registers it ends with and the ones expected, the SUBLEQ steps and loop
+    iterations, and whether the two agreed after every step."""
+    rows = []
+    for name, (a, b) in cases:
+        if name == "add":
+            code, start, want = minsky_add(), {"a": a, "b": b, "z": 0}, {"a": a + b, "b": 0}
+        else:
+            code = minsky_multiply()
+            start = {"a": a, "b": b, "p": 0, "t": 0, "z": 0}
+            want = {"a": 0, "b": b, "p": a * b, "t": 0}
+        program = assemble(minsky(code, start), N=MINSKY_BITS, s=1)
+        r = run_lockstep(program)
+        got = r.named_memory()
+        rows.append({"program": name, "start": start, "expected": want,
+                     "end": {k: got[k] for k in want}, "minsky_instructions": len(code),
+                     "subleq_instructions": len(program.commands), "n": program.layout.n,
+                     "d": program.layout.d, "steps": r.steps,
+                     "iterations": r.transformer.iterations, "agree": r.agree,
+                     "correct": all(got[k] == v for k, v in want.items())})
+    return rows
+
+
+def _minsky_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Minsky machines through SUBLEQ (Appendix C)", "",
+             f"Two Minsky machines translated by Appendix C (operands in Algorithm 2's order), "
+             f"assembled at {MINSKY_BITS} bits and run on the looped transformer (hardmax, 5 "
+             "layers) beside the interpreter.", "",
+             "| program | start | end (expected) | Minsky / SUBLEQ instructions | X | SUBLEQ steps "
+             "| loop iterations | agrees after every step |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        start = ", ".join(f"{k} = {v}" for k, v in r["start"].items() if k != "z")
+        end = ", ".join(f"{k} = {r['end'][k]}" + ("" if r["end"][k] == v else f" ({v})")
+                        for k, v in r["expected"].items())
+        lines.append(f"| {r['program']} | {start} | {end} | {r['minsky_instructions']} / "
+                     f"{r['subleq_instructions']} | {r['d']} x {r['n']} | {r['steps']} | "
+                     f"{r['iterations']} | {'yes' if r['agree'] else 'NO'} |")
+    return lines
+
+
 def _markdown(res: dict[str, Any]) -> str:
     lines = ["# Looped transformer computer (SUBLEQ): numerical checks", "",
              f"Command: `{res['command']}`", "",
@@ -320,6 +376,7 @@ def _markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {rp['support']} entries | {rp['parameters']} | {rp['sigma_break']:.2g} | "
                      f"{rp['steps']} | {rp['val_loss_before']:.3g} | {rp['val_loss_after']:.3g} | "
                      f"{rp['runs_correctly_before']} | {rp['runs_correctly_after']} |")
+    lines += _minsky_markdown(res["minsky"])
     return "\n".join(lines) + "\n"
 
 
@@ -341,7 +398,7 @@ CLI = Reproduction(
 
 
 def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
-    """Run the three studies and write ``looped.json`` and ``looped.md``; returns the JSON
+    """Run the four studies and write ``looped.json`` and ``looped.md``; returns the JSON
     content."""
     out = check_out_dir(out)
     t0 = time.perf_counter()
@@ -349,7 +406,8 @@ def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
            "budget": budget.name, "seed": seed, "lam_sweep": lam_sweep(list(budget["T"]), seed),
            "sensitivity": sensitivity(seed),
            "repair": [repair(seed, steps=budget["repair_steps"], support=sup)
-                      for sup in ("nonzero", "all")]}
+                      for sup in ("nonzero", "all")],
+           "minsky": minsky_study()}
     res["seconds"] = time.perf_counter() - t0
     write_json(out / "looped.json", res)
     write_text(out / "looped.md", _markdown(res))

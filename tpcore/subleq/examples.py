@@ -8,7 +8,8 @@
 * :func:`random_program` - random (bounded) programs for tests, benches and experiments.
 * :func:`minsky` - a Minsky machine through the Appendix C translation, operands swapped to
   Algorithm 2's order (``subleq a, b`` means ``mem[b] -= mem[a]``; the paper's listing uses the
-  opposite order, under which its ``j+2`` line would overwrite the constant +1).
+  opposite order, under which its ``j+2`` line would overwrite the constant +1);
+  :func:`minsky_add` and :func:`minsky_multiply` are two Minsky programs.
 """
 
 from __future__ import annotations
@@ -125,6 +126,17 @@ def minsky(code: Sequence[tuple], registers: dict[str, int]) -> str:
 def minsky_add() -> list[tuple]:
     """Minsky program ``a += b; b = 0`` (``z`` stays 0 and serves as an unconditional jump)."""
     return [("jzdec", "b", 3), ("inc", "a"), ("jzdec", "z", 0), ("halt",)]
+
+
+def minsky_multiply() -> list[tuple]:
+    """Minsky program ``p += a b; a = 0`` with ``b`` restored: for each unit taken from ``a``,
+    move ``b`` into ``p`` and ``t`` one unit at a time, then ``t`` back into ``b`` (``z`` stays 0
+    and serves as an unconditional jump)."""
+    return [("jzdec", "a", 8),                                   # 0: a == 0: done
+            ("jzdec", "b", 5), ("inc", "p"), ("inc", "t"),      # 1-3: b -> p and t
+            ("jzdec", "z", 1),                                   # 4: loop
+            ("jzdec", "t", 0), ("inc", "b"), ("jzdec", "z", 5),  # 5-7: t -> b, then 0
+            ("halt",)]
 
 
 EXAMPLES = {
