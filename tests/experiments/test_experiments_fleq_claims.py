@@ -1,9 +1,10 @@
-"""The FLEQ study's two size claims (§8 transpose, §6.3 x^2): the studies' tables on small
-instances."""
+"""The FLEQ study's two size claims (§8 transpose, §6.3 x^2) and the one-head sigmoid sum
+(Corollary 6): the studies' tables on small instances."""
 
 import pytest
 
 from tpcore.experiments import fleq_claims
+from tpcore.experiments.fleq import width_study
 
 
 @pytest.fixture(scope="module")
@@ -37,3 +38,15 @@ def test_markdown_has_both_sections(res):
     assert "| Charton (2021), learned | 1 | 8 | 256 |" in text
     assert "| paper's count | 1 | 1 | 104 (= 8 x 13" in text
     assert "| 1e-03 |" in text and "| 16 | 5.82e-11 |" in text
+
+
+def test_one_head_sigmoid_sums_reach_their_fit_once_c_is_large():
+    """Corollary 6: with a small off-diagonal constant every other term's column leaks into a
+    term; from C = 40 the one-head block's error is the least-squares fit's own."""
+    rows = width_study([10.0, 40.0], [16])
+    assert [r["function"] for r in rows] == ["inv", "sqrt"]
+    for r in rows:
+        leaky, tight = (b["error"] for b in r["block"])
+        assert r["heads"] == 1 and r["layers"] == 3
+        assert leaky > 100 * r["fit_error"]
+        assert tight == pytest.approx(r["fit_error"], rel=0.05)

@@ -4,7 +4,8 @@ of Lemma 7 and the temperature in Lemma 2").
 
 * blocks: matmul error vs ``c`` and ``C`` (paper's one head, and the symmetric two-head variant),
   pointer-head error vs ``lambda`` (add, transpose), sigmoid-sum error vs ``m`` for ``1/x`` and
-  ``sqrt x`` (least squares and the Lemma 10/11 constructions), float64 and float32;
+  ``sqrt x`` (least squares and the Lemma 10/11 constructions), float64 and float32, and the
+  same sums computed by one head across the width (Corollary 6) vs its constant ``C``;
 * applications: calculator vs ``m``, Newton inverse vs ``c`` and ``lambda``, power iteration,
   linear SGD and MLP SGD at the best constants, each against NumPy, float64 and float32;
 * the machines' layers, heads and widths next to Theorem 2;
@@ -38,6 +39,7 @@ from tpcore.fleq.blocks import (
     matmul_block,
     run_block,
     sigmoid_block,
+    sigmoid_width_block,
     transpose_block,
 )
 from tpcore.fleq.fits import fit_sigmoids
@@ -121,6 +123,37 @@ def sigmoid_study(grid: list[int]) -> list[dict[str, Any]]:
                     y = run_block(blk, pts, np.ones((1, 1)), dtype=dt)[0]
                     row[f"block_{name}"] = _relerr(y, f(pts[0]))
                 rows.append(row)
+    return rows
+
+
+WIDTH_C_GRID = [10.0, 20.0, 30.0, 40.0, 60.0]
+"""Off-diagonal constants ``C`` of the one-head sigmoid sum (Corollary 6) measured."""
+WIDTH_TERMS = [16, 64]
+"""Least-squares sigmoid counts ``m`` of the one-head sigmoid sum."""
+
+
+def width_study(cs: list[float] = WIDTH_C_GRID,
+                terms: list[int] = WIDTH_TERMS) -> list[dict[str, Any]]:
+    """Corollary 6 / Lemma 18: ``1/x`` on [0.5, 4] and ``sqrt x`` on [0.25, 2] as a sum of ``m``
+    least-squares sigmoids computed by one head per layer, the terms across ``m`` columns of the
+    width (:func:`~tpcore.fleq.blocks.sigmoid_width_block`), in float64 on 16 points: the
+    relative error at each constant ``C`` beside the fit's own (a leak of ``e^-C`` from every
+    other term's column, amplified by coefficients up to 1e7)."""
+    targets = {"inv": (lambda x: 1 / x, 0.5, 4.0), "sqrt": (np.sqrt, 0.25, 2.0)}
+    rows = []
+    for fn, (f, lo, hi) in targets.items():
+        pts = np.linspace(lo, hi, 16)
+        for m in terms:
+            fit = fit_sigmoids(f, lo, hi, m)
+            row: dict[str, Any] = {"function": fn, "m": fit.m,
+                                   "fit_error": _relerr(fit(pts), f(pts)), "block": []}
+            for C in cs:
+                blk = sigmoid_width_block(1, 3 + fit.m + 3, fit, C=C)
+                ys = np.array([to_host(run_block(blk, np.array([[x]]), n_extra=2))[0, 0]
+                               for x in pts])
+                row["block"].append({"C": C, "error": _relerr(ys, f(pts))})
+            row["layers"], row["heads"] = blk.n_layers, blk.n_heads
+            rows.append(row)
     return rows
 
 
@@ -269,6 +302,14 @@ def _markdown(res: dict[str, Any]) -> str:
         L.append(f"| {r['function']} | {r['kind']} | {r['m']} ({r['terms']}) | "
                  f"{_fmt(r['fit_error'])} | {_fmt(r['block_float64'])} | "
                  f"{_fmt(r['block_float32'])} |")
+    L += ["", "## One head across the width (Corollary 6, Lemma 18): the same sums, least "
+          "squares", "", "| function | m | fit error | " + " | ".join(
+              f"block, C = {c:g}" for c in WIDTH_C_GRID) + " |",
+          "|---|---|---|" + "---|" * len(WIDTH_C_GRID)]
+    for r in res.get("width", []):
+        errs = {b["C"]: b["error"] for b in r["block"]}
+        L.append(f"| {r['function']} | {r['m']} | {_fmt(r['fit_error'])} | "
+                 + " | ".join(_fmt(errs.get(c)) for c in WIDTH_C_GRID) + " |")
     ap = res["applications"]
     L += ["", "## Applications against NumPy", "",
           f"Best constants: lambda = {ap['best_constants']['lam']}, symmetric matmul c = "
@@ -385,6 +426,7 @@ def run(budget: Budget, out: Path, seed: int) -> dict[str, Any]:
     res["matmul"] = matmul_study(seed)
     res["lambda"] = lambda_study(seed)
     res["sigmoids"] = sigmoid_study(list(budget["sigmoid_terms"]))
+    res["width"] = width_study()
     res["applications"] = application_study(budget.name, seed)
     res["vec_transpose"] = fleq_claims.vec_transpose_study(seed, LAM_GRID)
     res["square"] = fleq_claims.square_study(C_GRID)
