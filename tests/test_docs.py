@@ -581,3 +581,24 @@ def test_readme_ner_figures_are_the_committed_results():
     f1 = [f"{r[m]['test']['f1']:.1f}" for m in ("unigram", "transformer", "program")]
     assert (f"entity-level F1 unigram {f1[0]}, standard transformer {f1[1]}, Transformer "
             f"Program {f1[2]}") in readme_text()
+
+
+def test_the_debugger_walk_through_reads_the_committed_sort_program(tmp_path):
+    """programs.md's pdb session: the exported main-job program stops at line 616 before the
+    classifier, its lines 111-122 are the head that looks for `a` at position 1, and a child
+    process runs the session's commands to the votes quoted."""
+    assert main(["program", "export", str(REPO / "results/learn_sort"), "--out",
+                 str(tmp_path)]) == 0
+    lines = (tmp_path / "sort.py").read_text().splitlines()
+    assert lines[615].strip() == "predictions = classify(features)"
+    assert "def predicate_0_2(position, token):" in lines[111]
+    assert 'return token == "a"' in "\n".join(lines[113:116])
+    page = (REPO / "docs/programs.md").read_text()
+    block = page[page.index("$ python -m pdb"):]
+    block = block[:block.index("```")]
+    commands = [ln[len("(Pdb) "):] for ln in block.splitlines() if ln.startswith("(Pdb) ")]
+    quoted = [ln for ln in block.splitlines() if re.match(r"\d \w \[\(", ln)]
+    out = subprocess.run([sys.executable, "-m", "pdb", "sort.py", "e", "b", "b", "a", "d", "c"],
+                         input="\n".join(commands[:-1] + ["q"]) + "\n", capture_output=True,
+                         text=True, cwd=tmp_path, timeout=60).stdout
+    assert len(quoted) == 6 and all(q in out for q in quoted)
