@@ -5,15 +5,16 @@ kernels, each taking longer to queue than to run. A CUDA graph records the step'
 and replays them with one launch. :func:`step_runner` gives :func:`tpcore.train.fit` (and the
 benches) a callable ``run(step, batch) -> loss`` that runs one whole training step: the
 learning rate and temperature of ``step``, zeroed gradients, the step function, gradient
-clipping and the optimiser's update. :class:`EagerSteps` runs it as written;
-:class:`GraphSteps` captures it on a GPU:
+clipping and the optimiser's update. :class:`EagerSteps` runs it as written,
+:class:`DeviceSteps` with its per-step values on the device (point 1, on any backend: the CPU
+tests it against the eager step), and :class:`GraphSteps` captures that on a GPU:
 
 1. **Everything that changes between steps lives on the device**, so that one recorded step
    serves them all: a 0-d step counter that the graph increments; the learning rate and the
    Gumbel temperature, read by that counter from tables of the whole run; the optimiser's step
    count (:class:`tpcore.nn.optim.Optimizer` computes from a 0-d ``t``); and the noise, drawn
    by :class:`tpcore.counter_rng.CounterRng` from the seed and the device step.
-2. **Products run on the graph's own cuBLAS handle** (:func:`tpcore.products.on_handle`), which
+2. **Products run on the graph's own cuBLAS handle** (:func:`tpcore.backend.on_handle`), which
    CUDA can capture and CuPy's cannot.
 3. **Memory** of the step comes from a pool of its own, which the warm-up step fills and the
    capture reuses; nothing outside the graph allocates from it, so no replay overwrites an
@@ -22,8 +23,8 @@ clipping and the optimiser's update. :class:`EagerSteps` runs it as written;
 4. **The first step runs eagerly** through the same code (compiling kernels, filling the pool),
    the second is captured, then replayed from there on; a graph computes exactly what the
    eager step computes. A batch of another shape runs eagerly. A capture that fails (a host
-   conversion in a step, a library that cannot be captured) falls back to eager steps for the
-   rest of the run, and :attr:`GraphSteps.fallback` says why.
+   conversion or a copy from the host in a step) falls back to eager steps for the rest of the
+   run, and :attr:`GraphSteps.fallback` says why and where.
 
 Graphs are used on the CuPy backend when every parameter is float32, unless
 ``TPCORE_CUDA_GRAPHS=0`` (:func:`graphs_wanted`); ``tpcore info`` reports it.
