@@ -5,8 +5,9 @@ job, ``tpcore learn sort``, whole on the GPU.
 Run on a GPU machine with ``TPCORE_BACKEND=cupy`` (``bench/gpu_check.sh`` does, with the suite);
 every test skips elsewhere. Each side-by-side row's ``extra_info`` holds both sides' median and
 minimum milliseconds per step and their ratios (``bench/sidebyside.py``: interleaved calls;
-every step waits for the device before it returns), and the GPU's name; the main job's row its
-milliseconds per step, accuracy and program length.
+every step waits for the device before it returns), the GPU's name and how tpcore's steps ran
+(``steps_ran``: captured as a CUDA graph, or eagerly and why); the main job's row its
+milliseconds per step, accuracy, program length and ``steps_ran``.
 
 Sizes: the transformer at the CPU bench's size (d_model 64, 2 layers, 4 heads, N 16, batch 256,
 d_mlp 256), the same at batch 4096, d 256 / 4 layers / 8 heads / N 64 / batch 512, and d 512 /
@@ -56,9 +57,9 @@ def test_transformer_step_vs_torch_cuda(benchmark, size):
     """Targets: ratio <= 1.0 at every size, <= 0.5 at the CPU bench's size."""
     b, n, layers, d, h = TRANSFORMERS[size]
     args = dict(b=b, n=n, layers=layers, d=d, h=h, d_mlp=4 * d)
-    compare(benchmark, {"tpcore": tpcore_step(**args), "torch": torch_step(**args, device="cuda")},
-            rounds=5)
-    benchmark.extra_info["gpu"] = _gpu_name()
+    step = tpcore_step(**args)
+    compare(benchmark, {"tpcore": step, "torch": torch_step(**args, device="cuda")}, rounds=5)
+    benchmark.extra_info |= {"gpu": _gpu_name(), "steps_ran": step.describe()}
 
 
 PROGRAMS = {"L2-B512": (2, 512), "L3-B512": (3, 512), "L3-B8192": (3, 8192)}
@@ -68,9 +69,10 @@ PROGRAMS = {"L2-B512": (2, 512), "L3-B512": (3, 512), "L3-B8192": (3, 8192)}
 def test_program_step_vs_authors_cuda(benchmark, size):
     """Target: ratio <= 0.5 at every size."""
     layers, b = PROGRAMS[size]
-    compare(benchmark, {"tpcore": make_step(layers, b),
-                        "authors": authors_step(layers, b, device="cuda")}, rounds=5)
-    benchmark.extra_info["gpu"] = _gpu_name()
+    step = make_step(layers, b)
+    compare(benchmark, {"tpcore": step, "authors": authors_step(layers, b, device="cuda")},
+            rounds=5)
+    benchmark.extra_info |= {"gpu": _gpu_name(), "steps_ran": step.describe()}
 
 
 def test_main_job_on_the_gpu(benchmark, tmp_path):

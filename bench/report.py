@@ -41,6 +41,9 @@ def side_by_side(rows: list[dict]) -> str:
         lines.append(f"| `{r['name']}` | {r.get('threads', '-')} | {r['tpcore_ms']:.1f} | {a} | "
                      f"{r[f'{a}_ms']:.1f} | {r[f'ratio_{a}']:.3f} | "
                      f"{'-' if minima is None else f'{minima:.3f}'} | {load} |")
+    ran = [f"- `{r['name']}`: {r['steps_ran']}" for r in rows if "steps_ran" in r]
+    if ran:
+        lines += ["", "How tpcore's steps ran (captured as a CUDA graph, or eagerly):", "", *ran]
     return "\n".join(lines) + "\n"
 
 

@@ -129,7 +129,8 @@ def training_step(model: object, optimizer: Optimizer, step_fn: Callable, batch:
     """A zero-argument training step of ``model`` on a fixed ``batch`` (host arrays) at Gumbel
     temperature ``tau``, as :func:`tpcore.train.fit` runs it (:func:`tpcore.graphs.step_runner`:
     captured as a CUDA graph on CuPy unless ``graphs`` is False, eager elsewhere); it waits for
-    the device before it returns the loss. Its optimiser is ``step.optimizer``."""
+    the device before it returns the loss. Its optimiser is ``step.optimizer``; ``step.describe()``
+    says how the steps ran (:meth:`tpcore.graphs.EagerSteps.describe`)."""
     run = step_runner(model, optimizer, step_fn, 0, None, None if tau is None else lambda s: tau,
                       None, 0, STEPS, graphs)
     active = run.active()  # entered for the step's life: the graph's stream, device scalars
@@ -142,5 +143,5 @@ def training_step(model: object, optimizer: Optimizer, step_fn: Callable, batch:
         wait()
         return loss
 
-    step.optimizer, step.active = optimizer, active
+    step.optimizer, step.active, step.describe = optimizer, active, run.describe
     return step
