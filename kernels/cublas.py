@@ -30,9 +30,8 @@ _OP_N, _OP_T = 0, 1
 def _library() -> ctypes.CDLL:
     """The cuBLAS library of this process (the one CuPy loads), with argument types set."""
     import cupy
-    from cupy_backends.cuda.libs import cublas  # noqa: F401 (loads libcublas)
 
-    cupy.cuda.device.get_cublas_handle()
+    cupy.cuda.device.get_cublas_handle()  # loads libcublas into the process
     with open("/proc/self/maps", encoding="utf-8") as maps:
         paths = sorted({line.split()[-1] for line in maps if "libcublas.so" in line})
     lib = ctypes.CDLL(paths[0]) if paths else ctypes.CDLL("libcublas.so")

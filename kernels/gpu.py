@@ -9,6 +9,8 @@ run in order within a thread (and across a warp's lanes by shuffles), so they ro
 from the reference's reductions (within float32 rounding; tested against the references on a
 GPU).
 
+The counter-based noise of :mod:`tpcore.counter_rng` is one kernel too (:func:`philox_fill`).
+
 Row kernels (softmax, log-softmax, layer norm and their backwards) give one thread a whole row
 of the last axis when rows are short (fewer than :data:`WARP_ROWS` entries: attention over a few
 tokens, the classes of a small vocabulary), and one warp of 32 threads a row otherwise (layer
@@ -220,6 +222,69 @@ def _launch(name: str, rows: int, k: int, dtype: Any, *args: Any) -> None:
     _rows(name, np.dtype(dtype).char)(grid, (_BLOCK,), (*args, np.int32(lanes)))
 
 
+_PHILOX = r"""
+typedef {T} T;
+
+// mulhi and mullo of a 32-bit product, from the 64-bit product
+__device__ __forceinline__ unsigned int mulhilo(unsigned int a, unsigned int b, unsigned int* hi) {
+    unsigned long long p = (unsigned long long)a * b;
+    *hi = (unsigned int)(p >> 32);
+    return (unsigned int)p;
+}
+
+// Philox4x32-10 of counter c under key (k0, k1), in place (unsigned sums wrap modulo 2^32)
+__device__ __forceinline__ void philox4x32(unsigned int c[4], unsigned int k0, unsigned int k1) {
+    for (int r = 0; r < 10; ++r) {
+        unsigned int hi0, hi1;
+        unsigned int lo0 = mulhilo(0xD2511F53u, c[0], &hi0);
+        unsigned int lo1 = mulhilo(0xCD9E8D57u, c[2], &hi1);
+        unsigned int c1 = c[1], c3 = c[3];
+        c[0] = hi1 ^ c1 ^ k0;
+        c[1] = lo1;
+        c[2] = hi0 ^ c3 ^ k1;
+        c[3] = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+// float32: elements 4b + k, k < 4, of words c[k]: (c[k] >> 8) 2^-24, exact, in [0, 1)
+__device__ __forceinline__ void store(float* o, long long left, const unsigned int c[4]) {
+    for (int k = 0; k < 4 && k < left; ++k) o[k] = (float)(c[k] >> 8) * 5.9604644775390625e-08f;
+}
+
+// float64: elements 2b + j, j < 2, of words c[2j], c[2j+1]:
+// ((c[2j] >> 5) 2^26 + (c[2j+1] >> 6)) 2^-53, exact, in [0, 1)
+__device__ __forceinline__ void store(double* o, long long left, const unsigned int c[4]) {
+    for (int j = 0; j < 2 && j < left; ++j) {
+        unsigned long long m = ((unsigned long long)(c[2 * j] >> 5) << 26) | (c[2 * j + 1] >> 6);
+        o[j] = (double)m * 1.1102230246251565404236316680908203125e-16;
+    }
+}
+
+// out: n uniforms of draw `draw` of step *step_ptr (when not null) or `step`; thread b computes
+// Philox block b, which holds 16 / sizeof(T) elements
+extern "C" __global__ void philox_uniform(T* out, long long n, unsigned int key0,
+                                          unsigned int key1, unsigned int draw, long long step,
+                                          const long long* step_ptr) {
+    long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long first = b * (long long)(16 / sizeof(T));
+    if (first >= n) return;
+    unsigned int c[4] = {(unsigned int)b, (unsigned int)((unsigned long long)b >> 32), draw,
+                         (unsigned int)(step_ptr ? *step_ptr : step)};
+    philox4x32(c, key0, key1);
+    store(out + first, n - first, c);
+}
+"""
+
+
+@functools.cache
+def _philox(char: str) -> Any:
+    module = _cupy().RawModule(code=_PHILOX.replace("{T}", "float" if char == "f" else "double"),
+                               options=NO_FMA)
+    return module.get_function("philox_uniform")
+
+
 @functools.lru_cache(maxsize=16)
 def _ones(n: int, char: str, device: int) -> Any:
     return _cupy().ones(n, dtype=char)
@@ -251,6 +316,25 @@ def adam_update(w: Any, g: Any, m: Any, v: Any, b1: float, b2: float, step: floa
         return NotImplemented
     _elementwise("adam")(g, b1, 1 - b1, b2, 1 - b2, step, eps, w, m, v)
     return None
+
+
+def philox_fill(out: Any, key0: int, key1: int, draw: int, step: Any) -> Any:
+    """:func:`tpcore.counter_rng.philox_fill` in one launch: one thread per Philox block ``b``
+    runs Philox4x32-10 on counter ``(b mod 2^32, b >> 32, draw, step mod 2^32)`` with the
+    reference's ``uint32`` arithmetic and writes its 4 (float32) or 2 (float64) elements. A
+    ``step`` given as a 0-d integer array is read on the device (cast to int64 first if it is
+    not), so a captured CUDA graph that increments it draws fresh numbers at every replay."""
+    if out.size == 0:
+        return out
+    if isinstance(step, (int, np.integer)):
+        value, pointer = np.int64(step), np.uint64(0)  # a null step pointer
+    else:
+        value, pointer = np.int64(0), step if step.dtype == np.int64 else step.astype(np.int64)
+    blocks = -(-out.size * out.itemsize // 16)  # a block's 16 bytes hold 16 / itemsize elements
+    _philox(out.dtype.char)((-(-blocks // _BLOCK),), (_BLOCK,),
+                            (out, np.int64(out.size), np.uint32(key0), np.uint32(key1),
+                             np.uint32(draw), value, pointer))
+    return out
 
 
 def gumbel_from_uniform(u: Any) -> Any:

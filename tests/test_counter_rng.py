@@ -1,6 +1,6 @@
 """The counter-based generator (:mod:`tpcore.counter_rng`): Philox4x32-10's known answers, the
 layout of the uniforms, a device step that is never read on the host, and on a GPU the CuPy
-kernel (:mod:`tpcore.kernels.gpu_philox`) equal to the reference bit for bit, in a CUDA graph
+kernel (:func:`tpcore.kernels.gpu.philox_fill`) equal to the reference bit for bit, in a CUDA graph
 too."""
 
 import numpy as np

@@ -6,8 +6,9 @@ numbers: as easy as 1, 2, 3", SC 2011): a keyed bijection of 128-bit counters wh
 BigCrush. :class:`CounterRng` numbers the elements of each draw of a step and turns the block
 outputs into uniforms in ``[0, 1)``. Because the step is part of the counter and may be a 0-d
 device array, a CUDA graph that increments the step on the device draws fresh noise on every
-replay. On CuPy one kernel (:mod:`tpcore.kernels.gpu_philox`) computes exactly the numbers of the
-array code here, which is the readable reference run on NumPy and the strict backend.
+replay. On CuPy one kernel (:func:`tpcore.kernels.gpu.philox_fill`) computes exactly the
+numbers of the array code here, which is the readable reference run on NumPy and the strict
+backend.
 
 The integer constants are typed NumPy scalars so that every operation stays in ``uint32`` or
 ``uint64`` (wrapping modulo ``2^32`` or ``2^64``) under any NumPy or CuPy promotion rules.
@@ -21,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from tpcore import strict
-from tpcore.backend import Array, get_xp, on_gpu, xp_of
+from tpcore.backend import Array, get_xp, xp_of
+from tpcore.dispatch import kernel
 from tpcore.errors import TpcoreError
 
 PHILOX_M0 = np.uint64(0xD2511F53)
@@ -164,14 +166,17 @@ class CounterRng:
         if self.draw >= _U32:
             raise TpcoreError(f"draw {self.draw}: at most 2^32 draws per step")
         draw, self.draw = self.draw, self.draw + 1
-        if on_gpu(out):
-            from tpcore.kernels.gpu_philox import philox_uniform
+        return philox_fill(out, *self.key, draw, self.step)
 
-            philox_uniform(out, *self.key, draw, self.step)
-        else:
-            out[...] = uniform_reference(out.size, out.dtype, self.key, draw, self.step,
-                                         self.xp).reshape(shape)
-        return out
+
+@kernel(None, gpu=True)
+def philox_fill(out: Array, key0: int, key1: int, draw: int, step: int | Array) -> Array:
+    """``out`` (C-contiguous, float32 or float64) filled in place with the uniforms of draw
+    ``draw`` of step ``step`` under the key ``(key0, key1)`` (:func:`uniform_reference`); returns
+    ``out``. On CuPy one kernel does it (:func:`tpcore.kernels.gpu.philox_fill`)."""
+    out[...] = uniform_reference(out.size, out.dtype, (key0, key1), draw, step,
+                                 xp_of(out)).reshape(out.shape)
+    return out
 
 
 def step_rng(seed: int, step: int | Array, xp: ModuleType | None = None) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from tpcore.kernels import gpu as G
 
 from tpcore.backend import asarray, backend_name, to_host
+from tpcore.counter_rng import philox_fill
 from tpcore.nn import functional as F
 from tpcore.nn import optim as O
 from tpcore.nn import relax as R
@@ -15,7 +16,7 @@ from tpcore.nn import relax as R
 REFERENCES = [O.adam_update, R.gumbel_from_uniform, F.gelu_forward, F.softmax,
               R.gumbel_softmax_forward, F.softmax_backward, F.log_softmax_forward,
               F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward,
-              F.linear_forward, F.linear_backward]
+              F.linear_forward, F.linear_backward, philox_fill]
 
 
 def test_every_gpu_kernel_takes_its_references_arguments():

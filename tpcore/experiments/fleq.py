@@ -100,12 +100,16 @@ def lambda_study(seed: int, d: int = 4) -> list[dict[str, Any]]:
     return rows
 
 
+SIGMOID_TARGETS = {"inv": (lambda x: 1 / x, 0.5, 4.0), "sqrt": (np.sqrt, 0.25, 2.0)}
+"""The functions the sigmoid sums approximate, with their intervals: ``1/x`` on [0.5, 4] and
+``sqrt x`` on [0.25, 2]."""
+
+
 def sigmoid_study(grid: list[int]) -> list[dict[str, Any]]:
     """``1/x`` on [0.5, 4] and ``sqrt x`` on [0.25, 2] by ``m`` sigmoids: the fit alone (dense
     grid) and through the attention block (float64, float32) on 16 points."""
-    targets = {"inv": (lambda x: 1 / x, 0.5, 4.0), "sqrt": (np.sqrt, 0.25, 2.0)}
     rows = []
-    for fn, (f, lo, hi) in targets.items():
+    for fn, (f, lo, hi) in SIGMOID_TARGETS.items():
         xs = np.linspace(lo, hi, 4001)
         pts = np.linspace(lo, hi, 16)[None, :]
         for kind in ("lstsq", "lemma"):
@@ -139,9 +143,8 @@ def width_study(cs: list[float] = WIDTH_C_GRID,
     width (:func:`~tpcore.fleq.blocks.sigmoid_width_block`), in float64 on 16 points: the
     relative error at each constant ``C`` beside the fit's own (a leak of ``e^-C`` from every
     other term's column, amplified by coefficients up to 1e7)."""
-    targets = {"inv": (lambda x: 1 / x, 0.5, 4.0), "sqrt": (np.sqrt, 0.25, 2.0)}
     rows = []
-    for fn, (f, lo, hi) in targets.items():
+    for fn, (f, lo, hi) in SIGMOID_TARGETS.items():
         pts = np.linspace(lo, hi, 16)
         for m in terms:
             fit = fit_sigmoids(f, lo, hi, m)
