@@ -576,6 +576,18 @@ def test_readme_bp_table_is_the_committed_results():
         assert row in text, row
 
 
+def test_hierarchy_appendix_e_table_is_the_committed_results():
+    rows = results("hierarchy/bp_table.json")["attention"]
+    text = " ".join((REPO / "docs" / "hierarchy.md").read_text(encoding="utf-8").split())
+    columns = [("in-sample (k = 0)", "none"), ("in-sample (k = 0)", "25%"), ("uniform", "none"),
+               ("uniform", "25%")]
+    for beta, label in ((None, "uniform on the complementary subtree"), (5.0, "softmax, beta = 5"),
+                        (10.0, "softmax, beta = 10"), (20.0, "softmax, beta = 20")):
+        error = {(r["data"], r["hidden"]): r["max_abs_error"] for r in rows if r["beta"] == beta}
+        row = f"| {label} | " + " | ".join(f"{error[c]:.1e}" for c in columns) + " |"
+        assert row in text, row
+
+
 def test_readme_ner_figures_are_the_committed_results():
     r = results("ner-demo/results.json")
     f1 = [f"{r[m]['test']['f1']:.1f}" for m in ("unigram", "transformer", "program")]
