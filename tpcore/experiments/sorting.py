@@ -248,23 +248,20 @@ def train_setting(name: str, scale: float = 1.0, seed: int = 0,
 
 
 def run_config(name: str, scale: float, seed: int) -> dict[str, Any]:
-    """The configuration a part's result records (:func:`tpcore.rundir.cached`): training
-    steps, the learning-rate drop, loss clipping, seed and the lists the failure search draws
-    (None for the distinct task, which is tested on every list, and for the QK snapshots); a
-    variant (:data:`VARIANTS`) adds the task it ``trains`` and its ``query``, a :data:`WIDE`
-    one its ``d_model``, the QK snapshots their ``checkpoints``."""
+    """The configuration a part's result records (:func:`tpcore.rundir.cached`): the part, the
+    task it ``trains`` (itself, or a variant's, :data:`VARIANTS`), its ``query`` and
+    ``d_model``, training steps, the learning-rate drop, loss clipping, seed and the lists the
+    failure search draws (None for the distinct task, which is tested on every list, and for
+    the QK snapshots); the QK snapshots add their ``checkpoints``."""
     variant = VARIANTS.get(name, {})
     task = variant.get("task", name)
     sched = SCHEDULES[task] | {k: v for k, v in variant.items() if k == "clip"}
     steps = max(2, round(sched["steps"] * scale))
     unsearched = get_task(task).distinct or name == QK_RUN
-    cfg = {"task": name, "steps": steps, "lr_drop": max(1, round(sched["drop"] * scale)),
-           "clip": sched["clip"], "seed": seed,
+    cfg = {"task": name, "trains": task, "query": variant.get("query", "stream"),
+           "d_model": variant.get("d_model", D_MODEL), "steps": steps,
+           "lr_drop": max(1, round(sched["drop"] * scale)), "clip": sched["clip"], "seed": seed,
            "search_lists": None if unsearched else max(1000, round(SEARCH_LISTS * scale))}
-    if variant:
-        cfg |= {"trains": task, "query": variant.get("query", "stream")}
-    if "d_model" in variant:
-        cfg["d_model"] = variant["d_model"]
     if name == QK_RUN:
         cfg["checkpoints"] = E.checkpoint_steps(steps)
     return cfg
@@ -355,7 +352,7 @@ def report(result: dict[str, Any], out: Path) -> str:
     lines = []
     for row in result["rows"]:
         second = "hard" if "hard" in row else "all_subsets"
-        lines.append(f"{row['task']}: d_model {row.get('d_model', D_MODEL)}, "
+        lines.append(f"{row['task']}: d_model {row['d_model']}, "
                      f"{row['parameters']} parameters, {row['steps']} steps in "
                      f"{row['train_seconds']:.0f} s, random {100 * row['random']['sorted']:.2f} "
                      f"%, {second} {100 * row[second]['sorted']:.2f} % sorted")
@@ -373,12 +370,12 @@ def _run_task(out_dir: Path, name: str, budget: Budget, seed: int,
     (:func:`~tpcore.experiments.sorting_pause.keep_paused`). A variant is tested on the
     lists its task's model is tested on."""
     config = run_config(name, budget["scale"], seed)
-    task = get_task(config.get("trains", name))
+    task = get_task(config["trains"])
     state, kept = resumed
     cpu = time.process_time() - float(kept.get("train_cpu_seconds", 0.0))
     model, result = train(task, config["steps"], config["lr_drop"], config["clip"], seed,
-                          quiet=False, query=config.get("query", "stream"),
-                          d_model=config.get("d_model", D_MODEL), resume=state, pause=pause)
+                          quiet=False, query=config["query"], d_model=config["d_model"],
+                          resume=state, pause=pause)
     cpu = time.process_time() - cpu
     if result.paused is not None:
         return pausing.keep_paused(out_dir, name, config, result.paused, {"train_cpu_seconds": cpu})
@@ -466,15 +463,13 @@ def summary_markdown(rows: list[dict]) -> str:
         hard = r.get("hard") or r.get("all_subsets")
         label = "hard" if "hard" in r else "all 3003 subsets"
         search = r.get("search")
-        cpu = r.get("train_cpu_seconds")
         found = f"{search['n_failures']} / {search['n']}" if search else "-"
         rules = (search or {}).get("rules") or {}
         wrong = (f"{_pct(rules['wrong_follows_min_greater'])} of {rules['items_wrong']}"
                  if rules else "-")
         loss = (r["random"]["loss"] + hard["loss"]) / 2
-        lines.append(f"| {r['task']} | {r.get('d_model', D_MODEL)} | {r['parameters']} | "
-                     f"{r['steps']} | "
-                     f"{r['train_seconds']:.0f} | {'-' if cpu is None else f'{cpu:.0f}'} | "
+        lines.append(f"| {r['task']} | {r['d_model']} | {r['parameters']} | {r['steps']} | "
+                     f"{r['train_seconds']:.0f} | {r['train_cpu_seconds']:.0f} | "
                      f"{1000 * r['seconds_per_step']:.1f} | "
                      f"{loss:.4f} | {100 * r['random']['sorted']:.2f} % | "
                      f"{100 * hard['sorted']:.2f} % ({label}) | {found} | {wrong} |")
