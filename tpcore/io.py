@@ -357,11 +357,16 @@ def read_npz(path: str | os.PathLike, limit: int,
 
 def json_value(obj: Any) -> Any:
     """``obj`` as it reads back from :func:`write_json` (tuples become lists, NumPy values
-    Python ones)."""
+    Python ones). A float32 or float16 value becomes the shortest decimal that reads back as
+    the same value of its type (``np.float32(0.1)`` is written ``0.1``, not
+    ``0.10000000149011612``): nothing of it is lost, and the digits are the ones it has."""
     return json.loads(json.dumps(obj, default=_json_default))
 
 
 def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.floating | np.ndarray) and obj.dtype.kind == "f" \
+            and obj.dtype.itemsize < 8:
+        return np.asarray(obj).astype(str).astype(np.float64).tolist()
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):

@@ -81,7 +81,7 @@ def test_wide_parts_are_the_bidirectional_model_300_wide_with_and_without_clippi
         assert f"| {name} | 300 | 371710 | 5 |" in markdown
         circuits = (out / f"{name}_circuits.md").read_text()
         assert circuits.startswith(f"# Circuits of the {name} sorting model (d_model 300)")
-    assert "d_model" not in run_config("bidirectional", 1.0, 0)  # the 56-wide runs' records
+    assert run_config("bidirectional", 1.0, 0)["d_model"] == 56
 
 
 def test_part_paused_and_resumed_is_the_part_trained_in_one_go(wide, tmp_path):

@@ -379,6 +379,6 @@ def test_many_small_tables_are_refused_quickly(tmp_path):
         assert tracemalloc.get_traced_memory()[1] < 200 * 2**20
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 5.0  # a tenth of the 49 s, on a shared machine
+    assert time.perf_counter() - start < 16.0  # a third of the 49 s, on a shared, loaded machine
     small = reader.parse_file(_many_mlps(tmp_path / "small", 3, 6))
     assert sum(isinstance(m, ir.Mlp) for m in small.modules) == 3
