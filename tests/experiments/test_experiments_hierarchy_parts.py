@@ -40,12 +40,12 @@ def assert_figure(name: str) -> None:
     assert not available() or path.read_bytes().startswith(b"\x89PNG")
 
 
-def test_tree_run_of_n_blocks_keeps_the_default_settings():
-    """``n_layers`` builds that many blocks; the default (l blocks) is left out of the settings
-    records carry, which stay those of the runs recorded before it existed."""
+def test_tree_run_of_n_blocks():
+    """``n_layers`` builds that many blocks; the default is l blocks, recorded as such."""
     default = TreeRun(task="root", **TINY)
-    assert "n_layers" not in default.__dict__ and default.n_layers is None
+    assert default.__dict__["n_layers"] == default.n_layers == TINY["l"]
     assert make_model(default, 4).config.n_layers == TINY["l"]
+    assert TreeRun(task="root", n_layers=TINY["l"], **TINY) == default
     deeper = TreeRun(task="root", n_layers=3, **TINY)
     assert deeper.__dict__["n_layers"] == 3 and make_model(deeper, 4).config.n_layers == 3
     assert TreeRun(**deeper.__dict__) == deeper != default
@@ -92,7 +92,7 @@ def test_layers_part(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(ARGS + ["--parts", "layers", "--n-layers", "3", "1", "2", "--sizes", "32"]) == 0
     rows = sorted(results()["layers"], key=lambda r: r["n_parameters"])
-    assert [r["run"].get("n_layers") for r in rows] == [1, None, 3]
+    assert [r["run"]["n_layers"] for r in rows] == [1, 2, 3]
     assert all(r["run"]["k_train"] == 0 and r["run"]["P"] == 32 for r in rows)
     for n in (1, 2, 3):
         assert load(f"runs/hierarchy/tiny_layers_n{n}_P32_seed0").config.n_layers == n

@@ -51,13 +51,12 @@ PAUSED_REMEDY = "remove that folder to train the run afresh"
 class TreeRun:
     """One transformer run. ``task``: ``"root"`` (flatten readout, q classes) or ``"mlm"`` (one
     masked leaf per sequence, redrawn every batch, loss at that position; vocabulary q + 1).
-    Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers`` blocks (None: l,
-    the paper's n_L = l); Adam with a fixed learning rate (``schedule="constant"``, the paper's)
-    or a cosine decay to 0 over ``steps``. Checkpoints at ``checkpoints`` log-spaced steps.
+    Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers`` blocks (None
+    becomes l, the paper's n_L = l); Adam with a fixed learning rate (``schedule="constant"``,
+    the paper's) or a cosine decay to 0 over ``steps``. Checkpoints at ``checkpoints``
+    log-spaced steps.
 
-    The run's ``__dict__`` is the settings its records, saved models and paused states carry;
-    ``n_layers=None`` is left out of it, so the runs of l blocks keep the settings recorded
-    before the field existed."""
+    The run's ``__dict__`` is the settings its records, saved models and paused states carry."""
 
     task: str = "root"
     l: int = 3
@@ -76,7 +75,7 @@ class TreeRun:
 
     def __post_init__(self) -> None:
         if self.n_layers is None:
-            del self.n_layers  # read as the class default, None; kept out of __dict__
+            self.n_layers = self.l
 
 
 def test_seed(seed: int, name: int | str) -> int:
@@ -91,7 +90,7 @@ def make_model(run: TreeRun, q: int, readout: str | None = None) -> Transformer:
     mlm = run.task == "mlm"
     return Transformer(TransformerConfig(
         vocab_size=q + 1 if mlm else q, max_len=2**run.l, n_classes=q, d_model=run.d_model,
-        n_layers=run.n_layers or run.l, n_heads=1, d_mlp=run.d_mlp, layer_norm="post",
+        n_layers=run.n_layers, n_heads=1, d_mlp=run.d_mlp, layer_norm="post",
         positions="sinusoidal",
         readout=readout or ("token" if mlm else "flatten"), activation="relu",
         dtype="float32", seed=run.seed))

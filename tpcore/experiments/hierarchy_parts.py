@@ -63,10 +63,10 @@ def sweep_plan(part: str, budget: str, cfg: dict[str, Any], seed: int, sizes: Se
                grammar_seeds: Sequence[int]) -> list[Planned]:
     """The root-classification runs of the sweep ``part`` at the budget sizes ``cfg``, each on
     ``sizes`` training trees: ``root-sizes`` every ``k_train`` on the paper's grammar,
-    ``layers`` k_train = 0 with each of ``n_layers`` blocks (l blocks: the standard run,
-    ``n_layers=None``), ``grammars`` every ``k_train`` on each of ``grammar_seeds``. Model
+    ``layers`` k_train = 0 with each of ``n_layers`` blocks (l of them: the standard run),
+    ``grammars`` every ``k_train`` on each of ``grammar_seeds``. Model
     names start with ``<budget>_<part>``, so no two parts share a saved model."""
-    def run(k: int, P: int, n: int | None = None) -> TreeRun:
+    def run(k: int, P: int, n: int | None = None) -> TreeRun:  # n: blocks, None for l
         return TreeRun(task="root", k_train=k, seed=seed, n_layers=n, **dict(cfg, P=P))
 
     paper = PAPER["grammar_seed"]
@@ -74,7 +74,7 @@ def sweep_plan(part: str, budget: str, cfg: dict[str, Any], seed: int, sizes: Se
         return [Planned(run(k, P), paper, f"{budget}_root-sizes_k{k}_P{P}_seed{seed}")
                 for k in k_train for P in sizes]
     if part == "layers":
-        return [Planned(run(0, P, None if n == cfg["l"] else n), paper,
+        return [Planned(run(0, P, n), paper,
                         f"{budget}_layers_n{n}_P{P}_seed{seed}") for n in n_layers for P in sizes]
     return [Planned(run(k, P), g, f"{budget}_grammars_g{g}_k{k}_P{P}_seed{seed}")
             for g in grammar_seeds for k in k_train for P in sizes]
@@ -117,7 +117,7 @@ def add_row(result: dict[str, Any], key: str, row: dict[str, Any]) -> None:
 
 
 def _blocks(run: dict[str, Any]) -> int:
-    return run.get("n_layers") or run["l"]
+    return run["n_layers"]
 
 
 def _order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
