@@ -364,8 +364,9 @@ def json_value(obj: Any) -> Any:
 
 
 def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.floating | np.ndarray) and obj.dtype.kind == "f" \
-            and obj.dtype.itemsize < 8:
+    narrow_float = (isinstance(obj, np.floating | np.ndarray) and obj.dtype.kind == "f"
+                    and obj.dtype.itemsize < 8)
+    if narrow_float:  # its shortest repr, read back as float64 (see json_value)
         return np.asarray(obj).astype(str).astype(np.float64).tolist()
     if isinstance(obj, np.generic):
         return obj.item()

@@ -109,9 +109,10 @@ CLI = Reproduction(
 
 def run(budget: Budget, out: Path, seed: int, samples: int | None = None) -> dict[str, Any]:
     """The table at ``budget`` (``samples`` replaces its sequences per k), the data of each k
-    drawn with ``derive_seed(seed, "bp-table", "data", k)``. Writes ``bp_table.json`` and
-    ``bp_table.md`` into ``out`` and returns the JSON content. Nothing is reused: the table
-    takes seconds."""
+    drawn with ``derive_seed(seed, "bp-table", "data", k)``, and the Appendix E check
+    (:func:`attention_check`) on at most :data:`ATTENTION_SEQUENCES` sequences per data set.
+    Writes ``bp_table.json`` and ``bp_table.md`` into ``out`` and returns the JSON content.
+    Nothing is reused: the whole takes a minute or two."""
     samples = samples or budget["samples"]
     out = check_out_dir(out)
     g = paper_grammar()
