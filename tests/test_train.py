@@ -121,11 +121,12 @@ def test_shuffled_batches_start_where_the_sequence_is(start):
     assert len(next(shuffled_batches(data, 4, seed=3, start=start))["x"]) == 4
 
 
-def _dropout_run(pauses, tmp_path, callable_batches=True):
+def _dropout_run(pauses, tmp_path, callable_batches=True, graphs=None):
     """Train a tiny dropout Transformer (the noise generator matters) with Adam, a temperature
     schedule and selection on accuracy for 14 steps, pausing at each of ``pauses`` (the state
-    saved to disk, then resumed into a fresh model and optimiser). Returns the final model, the
-    result and the temperatures the steps saw."""
+    saved to disk, then resumed into a fresh model and optimiser); ``graphs``: as
+    :attr:`TrainConfig.cuda_graphs`. Returns the final model, the result and the temperatures the
+    steps saw (what the step function was called with: in a captured run, twice a session)."""
     from tpcore.models.transformer import Transformer, TransformerConfig
 
     x = np.random.default_rng(0).integers(0, 5, (40, 6))
@@ -146,7 +147,7 @@ def _dropout_run(pauses, tmp_path, callable_batches=True):
         model = Transformer(TransformerConfig(vocab_size=5, max_len=6, d_model=8, n_heads=2,
                                               d_mlp=16, dropout=0.2, seed=4))
         config = TrainConfig(steps=14, tau=(2.0, 0.1), eval_every=3, select="acc", seed=2,
-                             quiet=True, pause_at=pause)
+                             quiet=True, pause_at=pause, cuda_graphs=graphs)
         result = fit(model, Adam(model.parameters(), lr=0.05), batches(), step, config,
                      lambda m: evaluate_supervised(m, data), resume=state)
         if pause is not None:
@@ -157,12 +158,18 @@ def _dropout_run(pauses, tmp_path, callable_batches=True):
     return model, result, taus
 
 
+@pytest.mark.parametrize("graphs", [False, None], ids=["eager", "captured"])
 @pytest.mark.parametrize("pauses", [(6,), (4, 5, 11), (13,)])
-def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses):
-    model, result, taus = _dropout_run((), tmp_path / "none")
+def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses, graphs):
+    if graphs is None and backend_name() != "cupy":
+        pytest.skip("steps are captured as CUDA graphs on the cupy backend only")
+    model, result, taus = _dropout_run((), tmp_path / "none", graphs=graphs)
     (tmp_path / "p").mkdir()
-    again, resumed, taus_again = _dropout_run(pauses, tmp_path / "p")
-    assert taus_again == taus and len(taus) == 14
+    again, resumed, taus_again = _dropout_run(pauses, tmp_path / "p", graphs=graphs)
+    if graphs is False:
+        assert taus_again == taus and len(taus) == 14
+    else:
+        assert result.cuda_graphs == "captured"
     assert resumed.history == result.history and resumed.best == result.best
     assert resumed.steps == 14 and len(result.history) == 5
     for (name, a), b in zip(model.state_dict().items(), again.state_dict().values()):
