@@ -93,3 +93,26 @@ def test_reproduce_hierarchy_refuses_bad_chunks(option, expected, tmp_path, caps
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and expected in err
     assert not (tmp_path / "out").exists()
+
+
+def test_two_calls_side_by_side_keep_each_others_runs(tmp_path, monkeypatch):
+    """Two calls on one --out, each training its own k_train, the second finishing while the first
+    trains: the results file ends with both runs and both commands."""
+    from tpcore.experiments import hierarchy
+
+    monkeypatch.chdir(tmp_path)
+    args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root", "--out", "out"]
+    train = hierarchy.train_against_bp
+
+    def alongside(run, *a, **kw):
+        if run.k_train == 1:  # another call starts and finishes while this one trains k_train 1
+            monkeypatch.setattr(hierarchy, "train_against_bp", train)
+            assert main([*args, "--k-train", "0"]) == 0
+        return train(run, *a, **kw)
+
+    monkeypatch.setattr(hierarchy, "train_against_bp", alongside)
+    assert main([*args, "--k-train", "1"]) == 0
+    out = json.loads((tmp_path / "out" / "hierarchy_tiny.json").read_text())
+    assert sorted(r["run"]["k_train"] for r in out["runs"]) == [0, 1]
+    assert len(out["commands"]) == 2
+    assert "k_train = 0" in (tmp_path / "out" / "hierarchy_tiny.md").read_text()

@@ -205,6 +205,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         check_out_dir(encoder.parent)
 
     def store(key: str | None = None, value: Any = None, run: dict | None = None) -> None:
+        if path.is_file():  # what other calls on this --out stored since this one read it
+            _take_others(result, json.loads(read_text(path, "results")))
         if run is not None:
             result["runs"] = [r for r in result["runs"] if r["run"] != run["run"]] + [run]
         if key is not None:
@@ -326,6 +328,22 @@ def _need_model(path: Path, run: TreeRun, what: str, how: str) -> None:
         raise TpcoreError(f"no {what} at {path}.npz; run {how} first")
     check_config(json.loads(read_text(meta, "model description")).get("run"), run.__dict__,
                  f"the {what} {path}.npz", f"run {how} with these settings first")
+
+
+def _take_others(result: dict[str, Any], stored: dict[str, Any]) -> None:
+    """Add to ``result`` what ``stored`` (the results file as another call wrote it, two calls
+    training different runs side by side) holds and ``result`` does not: runs and sweep rows of
+    other settings, commands, other parts' keys. What ``result`` holds stays as it is."""
+    runs = [r["run"] for r in result["runs"]]
+    result["runs"] += [r for r in stored["runs"] if r["run"] not in runs]
+    result["commands"] += [c for c in stored["commands"] if c not in result["commands"]]
+    for key, value in stored.items():
+        if key not in result:
+            result[key] = value
+        elif key in (*SWEEPS.values(), PROBES_K):
+            same = ("model",) if key == PROBES_K else ("run", "grammar_seed")
+            held = [tuple(r[k] for k in same) for r in result[key]]
+            result[key] += [r for r in value if tuple(r[k] for k in same) not in held]
 
 
 def markdown(out: dict[str, Any]) -> str:
