@@ -30,7 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import matmul
+from tpcore.backend import matmul, xp_of
+from tpcore.nn import attention as A
+from tpcore.nn import functional as F
+from tpcore.nn.hookpoints import NO_HOOKS
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 _BLOCK = 128
@@ -476,3 +479,45 @@ def linear_backward(dy: Any, cache: tuple) -> Any:
     dx = matmul(flat, w.T).reshape(*dy.shape[:-1], w.shape[0])
     dw = matmul(x.reshape(-1, x.shape[-1]).T, flat)
     return dx, dw, (_column_sum(flat) if has_b else None)
+
+
+def mha_forward(x: Any, params: dict[str, Any], n_heads: int, mask: Any = None,
+                hooks: Any = NO_HOOKS) -> Any:
+    """:func:`tpcore.nn.attention.mha_forward` without active hooks, moving the heads between
+    layouts once each way: the ``[q k v]`` product ``(B, N, 3, H, Dh)`` to one C-order
+    ``(3, B, H, N, Dh)`` array, whose ``q``, ``k``, ``v`` the attention and its backward multiply
+    in place, and the heads' outputs back to ``(B, N, D)``. The reference hands the products head
+    views of ``(B, N, 3D)``, which CuPy and cuBLAS copy to C order at every product, forward and
+    backward."""
+    if hooks.active or x.ndim != 3:
+        return NotImplemented
+    b, n, d = x.shape
+    xp = xp_of(x)
+    w = xp.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
+    bias = (xp.concatenate([params[f"b{c}"] for c in "qkv"]) if params.get("bq") is not None
+            else None)
+    qkv, qkv_cache = F.linear_forward(x, w, bias)
+    heads = xp.ascontiguousarray(qkv.reshape(b, n, 3, n_heads, d // n_heads)
+                                 .transpose(2, 0, 3, 1, 4))
+    out, att_cache = A.attention_forward(heads[0], heads[1], heads[2], mask)
+    z = xp.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(b, n, d)
+    y, out_cache = F.linear_forward(z, params["wo"], params.get("bo"))
+    return y, (att_cache[0], ("heads", qkv_cache), att_cache, out_cache, n_heads, hooks)
+
+
+def mha_backward(dy: Any, cache: tuple) -> Any:
+    """:func:`tpcore.nn.attention.mha_backward` of :func:`mha_forward`'s cache (another cache:
+    ``NotImplemented``): the output gradient moves to the heads' layout once, and ``dq, dk, dv``
+    are written straight into the ``d[q k v]`` array of the input projection's backward."""
+    pattern, qkv_cache, att_cache, out_cache, n_heads, _ = cache
+    if not isinstance(qkv_cache[0], str):
+        return NotImplemented
+    b, n, d = dy.shape
+    xp = xp_of(dy)
+    dheads, dwo, dbo = F.linear_backward(dy, out_cache)
+    dout = xp.ascontiguousarray(dheads.reshape(b, n, n_heads, d // n_heads).transpose(0, 2, 1, 3))
+    dqkv = xp.empty((b, n, 3, n_heads, d // n_heads), dtype=dy.dtype)
+    for i, g in enumerate(A.attention_backward(dout, att_cache)):
+        dqkv[:, :, i] = g.transpose(0, 2, 1, 3)
+    dx, dw, db = F.linear_backward(dqkv.reshape(b, n, 3 * d), qkv_cache[1])
+    return dx, A.projection_grads(dw, db, dwo, dbo)
