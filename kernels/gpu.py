@@ -97,6 +97,19 @@ __device__ __forceinline__ T lanes_max(T v, int w) {
     return v;
 }
 
+// a row's softmax from its scaled logits z, stored in yr, and the lane's largest of them, m
+__device__ __forceinline__ void exp_normalise(T* yr, int k, T m, int lane, int w) {
+    m = lanes_max(m, w);
+    T s = 0;
+    for (int j = lane; j < k; j += w) {
+        T e = exp(yr[j] - m);
+        yr[j] = e;
+        s += e;
+    }
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+}
+
 #define ROW_AND_LANE                                                      \
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;       \
     long long r = t / w;                                                  \
@@ -116,15 +129,7 @@ extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long 
         yr[j] = z;
         m = z > m ? z : m;
     }
-    m = lanes_max(m, w);
-    T s = 0;
-    for (int j = lane; j < k; j += w) {
-        T e = exp(yr[j] - m);
-        yr[j] = e;
-        s += e;
-    }
-    s = lanes_sum(s, w);
-    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+    exp_normalise(yr, k, m, lane, w);
 }
 
 // attention's pattern: softmax of z_j = x_j * scale where the mask allows key j, masked_score
@@ -145,15 +150,7 @@ extern "C" __global__ void attention_softmax_rows(const T* x, const bool* mask, 
         yr[j] = z;
         m = z > m ? z : m;
     }
-    m = lanes_max(m, w);
-    T s = 0;
-    for (int j = lane; j < k; j += w) {
-        T e = exp(yr[j] - m);
-        yr[j] = e;
-        s += e;
-    }
-    s = lanes_sum(s, w);
-    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+    exp_normalise(yr, k, m, lane, w);
 }
 
 extern "C" __global__ void softmax_rows_backward(const T* dy, const T* y, T* dx, long long rows,
