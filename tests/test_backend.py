@@ -109,3 +109,39 @@ def test_every_layer_runs_on_the_active_backend():
         model.backward(cross_entropy_backward(cache))
         assert isinstance(logits, array_type)
         assert all(isinstance(p.grad, array_type) for p in model.parameters())
+
+
+@pytest.mark.parametrize("case", ["weight_gradient", "bias_gradient", "broadcast", "plain"])
+def test_a_long_sum_in_pieces_is_the_product(case):
+    """:func:`tpcore.backend.split_matmul` on the shapes a GPU cuts into pieces: a transposed
+    activation times a gradient over 2^15 tokens, a ones row (a bias gradient), a weight shared
+    by a batch of groups, and plain matrices; each equals ``a @ b`` to float32 rounding."""
+    rng = np.random.default_rng(0)
+    t = 32 * backend.SPLIT_DEPTH
+
+    def r(*shape):
+        return backend.asarray(rng.standard_normal(shape).astype(np.float32))
+
+    a, b = {
+        "weight_gradient": lambda: (r(2, t, 40).swapaxes(-1, -2), r(2, t, 64)),
+        "bias_gradient": lambda: (backend.asarray(np.ones((1, t), np.float32)), r(3, t, 8)),
+        "broadcast": lambda: (r(16, t), r(2, t, 16)),
+        "plain": lambda: (r(5, t), r(t, 7)),
+    }[case]()
+    assert backend._long_and_small(a, b)
+    got = backend.split_matmul(a, b)
+    want = a @ b
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(backend.to_host(got), backend.to_host(want), rtol=1e-4, atol=1e-3)
+
+
+def test_only_long_sums_into_small_matrices_go_in_pieces():
+    def z(*shape):
+        return np.zeros(shape, np.float32)
+
+    k = 16 * backend.SPLIT_DEPTH
+    assert backend._long_and_small(z(128, k), z(k, 128))
+    assert not backend._long_and_small(z(129, k), z(k, 128))  # enough output tiles already
+    assert not backend._long_and_small(z(8, k - backend.SPLIT_DEPTH), z(k - backend.SPLIT_DEPTH, 8))
+    assert not backend._long_and_small(z(8, k + 1), z(k + 1, 8))  # no whole pieces
+    assert not backend._long_and_small(z(k), z(k, 8))  # 1-D operands as they are

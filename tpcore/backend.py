@@ -135,13 +135,43 @@ _blas: Any = None
 module)."""
 
 
+SPLIT_DEPTH = 1024
+"""The length of the pieces :func:`split_matmul` cuts a long sum into."""
+
+
 def matmul(a: Any, b: Any) -> Any:
-    """``a @ b`` (NumPy's rules: broadcast leading axes, 1-D operands); for GPU arrays on the
+    """``a @ b`` (NumPy's rules: broadcast leading axes, 1-D operands). For GPU arrays: on the
     cuBLAS handle of the step being captured while one is set (:func:`on_handle`), since CuPy
-    refuses cuBLAS inside a capture."""
-    if _blas is not None and on_gpu(a):
-        return _blas.matmul(a, b)
+    refuses cuBLAS inside a capture; and a small product of a long sum in pieces
+    (:func:`split_matmul`)."""
+    if on_gpu(a):
+        if _long_and_small(a, b):
+            return split_matmul(a, b)
+        if _blas is not None:
+            return _blas.matmul(a, b)
     return a @ b
+
+
+def _long_and_small(a: Any, b: Any) -> bool:
+    """Whether ``a @ b`` sums at least 16 pieces of :data:`SPLIT_DEPTH` terms into matrices of
+    at most 128 x 128 entries: a weight's gradient over all tokens of a large batch, whose
+    few output tiles would each run the whole sum alone on one multiprocessor."""
+    if a.ndim < 2 or b.ndim < 2:
+        return False
+    k = a.shape[-1]
+    return (k >= 16 * SPLIT_DEPTH and k % SPLIT_DEPTH == 0
+            and a.shape[-2] * b.shape[-1] <= 128 * 128)
+
+
+def split_matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` for ``a: (..., m, k)``, ``b: (..., k, n)`` with ``k`` a multiple of
+    :data:`SPLIT_DEPTH`: the sum over ``k`` as ``k / SPLIT_DEPTH`` products of pieces, batched,
+    then summed, ``sum_c a[..., :, c] @ b[..., c, :]`` (what cuBLAS calls split-K): many output
+    tiles instead of a few, each with a short sum."""
+    pieces = a.shape[-1] // SPLIT_DEPTH
+    a4 = a.reshape(*a.shape[:-1], pieces, SPLIT_DEPTH).swapaxes(-3, -2)
+    b4 = b.reshape(*b.shape[:-2], pieces, SPLIT_DEPTH, b.shape[-1])
+    return matmul(a4, b4).sum(axis=-3)
 
 
 @contextlib.contextmanager
