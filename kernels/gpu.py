@@ -30,10 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tpcore.backend import matmul, on_gpu, xp_of
-from tpcore.nn import attention as A
-from tpcore.nn import functional as F
-from tpcore.nn.hookpoints import NO_HOOKS
+from tpcore.backend import matmul
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 _BLOCK = 128
@@ -97,19 +94,6 @@ __device__ __forceinline__ T lanes_max(T v, int w) {
     return v;
 }
 
-// a row's softmax from its scaled logits z, stored in yr, and the lane's largest of them, m
-__device__ __forceinline__ void exp_normalise(T* yr, int k, T m, int lane, int w) {
-    m = lanes_max(m, w);
-    T s = 0;
-    for (int j = lane; j < k; j += w) {
-        T e = exp(yr[j] - m);
-        yr[j] = e;
-        s += e;
-    }
-    s = lanes_sum(s, w);
-    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
-}
-
 #define ROW_AND_LANE                                                      \
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;       \
     long long r = t / w;                                                  \
@@ -129,28 +113,15 @@ extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long 
         yr[j] = z;
         m = z > m ? z : m;
     }
-    exp_normalise(yr, k, m, lane, w);
-}
-
-// attention's pattern: softmax of z_j = x_j * scale where the mask allows key j, masked_score
-// elsewhere (as the reference's where); row r is query r % nq of the batch element
-// r / (heads * nq), whose mask row starts at mask + (r / (heads * nq)) * mask_batch + (r % nq) * k
-// (mask_batch 0: one mask for the whole batch; a null mask: every key allowed)
-extern "C" __global__ void attention_softmax_rows(const T* x, const bool* mask, T* y,
-                                                  long long rows, int k, T scale, T masked_score,
-                                                  long long nq, long long heads,
-                                                  long long mask_batch, int w) {
-    ROW_AND_LANE
-    const T* xr = x + r * k;
-    T* yr = y + r * k;
-    const bool* mr = mask ? mask + (r / (heads * nq)) * mask_batch + (r % nq) * k : 0;
-    T m = (!mr || mr[lane]) ? xr[lane] * scale : masked_score;
+    m = lanes_max(m, w);
+    T s = 0;
     for (int j = lane; j < k; j += w) {
-        T z = (!mr || mr[j]) ? xr[j] * scale : masked_score;
-        yr[j] = z;
-        m = z > m ? z : m;
+        T e = exp(yr[j] - m);
+        yr[j] = e;
+        s += e;
     }
-    exp_normalise(yr, k, m, lane, w);
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
 }
 
 extern "C" __global__ void softmax_rows_backward(const T* dy, const T* y, T* dx, long long rows,
@@ -505,73 +476,3 @@ def linear_backward(dy: Any, cache: tuple) -> Any:
     dx = matmul(flat, w.T).reshape(*dy.shape[:-1], w.shape[0])
     dw = matmul(x.reshape(-1, x.shape[-1]).T, flat)
     return dx, dw, (_column_sum(flat) if has_b else None)
-
-
-def mha_forward(x: Any, params: dict[str, Any], n_heads: int, mask: Any = None,
-                hooks: Any = NO_HOOKS) -> Any:
-    """:func:`tpcore.nn.attention.mha_forward` without active hooks, moving the heads between
-    layouts once each way: the ``[q k v]`` product ``(B, N, 3, H, Dh)`` to one C-order
-    ``(3, B, H, N, Dh)`` array, whose ``q``, ``k``, ``v`` the attention and its backward multiply
-    in place, and the heads' outputs back to ``(B, N, D)``. The reference hands the products head
-    views of ``(B, N, 3D)``, which CuPy and cuBLAS copy to C order at every product, forward and
-    backward."""
-    if hooks.active or x.ndim != 3:
-        return NotImplemented
-    b, n, d = x.shape
-    xp = xp_of(x)
-    w = xp.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
-    bias = (xp.concatenate([params[f"b{c}"] for c in "qkv"]) if params.get("bq") is not None
-            else None)
-    qkv, qkv_cache = F.linear_forward(x, w, bias)
-    q, k, v = xp.ascontiguousarray(qkv.reshape(b, n, 3, n_heads, d // n_heads)
-                                   .transpose(2, 0, 3, 1, 4))
-    scale = 1.0 / math.sqrt(d // n_heads)
-    p = _attention_pattern(matmul(q, k.swapaxes(-1, -2)), mask, scale)
-    out, att_cache = matmul(p, v), (p, p, q, k, v, scale, hooks)
-    z = xp.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(b, n, d)
-    y, out_cache = F.linear_forward(z, params["wo"], params.get("bo"))
-    return y, (att_cache[0], ("heads", qkv_cache), att_cache, out_cache, n_heads, hooks)
-
-
-def _attention_pattern(scores: Any, mask: Any, scale: float) -> Any:
-    """``softmax(where(mask, scores * scale, MASKED_SCORE))`` over the last axis of ``scores:
-    (B, H, Nq, Nk)`` (:func:`tpcore.nn.attention.attention_forward`'s pattern): on a GPU one row
-    kernel, which scales and masks as it reads (a mask of shape ``(1 or B, 1, Nq, Nk)``)."""
-    b, h, nq, nk = scores.shape
-    if not on_gpu(scores) or not (mask is None or (mask.ndim == 4 and mask.shape[1] == 1
-                                                   and mask.shape[0] in (1, b)
-                                                   and mask.shape[2:] == (nq, nk))):
-        scaled = scores * scale
-        if mask is not None:
-            scaled = xp_of(scores).where(mask, scaled, scaled.dtype.type(A.MASKED_SCORE))
-        return F.softmax(scaled, axis=-1)
-    cp = _cupy()
-    y = cp.empty_like(scores)
-    rows = b * h * nq
-    mask = (np.uintp(0), 0) if mask is None else (
-        cp.ascontiguousarray(mask, dtype=bool), nq * nk if mask.shape[0] == b > 1 else 0)
-    _launch("attention_softmax_rows", rows, nk, scores.dtype, scores, mask[0], y,
-            np.int64(rows), np.int32(nk), scores.dtype.type(scale),
-            scores.dtype.type(A.MASKED_SCORE), np.int64(nq), np.int64(h), np.int64(mask[1]))
-    return y
-
-
-def mha_backward(dy: Any, cache: tuple) -> Any:
-    """:func:`tpcore.nn.attention.mha_backward` of :func:`mha_forward`'s cache (another cache:
-    ``NotImplemented``): the output gradient moves to the heads' layout once, and ``dq, dk, dv``
-    are written straight into the ``d[q k v]`` array of the input projection's backward."""
-    pattern, qkv_cache, att_cache, out_cache, n_heads, _ = cache
-    if not isinstance(qkv_cache[0], str):
-        return NotImplemented
-    b, n, d = dy.shape
-    xp = xp_of(dy)
-    dheads, dwo, dbo = F.linear_backward(dy, out_cache)
-    dout = xp.ascontiguousarray(dheads.reshape(b, n, n_heads, d // n_heads).transpose(0, 2, 1, 3))
-    p, _, q, k, v, scale, _ = att_cache
-    ds = F.softmax_backward(matmul(dout, v.swapaxes(-1, -2)), (p, 1.0 / scale, -1))
-    dqkv = xp.empty((b, n, 3, n_heads, d // n_heads), dtype=dy.dtype)
-    for i, g in enumerate((matmul(ds, k), matmul(ds.swapaxes(-1, -2), q),
-                           matmul(p.swapaxes(-1, -2), dout))):
-        dqkv[:, :, i] = g.transpose(0, 2, 1, 3)
-    dx, dw, db = F.linear_backward(dqkv.reshape(b, n, 3 * d), qkv_cache[1])
-    return dx, A.projection_grads(dw, db, dwo, dbo)

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 from tpcore.kernels import gpu as G
 
-from tpcore.backend import asarray, backend_name, get_xp, to_host
+from tpcore.backend import asarray, backend_name, to_host
 from tpcore.counter_rng import philox_fill
-from tpcore.nn import attention as A
 from tpcore.nn import functional as F
 from tpcore.nn import optim as O
 from tpcore.nn import relax as R
@@ -17,7 +16,7 @@ from tpcore.nn import relax as R
 REFERENCES = [O.adam_update, R.gumbel_from_uniform, F.gelu_forward, F.softmax,
               R.gumbel_softmax_forward, F.softmax_backward, F.log_softmax_forward,
               F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward,
-              F.linear_forward, F.linear_backward, philox_fill, A.mha_forward, A.mha_backward]
+              F.linear_forward, F.linear_backward, philox_fill]
 
 
 def test_every_gpu_kernel_takes_its_references_arguments():
@@ -106,37 +105,6 @@ def test_elementwise_kernels_equal_their_references(rng, dtype):
     assert G.adam_update(ours[0], g, ours[1], ours[2], 0.9, 0.999, 0.01, 1e-8) is None
     O.adam_update.__wrapped__(theirs[0], g, theirs[1], theirs[2], 0.9, 0.999, 0.01, 1e-8)
     _close(tuple(ours), tuple(theirs), dtype)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("masked, biased", [(True, True), (False, False)])
-def test_attention_with_heads_moved_once_equals_the_reference(rng, dtype, masked, biased):
-    """On every backend (the kernel is array-module generic; on a GPU the products run on CuPy):
-    the forward's output and pattern, and the backward's input and weight gradients."""
-    b, n, d, h = 3, 5, 12, 3
-    x, dy = _x(rng, (b, n, d), dtype), _x(rng, (b, n, d), dtype)
-    params = {f"w{c}": _x(rng, (d, d), dtype, 0.5) for c in "qkvo"}
-    if biased:
-        params |= {f"b{c}": _x(rng, (d,), dtype) for c in "qkvo"}
-    mask = A.attention_mask(n, causal=True, xp=get_xp()) if masked else None
-    y, cache = G.mha_forward(x, params, h, mask)
-    y_ref, cache_ref = A.mha_forward.__wrapped__(x, params, h, mask)
-    _close((y, cache[0]), (y_ref, cache_ref[0]), dtype)
-    dx, grads = G.mha_backward(dy, cache)
-    dx_ref, grads_ref = A.mha_backward.__wrapped__(dy, cache_ref)
-    assert grads.keys() == grads_ref.keys()
-    _close((dx, *grads.values()), (dx_ref, *(grads_ref[k] for k in grads)), dtype)
-
-
-def test_attention_kernel_leaves_hooks_and_other_caches_to_the_reference(rng):
-    from tpcore.nn.hookpoints import Hooks
-
-    x = _x(rng, (2, 4, 8), np.float32)
-    params = {f"w{c}": _x(rng, (8, 8), np.float32) for c in "qkvo"}
-    hooks = Hooks({"hook_pattern": lambda p: p})
-    assert G.mha_forward(x, params, 2, None, hooks) is NotImplemented
-    _, cache = A.mha_forward.__wrapped__(x, params, 2)
-    assert G.mha_backward(x, cache) is NotImplemented
 
 
 @gpu

@@ -78,7 +78,7 @@ def _merge(x: Array, hook: Any, name: str) -> Array:
     return hook(name, x.transpose(0, 2, 1, 3)).reshape(b, n, h * dh)
 
 
-@kernel("nn", gpu=True)
+@kernel("nn")
 def mha_forward(
     x: Array, params: dict[str, Array], n_heads: int, mask: Array | None = None,
     hooks: Hooks = NO_HOOKS,
@@ -135,7 +135,7 @@ def _result_backward(dy: Array, cache: tuple, hooks: Any) -> tuple[Array, Array,
     return dz, dwo, (dy.sum(axis=(0, 1)) if has_bo else None)
 
 
-@kernel("nn", gpu=True)
+@kernel("nn")
 def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     """Backward of :func:`mha_forward`: returns ``dx`` and the gradients keyed like ``params``
     (``dx`` sums the three paths through the query, key and value projections, in one product)."""
@@ -149,17 +149,9 @@ def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     dqkv = xp.concatenate([_merge(d, hooks.grad, f"hook_{c}") for c, d in zip("qkv", dq_dk_dv)],
                           axis=-1)
     dx, dw, db = linear_backward(dqkv, qkv_cache)
-    return dx, projection_grads(dw, db, dwo, dbo)
-
-
-def projection_grads(dw: Array, db: Array | None, dwo: Array,
-                     dbo: Array | None) -> dict[str, Array]:
-    """The gradients of :func:`mha_forward`'s ``params`` by name, from those of the joined
-    ``[Wq Wk Wv]: (D, 3D)`` and its bias, and of ``Wo`` and ``bo`` (None: no bias)."""
-    xp = xp_of(dw)
     grads = dict(zip(("wq", "wk", "wv"), xp.split(dw, 3, axis=1)), wo=dwo)
     if db is not None:
         grads |= dict(zip(("bq", "bk", "bv"), xp.split(db, 3)))
     if dbo is not None:
         grads["bo"] = dbo
-    return grads
+    return dx, grads
