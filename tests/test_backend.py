@@ -145,3 +145,4 @@ def test_only_long_sums_into_small_matrices_go_in_pieces():
     assert not backend._long_and_small(z(8, k - backend.SPLIT_DEPTH), z(k - backend.SPLIT_DEPTH, 8))
     assert not backend._long_and_small(z(8, k + 1), z(k + 1, 8))  # no whole pieces
     assert not backend._long_and_small(z(k), z(k, 8))  # 1-D operands as they are
+    assert not backend._long_and_small(z(8, k), z(2 * k, 8))  # matmul's own error, not reshape's

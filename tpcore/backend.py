@@ -156,8 +156,8 @@ def _long_and_small(a: Any, b: Any) -> bool:
     """Whether ``a @ b`` sums at least 16 pieces of :data:`SPLIT_DEPTH` terms into matrices of
     at most 128 x 128 entries: a weight's gradient over all tokens of a large batch, whose
     few output tiles would each run the whole sum alone on one multiprocessor."""
-    if a.ndim < 2 or b.ndim < 2:
-        return False
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        return False  # a mismatch is left to the product's own error
     k = a.shape[-1]
     return (k >= 16 * SPLIT_DEPTH and k % SPLIT_DEPTH == 0
             and a.shape[-2] * b.shape[-1] <= 128 * 128)

@@ -116,12 +116,8 @@ def add_row(result: dict[str, Any], key: str, row: dict[str, Any]) -> None:
     result[key] = [r for r in result.get(key, []) if any(r[k] != row[k] for k in same)] + [row]
 
 
-def _blocks(run: dict[str, Any]) -> int:
-    return run["n_layers"]
-
-
 def _order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=lambda r: (r["grammar_seed"], _blocks(r["run"]), r["run"]["k_train"],
+    return sorted(rows, key=lambda r: (r["grammar_seed"], r["run"]["n_layers"], r["run"]["k_train"],
                                        r["run"]["P"]))
 
 
@@ -151,7 +147,7 @@ def markdown(result: dict[str, Any]) -> str:
                      "\n\n| blocks | P | parameters | model acc on k = 0 | KL(BP_0 ‖ model) | "
                      "training time |\n|---|---|---|---|---|---|\n")
         for r in _order(result["layers"]):
-            parts.append(f"| {_blocks(r['run'])} | {r['run']['P']} | {r['n_parameters']} | "
+            parts.append(f"| {r['run']['n_layers']} | {r['run']['P']} | {r['n_parameters']} | "
                          f"{r['acc']['0']:.4f} | {r['kl']:.4f} | {r['train_seconds']:.0f} s |\n")
     if result.get(PROBES_K):
         l = result["config"]["l"]
@@ -195,8 +191,8 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
     if result.get("layers"):
         rows = result["layers"]
         lines = []
-        for i, n in enumerate(sorted({_blocks(r["run"]) for r in rows})):
-            mine = sorted((r for r in rows if _blocks(r["run"]) == n),
+        for i, n in enumerate(sorted({r["run"]["n_layers"] for r in rows})):
+            mine = sorted((r for r in rows if r["run"]["n_layers"] == n),
                           key=lambda r: r["run"]["P"])
             lines.append(Line(f"{n} attention block{'s' * (n > 1)}",
                               [r["run"]["P"] for r in mine], [r["acc"]["0"] for r in mine],
