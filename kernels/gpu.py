@@ -1,5 +1,6 @@
 """CuPy kernels: one launch where the references (:mod:`tpcore.nn.functional`,
-:mod:`tpcore.nn.relax`, :mod:`tpcore.nn.optim`) launch several, for GPU arrays.
+:mod:`tpcore.nn.attention`, :mod:`tpcore.nn.relax`, :mod:`tpcore.nn.optim`) launch several, for
+GPU arrays.
 
 Each function takes its reference's arguments and returns what it returns, or ``NotImplemented``
 for a case it does not take (then the reference runs): :func:`tpcore.dispatch.kernel` dispatches
@@ -11,12 +12,12 @@ GPU).
 
 The counter-based noise of :mod:`tpcore.counter_rng` is one kernel too (:func:`philox_fill`).
 
-Row kernels (softmax, log-softmax, layer norm and their backwards) give one thread a whole row
-of the last axis when rows are short (fewer than :data:`WARP_ROWS` entries: attention over a few
-tokens, the classes of a small vocabulary), and one warp of 32 threads a row otherwise (layer
-norm over ``d`` features, attention over a hundred tokens), the lanes reading the row in
-coalesced strides and summing with warp shuffles; each kernel takes the lanes of a row as its
-last argument. Column sums (bias and gain gradients) are products with a ones
+Row kernels (softmax, attention's masked softmax, log-softmax, layer norm and their backwards)
+give one thread a whole row of the last axis when rows are short (fewer than :data:`WARP_ROWS`
+entries: attention over a few tokens, the classes of a small vocabulary), and one warp of 32
+threads a row otherwise (layer norm over ``d`` features, attention over a hundred tokens), the
+lanes reading the row in coalesced strides and summing with warp shuffles; each kernel takes the
+lanes of a row as its last argument. Column sums (bias and gain gradients) are products with a ones
 vector, which cuBLAS runs as one matrix-vector product: CuPy's reduction over the first axis of
 a tall ``(rows, d)`` array gives each of the ``d`` outputs one block. CuPy is imported on first
 use only.
@@ -110,6 +111,36 @@ extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long 
     T m = (has_g ? xr[lane] + gr[lane] : xr[lane]) / tau;
     for (int j = lane; j < k; j += w) {
         T z = (has_g ? xr[j] + gr[j] : xr[j]) / tau;
+        yr[j] = z;
+        m = z > m ? z : m;
+    }
+    m = lanes_max(m, w);
+    T s = 0;
+    for (int j = lane; j < k; j += w) {
+        T e = exp(yr[j] - m);
+        yr[j] = e;
+        s += e;
+    }
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+}
+
+// softmax(where(mask, scale * x, -1e9)) of attention scores (B, H, Nq, Nk), one row a query:
+// row r is batch b = r / (nh nq), head h = r / nq % nh, query i = r % nq; the mask (null: none)
+// is C-order (mb, mh, nq, nk) with mb in {1, B}, mh in {1, nh} (full_b, full_h: not broadcast).
+extern "C" __global__ void masked_softmax_rows(const T* x, const bool* mask, T* y,
+                                               long long rows, int k, T scale, int nh, int nq,
+                                               int full_b, int full_h, int w) {
+    ROW_AND_LANE
+    const T* xr = x + r * k;
+    T* yr = y + r * k;
+    long long b = r / ((long long)nh * nq);
+    int h = (int)(r / nq % nh), i = (int)(r % nq);
+    const bool* mr = mask ? mask + (((full_b ? b : 0) * (full_h ? nh : 1) + (full_h ? h : 0))
+                                    * nq + i) * k : 0;
+    T m = (!mr || mr[lane]) ? xr[lane] * scale : T(-1e9);
+    for (int j = lane; j < k; j += w) {
+        T z = (!mr || mr[j]) ? xr[j] * scale : T(-1e9);
         yr[j] = z;
         m = z > m ? z : m;
     }
@@ -375,6 +406,30 @@ def softmax(x: Any, axis: int = -1) -> Any:
     if not _last_axis(axis, x):
         return NotImplemented
     return _softmax(x, None, 1.0)
+
+
+def masked_softmax(scores: Any, mask: Any, scale: float) -> Any:
+    """:func:`tpcore.nn.attention.masked_softmax`: scale, mask and softmax in one row kernel,
+    for C-order scores ``(B, H, Nq, Nk)`` and a boolean mask broadcast along ``B`` or ``H``
+    only (the reference scales, masks and normalises in passes of their own)."""
+    if scores.ndim != 4 or not _last_axis(-1, scores):
+        return NotImplemented
+    b, h, nq, nk = scores.shape
+    full_b = full_h = 0
+    if mask is not None:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+        if (mask.dtype != np.bool_ or mask.shape[2:] != (nq, nk) or mask.shape[0] not in (1, b)
+                or mask.shape[1] not in (1, h)):
+            return NotImplemented
+        mask = _cupy().ascontiguousarray(mask)
+        full_b, full_h = int(mask.shape[0] == b), int(mask.shape[1] == h)
+    y = _cupy().empty_like(scores)
+    rows = b * h * nq
+    _launch("masked_softmax_rows", rows, nk, scores.dtype, scores,
+            np.uintp(0) if mask is None else mask, y, np.int64(rows), np.int32(nk),
+            scores.dtype.type(scale), np.int32(h), np.int32(nq), np.int32(full_b),
+            np.int32(full_h))
+    return y
 
 
 def gumbel_softmax_forward(logits: Any, noise: Any, tau: Any, hard: bool = False,

@@ -9,6 +9,7 @@ from tpcore.kernels import gpu as G
 
 from tpcore.backend import asarray, backend_name, to_host
 from tpcore.counter_rng import philox_fill
+from tpcore.nn import attention as A
 from tpcore.nn import functional as F
 from tpcore.nn import optim as O
 from tpcore.nn import relax as R
@@ -16,7 +17,7 @@ from tpcore.nn import relax as R
 REFERENCES = [O.adam_update, R.gumbel_from_uniform, F.gelu_forward, F.softmax,
               R.gumbel_softmax_forward, F.softmax_backward, F.log_softmax_forward,
               F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward,
-              F.linear_forward, F.linear_backward, philox_fill]
+              F.linear_forward, F.linear_backward, A.masked_softmax, philox_fill]
 
 
 def test_every_gpu_kernel_takes_its_references_arguments():
@@ -108,9 +109,28 @@ def test_elementwise_kernels_equal_their_references(rng, dtype):
 
 
 @gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nk", [5, 40])
+@pytest.mark.parametrize("mask_shape", [None, (3, 1), (1, 1), (3, 4), (1, 4)])
+def test_the_masked_softmax_kernel_equals_its_reference(rng, dtype, nk, mask_shape):
+    """Scores ``(3, 4, nk, nk)``; the mask broadcast along the batch, the heads, both or
+    neither (causal rows, and one row masked whole: a uniform row)."""
+    x = _x(rng, (3, 4, nk, nk), dtype, 4.0)
+    mask = None
+    if mask_shape is not None:
+        m = rng.random((*mask_shape, nk, nk)) > 0.4
+        m[..., 0, :] = False
+        mask = asarray(m)
+    _close(G.masked_softmax(x, mask, 0.125), A.masked_softmax.__wrapped__(x, mask, 0.125), dtype)
+
+
+@gpu
 def test_cases_the_kernels_do_not_take_fall_back(rng):
     x = _x(rng, (4, 6), np.float32)
     assert G.softmax(x, axis=0) is NotImplemented
     assert G.softmax(x.T) is NotImplemented  # not C-contiguous
     assert G.gumbel_softmax_forward(x, None, 1.0, hard=True) is NotImplemented
+    s = _x(rng, (2, 3, 4, 4), np.float32)
+    assert G.masked_softmax(s, asarray(np.ones((2, 1, 1, 4), bool)), 0.5) is NotImplemented
+    assert G.masked_softmax(s[..., :3], None, 0.5) is NotImplemented  # not C-contiguous
     _close(F.softmax(x, axis=0), F.softmax.__wrapped__(x, axis=0), np.float32)

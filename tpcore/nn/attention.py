@@ -15,8 +15,8 @@ from tpcore.nn.functional import linear_backward, linear_forward, softmax, softm
 from tpcore.nn.hookpoints import NO_HOOKS, Hooks
 
 MASKED_SCORE = -1e9
-"""The score of a masked key before the softmax."""
-"""Score given to masked keys (finite, so a fully masked row gives a uniform row, not NaN)."""
+"""The score of a masked key before the softmax (finite, so a fully masked row gives a uniform
+row, not NaN)."""
 
 
 def attention_mask(
@@ -35,21 +35,32 @@ def attention_mask(
     return mask
 
 
+@kernel(None, gpu=True)
+def masked_softmax(scores: Array, mask: Array | None, scale: float) -> Array:
+    """``softmax(where(mask, scale * S, -1e9))`` along the last axis: ``scores: (B, H, Nq, Nk)``,
+    ``mask`` broadcastable to it (None: nothing masked)."""
+    z = scores * scale
+    if mask is not None:
+        z = xp_of(z).where(mask, z, z.dtype.type(MASKED_SCORE))
+    return softmax(z, axis=-1)
+
+
 def attention_forward(
     q: Array, k: Array, v: Array, mask: Array | None = None, hooks: Hooks = NO_HOOKS
 ) -> tuple[Array, tuple]:
     """``P = softmax(S + M)`` with scores ``S = q k^T / sqrt(Dh)`` and ``M = -1e9`` where
     masked; ``out = P v``. Hook points: ``hook_attn_scores`` (``S`` before the mask) and
-    ``hook_pattern`` (``P``), both ``(B, H, Nq, Nk)``.
+    ``hook_pattern`` (``P``), both ``(B, H, Nq, Nk)``. The scale is applied with the mask and
+    the softmax (:func:`masked_softmax`) unless ``S`` is hooked.
 
     Returns ``out: (B, H, N, Dh)`` and a cache whose first entry is the pattern ``P``.
     """
-    xp = xp_of(q)
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = hooks("hook_attn_scores", matmul(q, k.swapaxes(-1, -2)) * scale)
-    if mask is not None:
-        scores = xp.where(mask, scores, scores.dtype.type(MASKED_SCORE))
-    p = softmax(scores, axis=-1)
+    scores = matmul(q, k.swapaxes(-1, -2))
+    if hooks.wants("hook_attn_scores"):
+        p = masked_softmax(hooks("hook_attn_scores", scores * scale), mask, 1.0)
+    else:
+        p = masked_softmax(scores, mask, scale)
     pattern = hooks("hook_pattern", p)
     return matmul(pattern, v), (pattern, p, q, k, v, scale, hooks)
 
@@ -65,11 +76,35 @@ def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
     return matmul(ds, k), matmul(ds.swapaxes(-1, -2), q), dv
 
 
+QKV_HOOKS = ("hook_q", "hook_k", "hook_v")
+"""The hook points of the heads' queries, keys and values, each ``(B, N, H, Dh)``."""
+
+
+def _split_heads(qkv: Array, h: int, hooks: Hooks) -> Array:
+    """The ``[q k v]`` product ``(B, N, 3D)`` as one C-order ``(3, B, H, N, Dh)`` array, through
+    the hook points :data:`QKV_HOOKS`: the heads move to their layout once, so the products of
+    the attention read them in place (a head view of ``(B, N, 3D)`` would be copied at each)."""
+    b, n, d3 = qkv.shape
+    parts = hooks.stack(QKV_HOOKS, qkv.reshape(b, n, 3, h, d3 // (3 * h)).transpose(2, 0, 1, 3, 4))
+    return xp_of(qkv).ascontiguousarray(parts.transpose(0, 1, 3, 2, 4))
+
+
+def _merge_heads(dq_dk_dv: tuple[Array, Array, Array], hooks: Hooks) -> Array:
+    """The gradient of :func:`_split_heads`: ``dq, dk, dv: (B, H, N, Dh)`` written into one
+    ``(B, N, 3, H, Dh)`` array, through the hook points' gradients, as ``(B, N, 3D)``."""
+    b, h, n, dh = dq_dk_dv[0].shape
+    dqkv = xp_of(dq_dk_dv[0]).empty((b, n, 3, h, dh), dtype=dq_dk_dv[0].dtype)
+    for i, g in enumerate(dq_dk_dv):
+        dqkv[:, :, i] = g.transpose(0, 2, 1, 3)
+    parts = hooks.grad_stack(QKV_HOOKS, dqkv.transpose(2, 0, 1, 3, 4))
+    return parts.transpose(1, 2, 0, 3, 4).reshape(b, n, 3 * h * dh)
+
+
 def _split(x: Array, h: int, hook: Any, name: str) -> Array:
-    """``(B, N, D) -> (B, H, N, Dh)`` through the hook point ``name`` (or its gradient:
-    ``hook`` is ``hooks`` or ``hooks.grad``), which sees ``(B, N, H, Dh)``."""
+    """``(B, N, D) -> (B, H, N, Dh)``, C-order, through the hook point ``name`` (or its
+    gradient: ``hook`` is ``hooks`` or ``hooks.grad``), which sees ``(B, N, H, Dh)``."""
     b, n, d = x.shape
-    return hook(name, x.reshape(b, n, h, d // h)).transpose(0, 2, 1, 3)
+    return xp_of(x).ascontiguousarray(hook(name, x.reshape(b, n, h, d // h)).transpose(0, 2, 1, 3))
 
 
 def _merge(x: Array, hook: Any, name: str) -> Array:
@@ -97,7 +132,7 @@ def mha_forward(
     w = xp.concatenate([params[f"w{c}"] for c in "qkv"], axis=1)
     b = xp.concatenate([params[f"b{c}"] for c in "qkv"]) if params.get("bq") is not None else None
     qkv, qkv_cache = linear_forward(x, w, b)
-    q, k, v = (_split(y, n_heads, hooks, f"hook_{c}") for c, y in zip("qkv", xp.split(qkv, 3, -1)))
+    q, k, v = _split_heads(qkv, n_heads, hooks)
     heads, att_cache = attention_forward(q, k, v, mask, hooks)
     z = _merge(heads, hooks, "hook_z")
     y, out_cache = linear_forward(z, params["wo"], params.get("bo"))
@@ -146,9 +181,7 @@ def mha_backward(dy: Array, cache: tuple) -> tuple[Array, dict[str, Array]]:
     else:
         dheads, dwo, dbo = linear_backward(dy, out_cache)
     dq_dk_dv = attention_backward(_split(dheads, n_heads, hooks.grad, "hook_z"), att_cache)
-    dqkv = xp.concatenate([_merge(d, hooks.grad, f"hook_{c}") for c, d in zip("qkv", dq_dk_dv)],
-                          axis=-1)
-    dx, dw, db = linear_backward(dqkv, qkv_cache)
+    dx, dw, db = linear_backward(_merge_heads(dq_dk_dv, hooks), qkv_cache)
     grads = dict(zip(("wq", "wk", "wv"), xp.split(dw, 3, axis=1)), wo=dwo)
     if db is not None:
         grads |= dict(zip(("bq", "bk", "bv"), xp.split(db, 3)))
