@@ -95,6 +95,18 @@ __device__ __forceinline__ T lanes_max(T v, int w) {
     return v;
 }
 
+// A row y of k logits, m their maximum, becomes exp(y - m) / sum exp(y - m) in place.
+__device__ __forceinline__ void normalise_row(T* yr, T m, int k, int lane, int w) {
+    T s = 0;
+    for (int j = lane; j < k; j += w) {
+        T e = exp(yr[j] - m);
+        yr[j] = e;
+        s += e;
+    }
+    s = lanes_sum(s, w);
+    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+}
+
 #define ROW_AND_LANE                                                      \
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;       \
     long long r = t / w;                                                  \
@@ -114,15 +126,7 @@ extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long 
         yr[j] = z;
         m = z > m ? z : m;
     }
-    m = lanes_max(m, w);
-    T s = 0;
-    for (int j = lane; j < k; j += w) {
-        T e = exp(yr[j] - m);
-        yr[j] = e;
-        s += e;
-    }
-    s = lanes_sum(s, w);
-    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+    normalise_row(yr, lanes_max(m, w), k, lane, w);
 }
 
 // softmax(where(mask, scale * x, -1e9)) of attention scores (B, H, Nq, Nk), one row a query:
@@ -144,15 +148,7 @@ extern "C" __global__ void masked_softmax_rows(const T* x, const bool* mask, T* 
         yr[j] = z;
         m = z > m ? z : m;
     }
-    m = lanes_max(m, w);
-    T s = 0;
-    for (int j = lane; j < k; j += w) {
-        T e = exp(yr[j] - m);
-        yr[j] = e;
-        s += e;
-    }
-    s = lanes_sum(s, w);
-    for (int j = lane; j < k; j += w) yr[j] = yr[j] / s;
+    normalise_row(yr, lanes_max(m, w), k, lane, w);
 }
 
 extern "C" __global__ void softmax_rows_backward(const T* dy, const T* y, T* dx, long long rows,
