@@ -1,6 +1,6 @@
 """CuPy kernels: one launch where the references (:mod:`tpcore.nn.functional`,
-:mod:`tpcore.nn.attention`, :mod:`tpcore.nn.relax`, :mod:`tpcore.nn.optim`) launch several, for
-GPU arrays.
+:mod:`tpcore.nn.attention`, :mod:`tpcore.nn.losses`, :mod:`tpcore.nn.relax`,
+:mod:`tpcore.nn.optim`) launch several, for GPU arrays.
 
 Each function takes its reference's arguments and returns what it returns, or ``NotImplemented``
 for a case it does not take (then the reference runs): :func:`tpcore.dispatch.kernel` dispatches
@@ -72,6 +72,11 @@ def _elementwise(name: str) -> Any:
             deriv = d + h;
             y = x * h;
             """, "tpcore_gelu", options=NO_FMA)
+    if name == "cross_entropy":
+        return cp.ElementwiseKernel(
+            "T logp, T w, I t, I col", "T d",
+            "T s = -w; T dl = col == t ? s : T(0) * s; d = dl - exp(logp) * s;",
+            "tpcore_cross_entropy", options=NO_FMA)
     raise KeyError(name)
 
 
@@ -470,6 +475,16 @@ def log_softmax_backward(dy: Any, cache: tuple) -> Any:
     rows, k = _rows_of(dy)
     _launch("log_softmax_rows_backward", rows, k, dy.dtype, dy, y, dx, np.int64(rows), np.int32(k))
     return dx
+
+
+def cross_entropy_grad(logp: Any, targets: Any, w: Any) -> Any:
+    """:func:`tpcore.nn.losses.cross_entropy_grad` in one elementwise pass (the reference
+    builds the one-hot targets, scales them and runs the log-softmax's backward)."""
+    if (logp.dtype != w.dtype or targets.dtype.kind not in "iu"
+            or not logp.shape[:-1] == w.shape == targets.shape):
+        return NotImplemented
+    cols = _cupy().arange(logp.shape[-1], dtype=targets.dtype)
+    return _elementwise("cross_entropy")(logp, w[..., None], targets[..., None], cols)
 
 
 def layer_norm_forward(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:

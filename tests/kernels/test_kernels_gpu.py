@@ -11,13 +11,15 @@ from tpcore.backend import asarray, backend_name, to_host
 from tpcore.counter_rng import philox_fill
 from tpcore.nn import attention as A
 from tpcore.nn import functional as F
+from tpcore.nn import losses as L
 from tpcore.nn import optim as O
 from tpcore.nn import relax as R
 
 REFERENCES = [O.adam_update, R.gumbel_from_uniform, F.gelu_forward, F.softmax,
               R.gumbel_softmax_forward, F.softmax_backward, F.log_softmax_forward,
               F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward,
-              F.linear_forward, F.linear_backward, A.masked_softmax, philox_fill]
+              F.linear_forward, F.linear_backward, A.masked_softmax, L.cross_entropy_grad,
+              philox_fill]
 
 
 def test_every_gpu_kernel_takes_its_references_arguments():
@@ -122,6 +124,17 @@ def test_the_masked_softmax_kernel_equals_its_reference(rng, dtype, nk, mask_sha
         m[..., 0, :] = False
         mask = asarray(m)
     _close(G.masked_softmax(x, mask, 0.125), A.masked_softmax.__wrapped__(x, mask, 0.125), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("target_dtype", [np.int32, np.int64])
+def test_the_cross_entropy_kernel_equals_its_reference(rng, dtype, target_dtype):
+    logp = F.log_softmax_forward(_x(rng, (4, 6, 11), dtype, 3.0))[0]
+    targets = asarray(rng.integers(0, 11, (4, 6)).astype(target_dtype))
+    w = asarray((rng.random((4, 6)) * (rng.random((4, 6)) > 0.3)).astype(dtype))
+    _close(G.cross_entropy_grad(logp, targets, w),
+           L.cross_entropy_grad.__wrapped__(logp, targets, w), dtype)
 
 
 @gpu

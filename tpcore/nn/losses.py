@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpcore.backend import Array, xp_of
+from tpcore.dispatch import kernel
 from tpcore.errors import TpcoreError
 from tpcore.nn.functional import log_softmax_backward, log_softmax_forward, one_hot
 
@@ -34,7 +35,7 @@ def cross_entropy_forward(
     if squeeze:
         logits, targets = logits[:, None], targets[:, None]
         mask = None if mask is None else mask[:, None]
-    logp, ls_cache = log_softmax_forward(logits)
+    logp, _ = log_softmax_forward(logits)
     losses = -xp.take_along_axis(logp, targets[..., None].astype("int64"), axis=-1)[..., 0]
     m = xp.ones(targets.shape, dtype=logp.dtype) if mask is None else mask.astype(logp.dtype)
     active = m if clip is None else m * (losses > clip)
@@ -47,16 +48,24 @@ def cross_entropy_forward(
     else:
         w = m / m.shape[0]
     loss = (w * losses).sum()
-    return loss, (ls_cache, targets, w * active, squeeze)
+    return loss, (logp, targets, w * active, squeeze)
 
 
 def cross_entropy_backward(cache: tuple) -> Array:
     """``dlogits_bn = w_bn (softmax(logits_bn) - onehot(t_bn))`` with ``w`` the reduction weight
     (zero where masked or clipped); shaped like the logits given to the forward."""
-    ls_cache, targets, w, squeeze = cache
-    dlogp = -w[..., None] * one_hot(targets, ls_cache[0].shape[-1], dtype=w.dtype)
-    d = log_softmax_backward(dlogp, ls_cache)
+    logp, targets, w, squeeze = cache
+    d = cross_entropy_grad(logp, targets, w)
     return d[:, 0] if squeeze else d
+
+
+@kernel(None, gpu=True)
+def cross_entropy_grad(logp: Array, targets: Array, w: Array) -> Array:
+    """The gradient of ``sum_bn w_bn l_bn`` with respect to the logits, from the log-softmax
+    ``logp: (B, N, C)``, ``targets`` and weights ``w: (B, N)``: the log-softmax's backward of
+    ``dlogp = -w onehot(t)``, ``w (exp(logp) - onehot(t))``."""
+    dlogp = -w[..., None] * one_hot(targets, logp.shape[-1], dtype=w.dtype)
+    return log_softmax_backward(dlogp, (logp, -1))
 
 
 def token_accuracy(logits: Array, targets: Array, mask: Array | None = None) -> float:
