@@ -95,7 +95,10 @@ def test_reproduce_counting_arch(tmp_path):
             "--out", str(tmp_path)]
     assert main(args + ["--arch", "1", "3", "2"]) == 0
     saved = json.loads((tmp_path / "counting.json").read_text())
-    c = saved["cells"][0]["config"]
+    assert "config" not in saved["cells"][0]  # the run's own record keeps it
+    record = next(p for p in sorted((tmp_path / "runs").glob("*-prefix-s0.json"))
+                  if not p.name.startswith("length-"))
+    c = json.loads(record.read_text())["config"]
     assert saved["arch"] == [1, 3, 2] and "--arch 1 3 2" in saved["commands"][0]
     assert (c["n_layers"], c["n_cat_heads"], c["n_num_heads"], c["n_cat_mlps"],
             c["n_num_mlps"]) == (1, 1, 2, 1, 1)

@@ -29,8 +29,8 @@ heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 Each budget runs one seed, the ``seed`` given.
 
 Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
-``out/counting.json`` (every selected run's row without its training curve, which its own
-record keeps) and ``out/counting.md`` (with Section 5.3's count of settings where a
+``out/counting.json`` (every selected run's results; its training curve, configuration and
+gate rule stay in its own record, :data:`RECORD_ONLY`) and ``out/counting.md`` (with Section 5.3's count of settings where a
 module reaches the base model, :func:`tpcore.experiments.counting_figures.module_gains`), and
 with matplotlib the table as a heatmap beside the paper's, ``out/counting.png``, the base
 model against each module, ``out/counting_modules.png`` (the paper's Figs. 2-5), and the
@@ -253,9 +253,14 @@ def select_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return picked
 
 
-def _without_curve(row: dict[str, Any]) -> dict[str, Any]:
-    """A run's row for ``counting.json``: all but its ``history`` (``runs/*.json`` keeps it)."""
-    return {k: v for k, v in row.items() if k != "history"}
+RECORD_ONLY = ("history", "record", "config", "gate_rule", "program_counting")
+"""What a run's own record (``runs/NAME.json``) keeps and ``counting.json`` leaves out: its
+training curve, run record, configuration, gate rule and decompiled counting program."""
+
+
+def _summary(row: dict[str, Any]) -> dict[str, Any]:
+    """A run's row for ``counting.json``: all but :data:`RECORD_ONLY`."""
+    return {k: v for k, v in row.items() if k not in RECORD_ONLY}
 
 
 def _pct(x: float | None) -> str:
@@ -410,8 +415,8 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
         commands = [c for c in old.get("commands", []) if c != command] + [command]
         result = {"budget": given.name, "commands": commands, "settings": dict(b.sizes),
                   "epochs": epochs or b["epochs"], "arch": list(b["arch"]), "target": TARGET,
-                  "cells": [_without_curve(r) for r in cells],
-                  "lengthgen": [_without_curve(r) for r in tests],
+                  "cells": [_summary(r) for r in cells],
+                  "lengthgen": [_summary(r) for r in tests],
                   "seconds": sum(r["seconds"] for r in rows + lengths)}
         write_json(path, result)
         gains = module_gains(cells, PAPER_ACC)
