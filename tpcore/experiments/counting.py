@@ -29,16 +29,17 @@ heads and 1 + 1 MLPs per layer, the original paper's double-hist model):
 Each budget runs one seed, the ``seed`` given.
 
 Results go to ``out/runs/*.json`` (one per run, with the model beside it as ``*-model.npz``),
-``out/counting.json`` (every selected run's results; its training curve, configuration and
-gate rule stay in its own record, :data:`RECORD_ONLY`) and ``out/counting.md`` (with Section
-5.3's count of settings where a module reaches the base model,
+``out/counting.json`` (every selected run's results; its training curve, configuration and gate
+rule stay in its own record, :data:`RECORD_ONLY`) and ``out/counting.md`` (with Section 5.3's
+count of settings where a module reaches the base model,
 :func:`tpcore.experiments.counting_figures.module_gains`), and with matplotlib the table as a
-heatmap beside the paper's, ``out/counting.png``, the base model against each module, ``out/counting_modules.png`` (the paper's Figs. 2-5), and the
-expert gates' routing, ``out/counting_routing.png`` (Section 6.3; :func:`figures`). Each run
-records its configuration (:func:`run_config`; runs saved before records existed: read from
-their fields), and a finished run is reused only for exactly that configuration, so rerunning
-resumes; a run of other settings, or runs of another epoch count or architecture anywhere in
-``out``, are refused before anything is trained (one out dir holds one table's settings).
+heatmap beside the paper's, ``out/counting.png``, the base model against each module,
+``out/counting_modules.png`` (the paper's Figs. 2-5), and the expert gates' routing,
+``out/counting_routing.png`` (Section 6.3; :func:`figures`). Each run records its configuration
+(:func:`run_config`), and a finished run is reused only for exactly that configuration, so
+rerunning resumes; a run of other settings, or runs of another epoch count or architecture
+anywhere in ``out``, are refused before anything is trained (one out dir holds one table's
+settings).
 """
 
 from __future__ import annotations
