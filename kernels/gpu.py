@@ -134,12 +134,12 @@ extern "C" __global__ void softmax_rows(const T* x, const T* g, T* y, long long 
     normalise_row(yr, lanes_max(m, w), k, lane, w);
 }
 
-// softmax(where(mask, scale * x, -1e9)) of attention scores (B, H, Nq, Nk), one row a query:
+// softmax(where(mask, scale * x, masked)) of attention scores (B, H, Nq, Nk), one row a query:
 // row r is batch b = r / (nh nq), head h = r / nq % nh, query i = r % nq; the mask (null: none)
 // is C-order (mb, mh, nq, nk) with mb in {1, B}, mh in {1, nh} (full_b, full_h: not broadcast).
 extern "C" __global__ void masked_softmax_rows(const T* x, const bool* mask, T* y,
-                                               long long rows, int k, T scale, int nh, int nq,
-                                               int full_b, int full_h, int w) {
+                                               long long rows, int k, T scale, T masked,
+                                               int nh, int nq, int full_b, int full_h, int w) {
     ROW_AND_LANE
     const T* xr = x + r * k;
     T* yr = y + r * k;
@@ -147,9 +147,9 @@ extern "C" __global__ void masked_softmax_rows(const T* x, const bool* mask, T* 
     int h = (int)(r / nq % nh), i = (int)(r % nq);
     const bool* mr = mask ? mask + (((full_b ? b : 0) * (full_h ? nh : 1) + (full_h ? h : 0))
                                     * nq + i) * k : 0;
-    T m = (!mr || mr[lane]) ? xr[lane] * scale : T(-1e9);
+    T m = (!mr || mr[lane]) ? xr[lane] * scale : masked;
     for (int j = lane; j < k; j += w) {
-        T z = (!mr || mr[j]) ? xr[j] * scale : T(-1e9);
+        T z = (!mr || mr[j]) ? xr[j] * scale : masked;
         yr[j] = z;
         m = z > m ? z : m;
     }
@@ -409,7 +409,7 @@ def softmax(x: Any, axis: int = -1) -> Any:
     return _softmax(x, None, 1.0)
 
 
-def masked_softmax(scores: Any, mask: Any, scale: float) -> Any:
+def masked_softmax(scores: Any, mask: Any, scale: float, masked_score: float = -1e9) -> Any:
     """:func:`tpcore.nn.attention.masked_softmax`: scale, mask and softmax in one row kernel,
     for C-order scores ``(B, H, Nq, Nk)`` and a boolean mask broadcast along ``B`` or ``H``
     only (the reference scales, masks and normalises in passes of their own)."""
@@ -428,8 +428,8 @@ def masked_softmax(scores: Any, mask: Any, scale: float) -> Any:
     rows = b * h * nq
     _launch("masked_softmax_rows", rows, nk, scores.dtype, scores,
             np.uintp(0) if mask is None else mask, y, np.int64(rows), np.int32(nk),
-            scores.dtype.type(scale), np.int32(h), np.int32(nq), np.int32(full_b),
-            np.int32(full_h))
+            scores.dtype.type(scale), scores.dtype.type(masked_score), np.int32(h), np.int32(nq),
+            np.int32(full_b), np.int32(full_h))
     return y
 
 

@@ -36,12 +36,13 @@ def attention_mask(
 
 
 @kernel(None, gpu=True)
-def masked_softmax(scores: Array, mask: Array | None, scale: float) -> Array:
-    """``softmax(where(mask, scale * S, -1e9))`` along the last axis: ``scores: (B, H, Nq, Nk)``,
-    ``mask`` broadcastable to it (None: nothing masked)."""
+def masked_softmax(scores: Array, mask: Array | None, scale: float,
+                   masked_score: float = MASKED_SCORE) -> Array:
+    """``softmax(where(mask, scale * S, masked_score))`` along the last axis: ``scores: (B, H,
+    Nq, Nk)``, ``mask`` broadcastable to it (None: nothing masked)."""
     z = scores * scale
     if mask is not None:
-        z = xp_of(z).where(mask, z, z.dtype.type(MASKED_SCORE))
+        z = xp_of(z).where(mask, z, z.dtype.type(masked_score))
     return softmax(z, axis=-1)
 
 
