@@ -205,7 +205,8 @@ def attention_summary(model: Transformer, run: TreeRun, leaves: np.ndarray,
     """Average attention map per layer over ``leaves`` (for MLM runs with one random leaf
     masked, as in training; root classifiers see the unmasked leaves) and
     the block-mass score ``score[layer][h-1]`` = mean over rows i of the attention mass inside
-    i's aligned block of 2**h leaves (uniform attention gives 2**h / N)."""
+    i's aligned block of 2**h leaves (uniform attention gives 2**h / N). The maps are rounded
+    to 4 decimals in float64, so that they are written as short decimals."""
     gen = np.random.default_rng(derive_seed(run.seed, "hierarchy", "attention positions"))
     model_probs(model, run, leaves, gen.integers(0, 2**run.l, len(leaves)), q,
                 batch=len(leaves))
@@ -213,7 +214,7 @@ def attention_summary(model: Transformer, run: TreeRun, leaves: np.ndarray,
     i = np.arange(2**run.l)
     score = [[float(np.where((i[None, :] >> h) == (i[:, None] >> h), A, 0).sum(axis=1).mean())
               for h in range(1, run.l)] for A in maps]
-    return dict(maps=[m.round(4).tolist() for m in maps], block_mass=score)
+    return dict(maps=[m.astype(np.float64).round(4).tolist() for m in maps], block_mass=score)
 
 
 def closest_bp(m: dict[str, Any]) -> int:
