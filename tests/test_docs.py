@@ -539,7 +539,32 @@ def test_readme_counting_target_cell_is_the_committed_runs():
                f"({100 * best['test']['seq_acc']:.2f}) |" in text
 
 
-def test_readme_sorting_table_is_the_committed_results():
+def test_readme_counting_paper_table_is_every_finished_setting():
+    """README's table at the paper's budget lists, in the paper's order, every setting whose
+    four paper variants are committed, with the committed accuracies and the paper's."""
+    from tpcore.experiments.counting import PAPER, PAPER_ACC, REGIMES
+    from tpcore.experiments.counting_figures import module_gains
+
+    committed = results("counting_paper/counting.json")["cells"]
+    cells = {(c["task"], c["regime"], c["variant"]): c for c in committed}
+    variants = ("none", "prefix", "experts", "both", "running")
+    rows = []
+    for task, regime in PAPER:
+        if not all((task, regime, v) in cells for v in variants[:4]):
+            continue
+        v, n = REGIMES[regime]
+        ours = [f"{100 * cells[task, regime, x]['test']['acc']:.2f}"
+                if (task, regime, x) in cells else "-" for x in variants]
+        paper = " / ".join(f"{x:.2f}" for x in PAPER[task, regime])
+        rows.append(f"| {task.replace('_', ' ')}, {regime} (V = {v}, N = {n}) | "
+                    + " | ".join(ours) + f" | {paper} |")
+    raw = (REPO / "README.md").read_text(encoding="utf-8")
+    start = raw.index("| task, regime (paper's budget) |")
+    assert raw[start:raw.index("\n\n", start)].splitlines()[2:] == rows
+    gains = module_gains(committed, PAPER_ACC)
+    assert f"**{len(rows)} of 15 settings**" in readme_text()
+    assert (f"at or above the base in {len(gains.ours)} of these {len(rows)} settings (the "
+            f"paper: {len(gains.paper)} of the same {len(rows)})") in readme_text()
     rows = {r["task"]: r for r in results("sorting/sorting.json")["rows"]}
     text = readme_text()
     for task, label in (("causal", "causal, values 0-9"), ("distinct", "causal, distinct values"),
