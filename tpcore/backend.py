@@ -33,7 +33,6 @@ Array = Any
 """An array of the active module: NumPy's, CuPy's or the strict backend's (type hints)."""
 DEFAULT_FLOAT = np.float32
 """Training dtype; gradchecks and the looped computer use float64 explicitly."""
-DEFAULT_INT = np.int64
 
 _active: ModuleType | None = None
 

@@ -40,13 +40,6 @@ from tpcore.programs.source import writer
 from tpcore.rundir import RunDir
 from tpcore.tasks.nlp import BOS, EOS, PAD, ClassificationData
 
-PAPER_TABLE6 = {
-    "Bag of words": {"TREC": 74.8, "MR": 77.8, "Subj": 92.6, "AG": 89.6},
-    "Standard Transformer": {"TREC": 88.6, "MR": 77.2, "Subj": 92.3, "AG": 91.7},
-    "Transformer Program": {"TREC": 85.6, "MR": 77.9, "Subj": 93.0, "AG": 90.8},
-}
-"""The paper's Table 6 (test accuracy, percent)."""
-
 
 def train_classifier(data: ClassificationData, kind: str, settings: Settings,
                      glove: str | Path | None = None, quiet: bool = True,

@@ -314,12 +314,6 @@ def _weights_beside(path: Path, p: ProgramReader) -> Path:
     return path.with_name(p.weights_name)
 
 
-def weights_path(path: str | Path) -> Path:
-    """The weights CSV of a program file: the name its header gives, else ``NAME_weights.csv``."""
-    path = Path(path)
-    return _weights_beside(path, _parsed(read_limited(path, "program file"), str(path)))
-
-
 def parse_file(path: str | Path) -> Program:
     """Import the program file ``path`` and the weights CSV beside it (each at most
     ``LIMITS.file_bytes``); the program is named after the file (:func:`program_name`)."""
