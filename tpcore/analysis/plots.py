@@ -136,14 +136,17 @@ class Panel:
 
 def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, ylabel: str,
                   logx: bool = False, logy: bool = False, columns: int = 3,
-                  ylim: tuple[float, float] | None = None, legend: str = "best") -> Path:
+                  ylim: tuple[float, float] | None = None, legend: str = "best",
+                  xticks: Sequence[float] | None = None) -> Path:
     """Write ``panels`` (``columns`` per row, each with its legend at ``legend``, a matplotlib
     location) to the PNG ``path``; axes log-scaled as asked, every panel with the same axis
-    labels and, when given, y range."""
+    labels and, when given, y range and x ticks (labelled with their values, e.g. the
+    training-set sizes of a sweep, in place of a log axis's powers of ten)."""
+    plt = pyplot()
     cols = min(columns, len(panels))
     rows = -(-len(panels) // cols)
-    fig, axes = pyplot().subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.4),
-                                  squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.4),
+                             squeeze=False, layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, panel in zip(axes.flat, panels):
@@ -157,6 +160,9 @@ def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, 
                xlabel=xlabel, ylabel=ylabel)
         if ylim is not None:
             ax.set_ylim(*ylim)
+        if xticks is not None:
+            ax.set_xticks(xticks, [f"{x:g}" for x in xticks])
+            ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(panel.title, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc=legend)

@@ -182,12 +182,16 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
     axes = dict(xlabel="training trees P (log scale)", ylabel="accuracy on k = 0 test data",
                 logx=True, ylim=(0, 1.02), legend="lower right")
     paths = []
+
+    def sizes(rows: list[dict[str, Any]]) -> list[int]:
+        return sorted({r["run"]["P"] for r in rows})
+
     if result.get("root_sizes"):
         rows = [r for r in result["root_sizes"] if r["grammar_seed"] == PAPER["grammar_seed"]]
         paths.append(panels_figure(
             [_sizes_panel(rows, "the paper's grammar")], out / f"{name}_sizes.png",
             f"Root classification (l = {l}) against the number of training trees, trained on "
-            "k_train: accuracy on unfiltered data", **axes))
+            "k_train: accuracy on unfiltered data", xticks=sizes(rows), **axes))
     if result.get("layers"):
         rows = result["layers"]
         lines = []
@@ -200,14 +204,15 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
         paths.append(panels_figure(
             [Panel("k_train = 0", lines, [Level("BP_0 (exact)", rows[0]["bp_acc"]["0"][0])])],
             out / f"{name}_layers.png",
-            f"Root classification (l = {l}) with 1..n attention blocks on unfiltered data", **axes))
+            f"Root classification (l = {l}) with 1..n attention blocks on unfiltered data",
+            xticks=sizes(rows), **axes))
     if result.get("grammars"):
         seeds = sorted({r["grammar_seed"] for r in result["grammars"]})
         paths.append(panels_figure(
             [_sizes_panel([r for r in result["grammars"] if r["grammar_seed"] == g],
                           f"grammar seed {g}") for g in seeds], out / f"{name}_grammars.png",
             f"Root classification (l = {l}) on other grammars, trained on k_train: accuracy on "
-            "unfiltered data", **axes))
+            "unfiltered data", xticks=sizes(result["grammars"]), **axes))
     if result.get(PROBES_K):
         rows = sorted(result[PROBES_K], key=lambda r: r["model"]["k_train"])
         paths.append(table_heatmaps(
