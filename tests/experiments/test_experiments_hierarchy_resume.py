@@ -116,3 +116,26 @@ def test_two_calls_side_by_side_keep_each_others_runs(tmp_path, monkeypatch):
     assert sorted(r["run"]["k_train"] for r in out["runs"]) == [0, 1]
     assert len(out["commands"]) == 2
     assert "k_train = 0" in (tmp_path / "out" / "hierarchy_tiny.md").read_text()
+
+
+def test_a_call_keeps_what_another_stored_while_it_trained(tmp_path, monkeypatch):
+    """A call that read the results file before another call stored a part's results (the
+    probes, say) writes them back as the other call left them, not as it first read them."""
+    from tpcore.experiments import hierarchy
+
+    monkeypatch.chdir(tmp_path)
+    args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root", "--out", "out"]
+    path = tmp_path / "out" / "hierarchy_tiny.json"
+    assert main([*args, "--k-train", "0"]) == 0
+    path.write_text(json.dumps({**json.loads(path.read_text()), "other_part": "stale"}))
+    train = hierarchy.train_against_bp
+
+    def alongside(run, *a, **kw):  # another call stores its part while this one trains
+        path.write_text(json.dumps({**json.loads(path.read_text()), "other_part": "fresh"}))
+        return train(run, *a, **kw)
+
+    monkeypatch.setattr(hierarchy, "train_against_bp", alongside)
+    assert main([*args, "--k-train", "1"]) == 0
+    out = json.loads(path.read_text())
+    assert out["other_part"] == "fresh"
+    assert sorted(r["run"]["k_train"] for r in out["runs"]) == [0, 1]

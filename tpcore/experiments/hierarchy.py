@@ -204,13 +204,16 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     if {"root", "root-long", "mlm", *SWEEPS} & set(parts):
         check_out_dir(encoder.parent)
 
+    stored_here: set[str] = set()  # the keys this call has stored
+
     def store(key: str | None = None, value: Any = None, run: dict | None = None) -> None:
         if path.is_file():  # what other calls on this --out stored since this one read it
-            _take_others(result, json.loads(read_text(path, "results")))
+            _take_others(result, json.loads(read_text(path, "results")), stored_here)
         if run is not None:
             result["runs"] = [r for r in result["runs"] if r["run"] != run["run"]] + [run]
         if key is not None:
             result[key] = value
+            stored_here.add(key)
         write_json(path, result)
         write_text(out / f"hierarchy_{budget.name}.md", markdown(result))
 
@@ -330,20 +333,22 @@ def _need_model(path: Path, run: TreeRun, what: str, how: str) -> None:
                  f"the {what} {path}.npz", f"run {how} with these settings first")
 
 
-def _take_others(result: dict[str, Any], stored: dict[str, Any]) -> None:
-    """Add to ``result`` what ``stored`` (the results file as another call wrote it, two calls
-    training different runs side by side) holds and ``result`` does not: runs and sweep rows of
-    other settings, commands, other parts' keys. What ``result`` holds stays as it is."""
+def _take_others(result: dict[str, Any], stored: dict[str, Any], own: set[str]) -> None:
+    """Merge into ``result`` what ``stored`` (the results file as another call wrote it, two
+    calls training different runs side by side) holds: runs and sweep rows of other settings
+    and commands are added; every other key is taken from ``stored`` unless it is one of
+    ``own``, the keys this call has stored itself (so a call's stale copy of another part's
+    results never overwrites what that part stored since)."""
     runs = [r["run"] for r in result["runs"]]
     result["runs"] += [r for r in stored["runs"] if r["run"] not in runs]
     result["commands"] += [c for c in stored["commands"] if c not in result["commands"]]
     for key, value in stored.items():
-        if key not in result:
-            result[key] = value
-        elif key in (*SWEEPS.values(), PROBES_K):
+        if key in (*SWEEPS.values(), PROBES_K) and key in result:
             same = ("model",) if key == PROBES_K else ("run", "grammar_seed")
             held = [tuple(r[k] for k in same) for r in result[key]]
             result[key] += [r for r in value if tuple(r[k] for k in same) not in held]
+        elif key not in ("runs", "commands", *own):
+            result[key] = value
 
 
 def markdown(out: dict[str, Any]) -> str:
