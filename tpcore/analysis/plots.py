@@ -161,7 +161,7 @@ def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, 
         if ylim is not None:
             ax.set_ylim(*ylim)
         if xticks is not None:
-            ax.set_xticks(xticks, [f"{x:g}" for x in xticks])
+            ax.set_xticks(xticks, [f"{x:.10g}" for x in xticks])
             ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(panel.title, fontsize=10)
         ax.grid(alpha=0.3)
