@@ -55,13 +55,15 @@ def batch(b=B, n=N):
     return {"tokens": x, "targets": np.roll(x, 1, axis=1)}
 
 
-def tpcore_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP):
+def tpcore_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP, graphs=None):
     """A zero-argument training step (forward, backward, Adam) of the bench's model (other sizes
-    by the arguments), on the active backend; it waits for the device before returning."""
+    by the arguments), on the active backend (on CuPy captured as a CUDA graph unless ``graphs``
+    is False); it waits for the device before returning."""
     cfg = TransformerConfig(vocab_size=V, max_len=n, d_model=d, n_layers=layers, n_heads=h,
                             d_mlp=d_mlp, layer_norm="pre", causal=True)
     model = Transformer(cfg)
-    return training_step(model, Adam(model.parameters(), lr=1e-3), supervised_step, batch(b, n))
+    return training_step(model, Adam(model.parameters(), lr=1e-3), supervised_step, batch(b, n),
+                         graphs=graphs)
 
 
 def torch_step(b=B, n=N, layers=L, d=D, h=H, d_mlp=MLP, device="cpu"):

@@ -2,14 +2,15 @@
 # The GPU check, one command on a machine with an NVIDIA GPU, CuPy, PyTorch, pytest-xdist and
 # pytest-benchmark, and no network: installs tpcore from the wheel in .whl/ (made beforehand with
 # `pip wheel --no-deps -w .whl .`) into a scratch folder, runs the test suite on CuPy in parallel,
-# the GPU side-by-side benches (bench/bench_gpu.py) and a profile of three training steps
-# (bench/profile_steps.py), writes their outputs under $OUT (default /tmp/gpu_check) and prints the
-# table last.
+# the GPU side-by-side benches (bench/bench_gpu.py), a profile of three training steps
+# (bench/profile_steps.py) and a kernel-by-kernel profile of the largest transformer's step
+# (bench/kernel_profile.py), writes their outputs under $OUT (default /tmp/gpu_check) and
+# prints the table last.
 #
 #   bash bench/gpu_check.sh            # from the repository root
 #
-# SUITE_SECONDS, BENCH_SECONDS, PROFILE_SECONDS bound each part; WORKERS sets the suite's
-# processes; BENCH_SELECT passes a -k expression to the benches. The authors' code for the
+# SUITE_SECONDS, BENCH_SECONDS, PROFILE_SECONDS, KERNELS_SECONDS bound each part; WORKERS sets
+# the suite's processes; BENCH_SELECT passes a -k expression to the benches. The authors' code for the
 # Transformer Program rows is read from $TPCORE_AUTHORS_CODE (default .anchors, holding their
 # src/ folder); without it those rows skip.
 set -uo pipefail
@@ -42,6 +43,10 @@ TPCORE_BACKEND=cupy timeout "${PROFILE_SECONDS:-90}" python3 bench/profile_steps
     > "$OUT/profile.txt" 2>&1
 echo "profile: exit $?"
 grep "^##" "$OUT/profile.txt"
+
+TPCORE_BACKEND=cupy timeout "${KERNELS_SECONDS:-90}" python3 bench/kernel_profile.py \
+    > "$OUT/kernels.md" 2>&1
+echo "kernels: exit $? (the largest transformer's kernels, tpcore and PyTorch: kernels.md)"
 
 python3 bench/report.py "$OUT/bench_gpu.json" --out "$OUT" && cat "$OUT/speed.md"
 python3 -c "import json, sys

@@ -49,6 +49,17 @@ def _cupy() -> Any:
     return cupy
 
 
+_GELU = """
+T x2 = x * x;
+T t = tanh(c * x * (T(1) + T(0.044715) * x2));
+T d = (T(1) - t * t) * x * (half_c * (T(1) + T(0.134145) * x2));
+T h = (t + T(1)) * T(0.5);
+deriv = d + h;
+y = x * h;
+"""
+"""The tanh GELU ``y`` of ``x`` and its derivative (:func:`tpcore.nn.functional.gelu_forward`)."""
+
+
 @functools.cache
 def _elementwise(name: str) -> Any:
     cp = _cupy()
@@ -62,16 +73,13 @@ def _elementwise(name: str) -> Any:
             "T tiny, T top", "T u", "T x = min(max(u, tiny), top); u = -log(-log(x));",
             "tpcore_gumbel", options=NO_FMA)
     if name == "gelu":
+        return cp.ElementwiseKernel("T x, T c, T half_c", "T y, T deriv", _GELU, "tpcore_gelu",
+                                    options=NO_FMA)
+    if name == "linear_gelu":
         return cp.ElementwiseKernel(
-            "T x, T c, T half_c", "T y, T deriv",
-            """
-            T x2 = x * x;
-            T t = tanh(c * x * (T(1) + T(0.044715) * x2));
-            T d = (T(1) - t * t) * x * (half_c * (T(1) + T(0.134145) * x2));
-            T h = (t + T(1)) * T(0.5);
-            deriv = d + h;
-            y = x * h;
-            """, "tpcore_gelu", options=NO_FMA)
+            "T u, raw T b, uint32 n, T c, T half_c", "T y, T deriv",
+            "T x = u + b[static_cast<unsigned int>(i) % n];" + _GELU, "tpcore_linear_gelu",
+            options=NO_FMA)
     if name == "cross_entropy":
         return cp.ElementwiseKernel(
             "T logp, T w, I t, I col", "T d",
@@ -382,6 +390,22 @@ def gelu_forward(x: Any) -> Any:
     y, deriv = cp.empty_like(x), cp.empty_like(x)
     _elementwise("gelu")(x, _GELU_C, 0.5 * _GELU_C, y, deriv)
     return y, deriv
+
+
+def linear_gelu_forward(x: Any, w: Any, b: Any) -> Any:
+    """:func:`tpcore.nn.functional.linear_gelu_forward`: one product over all leading
+    dimensions, then the bias and the GELU in one pass over it (the sum ``x W + b`` is never
+    written)."""
+    if b is None or not x.dtype == w.dtype == b.dtype or w.ndim != 2 or w.shape[1] != b.size:
+        return NotImplemented
+    u = matmul(x.reshape(-1, x.shape[-1]), w)
+    if u.size >= 2**32:
+        return NotImplemented
+    cp = _cupy()
+    y, deriv = cp.empty_like(u), cp.empty_like(u)
+    _elementwise("linear_gelu")(u, b, np.uint32(b.size), _GELU_C, 0.5 * _GELU_C, y, deriv)
+    shape = (*x.shape[:-1], w.shape[1])
+    return y.reshape(shape), ((x, w, True), deriv.reshape(shape))
 
 
 def _temperature(tau: Any, dtype: Any) -> tuple[Any, Any]:

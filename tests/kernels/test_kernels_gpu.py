@@ -18,8 +18,8 @@ from tpcore.nn import relax as R
 REFERENCES = [O.adam_update, R.gumbel_from_uniform, F.gelu_forward, F.softmax,
               R.gumbel_softmax_forward, F.softmax_backward, F.log_softmax_forward,
               F.log_softmax_backward, F.layer_norm_forward, F.layer_norm_backward,
-              F.linear_forward, F.linear_backward, A.masked_softmax, L.cross_entropy_grad,
-              philox_fill]
+              F.linear_forward, F.linear_backward, F.linear_gelu_forward, A.masked_softmax,
+              L.cross_entropy_grad, philox_fill]
 
 
 def test_every_gpu_kernel_takes_its_references_arguments():
@@ -91,6 +91,19 @@ def test_linear_kernels_equal_their_references(rng, dtype, bias):
     _close(y, y_ref, dtype)
     dy = _x(rng, y_ref.shape, dtype)
     _close(G.linear_backward(dy, cache), F.linear_backward.__wrapped__(dy, cache_ref), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_gelu_kernel_equals_its_reference(rng, dtype):
+    """The product, then bias and GELU in one pass: the activation, the derivative and the
+    linear layer's cache as the two layers' references give them."""
+    x, w, b = _x(rng, (3, 5, 16), dtype), _x(rng, (16, 40), dtype), _x(rng, (40,), dtype)
+    y, (linear_cache, deriv) = G.linear_gelu_forward(x, w, b)
+    y_ref, (linear_ref, deriv_ref) = F.linear_gelu_forward.__wrapped__(x, w, b)
+    _close((y, deriv), (y_ref, deriv_ref), dtype)
+    assert linear_cache[0] is x and linear_cache[1] is w and linear_cache[2] is True
+    assert linear_ref[2] is True
 
 
 @gpu

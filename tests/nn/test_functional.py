@@ -37,6 +37,22 @@ def test_linear(rng):
                      [x, w, b], grads)
 
 
+def test_linear_gelu(rng):
+    """``gelu(x W + b)`` in one call: the two layers' forwards bit for bit, and their backwards
+    through its caches pass a finite-difference check."""
+    x, w, b = _device(rng.standard_normal((3, 4, 5)), rng.standard_normal((5, 6)),
+                      rng.standard_normal(6))
+    y, (linear_cache, deriv) = F.linear_gelu_forward(x, w, b)
+    u, _ = F.linear_forward(x, w, b)
+    y_two, deriv_two = F.gelu_forward(u)
+    np.testing.assert_array_equal(to_host(y), to_host(y_two))
+    np.testing.assert_array_equal(to_host(deriv), to_host(deriv_two))
+    g = random_like(y)
+    grads = F.linear_backward(F.gelu_backward(g, deriv), linear_cache)
+    assert_gradients(lambda x, w, b: float((F.linear_gelu_forward(x, w, b)[0] * g).sum()),
+                     [x, w, b], grads)
+
+
 def test_embedding_scatter_add_with_repeats(rng):
     ids, table = _device(np.array([[0, 2, 2], [1, 2, 0]]), rng.standard_normal((4, 3)))
     y, cache = F.embedding_forward(ids, table)

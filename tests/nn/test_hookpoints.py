@@ -4,6 +4,7 @@ finite differences on attention (whose pattern and scores are hook points)."""
 import numpy as np
 import pytest
 
+from tpcore.backend import rng as device_rng
 from tpcore.errors import TpcoreError
 from tpcore.nn import attention as A
 from tpcore.nn.gradcheck import assert_gradients, random_like
@@ -78,3 +79,22 @@ def test_bad_results_and_indices_are_refused():
         hooks("h", np.ones((2, 3)))
     with pytest.raises(TpcoreError, match="does not fit"):
         edit(np.ones((2, 3)), (0, 7))
+
+
+
+def test_an_mlp_recording_hook_pre_trains_as_the_fused_one(rng):
+    """The MLP runs ``gelu(x W1 + b1)`` as one call unless ``hook_pre`` is asked for; both
+    ways give the same output and gradients, bit for bit."""
+    from tpcore.backend import asarray, to_host
+    from tpcore.nn.layers import MLP
+
+    x, g = asarray(rng.standard_normal((2, 3, 4))), asarray(rng.standard_normal((2, 3, 4)))
+    runs = []
+    for hooks in (NO_HOOKS, Hooks({}, cache={})):
+        mlp = MLP(4, 6, device_rng(0), np.float64)
+        out = mlp.forward(x, hooks)
+        dx = mlp.backward(g)
+        runs.append([to_host(a) for a in (out, dx, *(p.grad for _, p in mlp.named_parameters()))])
+    assert "hook_pre" in hooks._state.cache
+    for fused, hooked in zip(*runs):
+        np.testing.assert_array_equal(fused, hooked)

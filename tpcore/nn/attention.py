@@ -69,11 +69,16 @@ def attention_forward(
 def attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
     """``dv = P^T dout``; ``dP = dout v^T``; ``dS = P * (dP - rowsum(dP * P))`` (masked entries
     have ``P = 0`` so get no gradient); ``dq = dS k * s``; ``dk = dS^T q * s``. An edited pattern
-    ``P'`` takes ``P``'s place in ``dv``, the softmax's own ``P`` stays in ``dS``."""
+    ``P'`` takes ``P``'s place in ``dv``, the softmax's own ``P`` stays in ``dS``. Unless a hook
+    edited the scores, the scale ``s`` is the softmax backward's temperature ``1 / s``, so that
+    it costs no pass of its own."""
     pattern, p, q, k, v, scale, hooks = cache
     dv = matmul(pattern.swapaxes(-1, -2), dout)
     dp = hooks.grad("hook_pattern", matmul(dout, v.swapaxes(-1, -2)))
-    ds = hooks.grad("hook_attn_scores", softmax_backward(dp, (p, 1.0, -1))) * scale
+    if hooks.edited("hook_attn_scores"):
+        ds = hooks.grad("hook_attn_scores", softmax_backward(dp, (p, 1.0, -1))) * scale
+    else:
+        ds = softmax_backward(dp, (p, 1.0 / scale, -1))
     return matmul(ds, k), matmul(ds.swapaxes(-1, -2), q), dv
 
 

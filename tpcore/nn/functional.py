@@ -88,6 +88,16 @@ def gelu_forward(x: Array) -> tuple[Array, Array]:
     return x * t, deriv
 
 
+@kernel(None, gpu=True)
+def linear_gelu_forward(x: Array, w: Array, b: Array | None) -> tuple[Array, tuple]:
+    """``y = gelu(x W + b)`` (:func:`linear_forward`, then :func:`gelu_forward`); returns ``y``
+    and the two caches ``(linear's, gelu's)``, for :func:`linear_backward` and
+    :func:`gelu_backward`. On a GPU the bias and the GELU are one pass over the product."""
+    u, linear_cache = linear_forward(x, w, b)
+    y, deriv = gelu_forward(u)
+    return y, (linear_cache, deriv)
+
+
 def gelu_backward(dy: Array, deriv: Array) -> Array:
     """``dx = dy * gelu'(x)`` (the derivative cached by the forward)."""
     return dy * deriv

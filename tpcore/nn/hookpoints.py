@@ -115,6 +115,11 @@ class Hooks:
             s.cache[name] = value.copy()
         return value
 
+    def edited(self, name: str) -> bool:
+        """Whether a hook edited the activation at hook point ``name`` (so that :meth:`grad`
+        there is not the identity)."""
+        return self._state.keep.get(self._prefix + name) is not None
+
     def grad(self, name: str, dvalue: Array) -> Array:
         """``dL/dh`` from ``dL/dh'`` at hook point ``name``: ``keep * dvalue`` after an edit,
         zeros after a constant replacement, ``dvalue`` itself otherwise."""

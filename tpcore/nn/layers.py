@@ -124,8 +124,12 @@ class MLP(Module):
         self.activation = activation
 
     def forward(self, x: Array, hooks: Hooks = NO_HOOKS) -> Array:
-        act = F.gelu_forward if self.activation == "gelu" else F.relu_forward
-        h, self._act_cache = act(hooks("hook_pre", self.fc1.forward(x)))
+        if self.activation == "gelu" and not hooks.wants("hook_pre"):
+            b1 = None if self.fc1.b is None else self.fc1.b.data
+            h, (self.fc1._cache, self._act_cache) = F.linear_gelu_forward(x, self.fc1.w.data, b1)
+        else:
+            act = F.gelu_forward if self.activation == "gelu" else F.relu_forward
+            h, self._act_cache = act(hooks("hook_pre", self.fc1.forward(x)))
         self._hooks = hooks
         return self.fc2.forward(hooks("hook_post", h))
 
