@@ -139,7 +139,8 @@ def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, 
                   ylim: tuple[float, float] | None = None, legend: str = "best",
                   xticks: Sequence[float] | None = None) -> Path:
     """Write ``panels`` (``columns`` per row, each with its legend at ``legend``, a matplotlib
-    location) to the PNG ``path``; axes log-scaled as asked, every panel with the same axis
+    location, or ``"figure"``: one legend below the panels, for panels whose lines share their
+    labels) to the PNG ``path``; axes log-scaled as asked, every panel with the same axis
     labels and, when given, y range and x ticks (labelled with their values, e.g. the
     training-set sizes of a sweep, in place of a log axis's powers of ten)."""
     plt = pyplot()
@@ -165,7 +166,12 @@ def panels_figure(panels: Sequence[Panel], path: Path, title: str, xlabel: str, 
             ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(panel.title, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc=legend)
+        if legend != "figure":
+            ax.legend(fontsize=7, loc=legend)
+    if legend == "figure":
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)),
+                   fontsize=8)
     fig.suptitle(title, fontsize=11)
     return save_png(fig, path)
 

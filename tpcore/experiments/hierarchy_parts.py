@@ -212,7 +212,7 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
             [_sizes_panel([r for r in result["grammars"] if r["grammar_seed"] == g],
                           f"grammar seed {g}") for g in seeds], out / f"{name}_grammars.png",
             f"Root classification (l = {l}) on other grammars, trained on k_train: accuracy on "
-            "unfiltered data", xticks=sizes(result["grammars"]), **axes))
+            "unfiltered data", xticks=sizes(result["grammars"]), **(axes | {"legend": "figure"})))
     if result.get(PROBES_K):
         rows = sorted(result[PROBES_K], key=lambda r: r["model"]["k_train"])
         paths.append(table_heatmaps(
