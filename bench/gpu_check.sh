@@ -10,9 +10,9 @@
 #   bash bench/gpu_check.sh            # from the repository root
 #
 # SUITE_SECONDS, BENCH_SECONDS, PROFILE_SECONDS, KERNELS_SECONDS bound each part; WORKERS sets
-# the suite's processes; BENCH_SELECT passes a -k expression to the benches. The authors' code for the
-# Transformer Program rows is read from $TPCORE_AUTHORS_CODE (default .anchors, holding their
-# src/ folder); without it those rows skip.
+# the suite's processes; BENCH_SELECT passes a -k expression to the benches. The authors' code
+# for the Transformer Program rows is read from $TPCORE_AUTHORS_CODE (default .anchors, holding
+# their src/ folder); without it those rows skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_check}

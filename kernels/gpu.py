@@ -396,11 +396,10 @@ def linear_gelu_forward(x: Any, w: Any, b: Any) -> Any:
     """:func:`tpcore.nn.functional.linear_gelu_forward`: one product over all leading
     dimensions, then the bias and the GELU in one pass over it (the sum ``x W + b`` is never
     written)."""
-    if b is None or not x.dtype == w.dtype == b.dtype or w.ndim != 2 or w.shape[1] != b.size:
+    if (b is None or not x.dtype == w.dtype == b.dtype or w.ndim != 2 or w.shape[1] != b.size
+            or x.size // max(x.shape[-1], 1) * w.shape[1] >= 2**32):
         return NotImplemented
     u = matmul(x.reshape(-1, x.shape[-1]), w)
-    if u.size >= 2**32:
-        return NotImplemented
     cp = _cupy()
     y, deriv = cp.empty_like(u), cp.empty_like(u)
     _elementwise("linear_gelu")(u, b, np.uint32(b.size), _GELU_C, 0.5 * _GELU_C, y, deriv)

@@ -33,6 +33,14 @@ class Linear(Module):
         y, self._cache = F.linear_forward(x, self.w.data, None if self.b is None else self.b.data)
         return y
 
+    def forward_gelu(self, x: Array) -> tuple[Array, Array]:
+        """``gelu(x W + b)`` in one call (:func:`~tpcore.nn.functional.linear_gelu_forward`):
+        the activation and the GELU's derivative (its cache); this layer keeps its own cache,
+        so :meth:`backward` follows as after :meth:`forward`."""
+        y, (self._cache, deriv) = F.linear_gelu_forward(
+            x, self.w.data, None if self.b is None else self.b.data)
+        return y, deriv
+
     def backward(self, dy: Array) -> Array:
         dx, dw, db = F.linear_backward(dy, self._cache)
         self.w.accumulate(dw)
@@ -125,8 +133,7 @@ class MLP(Module):
 
     def forward(self, x: Array, hooks: Hooks = NO_HOOKS) -> Array:
         if self.activation == "gelu" and not hooks.wants("hook_pre"):
-            b1 = None if self.fc1.b is None else self.fc1.b.data
-            h, (self.fc1._cache, self._act_cache) = F.linear_gelu_forward(x, self.fc1.w.data, b1)
+            h, self._act_cache = self.fc1.forward_gelu(x)
         else:
             act = F.gelu_forward if self.activation == "gelu" else F.relu_forward
             h, self._act_cache = act(hooks("hook_pre", self.fc1.forward(x)))
