@@ -140,6 +140,34 @@ def test_probe_k_part(tmp_path, monkeypatch, capsys):
     assert results()["probes_k"] == out["probes_k"]
 
 
+def test_mlm_k_part(tmp_path, monkeypatch, capsys):
+    """mlm-k trains an MLM model on each k_train's data (k_train = 0 is the mlm part's encoder,
+    not trained twice), probes each one's last layer beside the root models' probes, and draws
+    the MLM models' attention apart from the root classifiers'; with --hours it keeps what it
+    holds."""
+    monkeypatch.chdir(tmp_path)
+    assert main(ARGS + ["--parts", "root,mlm,mlm-k,probe-k", "--k-train", "0", "1",
+                        "--mlm-steps", "20"]) == 0
+    assert capsys.readouterr().out.count("training the mlm run k_train=0") == 1
+    out = results()
+    runs = {(r["run"]["task"], r["run"]["k_train"]): r["run"] for r in out["runs"]}
+    assert sorted(runs) == [("mlm", 0), ("mlm", 1), ("root", 0), ("root", 1)]
+    assert runs["mlm", 1]["steps"] == 20
+    assert Path("runs/hierarchy/tiny_mlm_seed0.npz").is_file()
+    assert Path("runs/hierarchy/tiny_mlm_k1_seed0.npz").is_file()
+    probed = sorted((r["model"]["task"], r["model"]["k_train"]) for r in out["probes_k"])
+    assert probed == sorted(runs)
+    assert all(len(r["acc"]) == 2 and all(0 <= a <= 1 for a in r["acc"])
+               for r in out["probes_k"])
+    assert "| MLM model | 1 |" in table() and "| root classifier | 0 |" in table()
+    for name in ("attention", "mlm_attention", "probe_k"):
+        assert_figure(name)
+    capsys.readouterr()
+    assert main(ARGS + ["--parts", "mlm-k", "--k-train", "1", "--mlm-steps", "20",
+                        "--hours", "1"]) == 0
+    assert "training" not in capsys.readouterr().out and results()["probes_k"] == out["probes_k"]
+
+
 def test_sweeps_train_in_chunks_and_share_finished_runs(tmp_path, monkeypatch, capsys):
     """With --hours a sweep's run pauses at a checkpoint and the same command resumes it; the
     layers run of l blocks is the root-sizes run of k_train = 0, taken from it untrained; a

@@ -3,7 +3,8 @@ structured data: insights from hierarchical filtering", compared with exact BP.
 
 Parts: ``root`` (root classification for every k_train in 0..l: Figs. 1c, 3, 4), ``root-long``
 (one k_train for 4x the steps, optionally on more training trees), ``mlm`` (k_train = 0 MLM:
-Figs. 1d, 5, 6), ``probe`` (ancestor probes of the MLM encoder's frozen layers: Figs. 7, 14
+Figs. 1d, 5, 6), ``mlm-k`` (MLM for every k_train, each probed at its last layer: Figs. 6 and
+14 right), ``probe`` (ancestor probes of the MLM encoder's frozen layers: Figs. 7, 14
 left), ``finetune`` (root classification from the MLM encoder, frozen / unfrozen, vs
 scratch: Fig. 1f), and the sweeps and probes of :mod:`tpcore.experiments.hierarchy_parts`:
 ``root-sizes`` (every k_train at several training-set sizes P: Fig. 3 as a trend over P),
@@ -12,17 +13,18 @@ grammars of seeds 1, 15, 31: Fig. 9) and ``probe-k`` (last-layer probes of the r
 Fig. 14 right). The runs are :func:`tpcore.experiments.against_bp.train_against_bp`, the
 probes and fine-tuning :mod:`tpcore.experiments.encoder_probes`.
 
-Runs can be trained in chunks: ``k_train`` picks the root runs (and the k_train of the sweeps
-and of ``probe-k``), and ``hours`` stops a call at the first checkpoint after that much
-wall-clock time, the run in training keeping its paused state to be resumed by the same call
-repeated (:func:`run`).
+Runs can be trained in chunks: ``k_train`` picks the root and ``mlm-k`` runs (and the k_train
+of the sweeps and of ``probe-k``), and ``hours`` stops a call at the first checkpoint after that
+much wall-clock time, the run in training keeping its paused state to be resumed by the same
+call repeated (:func:`run`).
 
 Figures (:mod:`tpcore.experiments.hierarchy_figures`, drawn when matplotlib is installed):
 ``hierarchy_<budget>_accuracy.png``, each run's accuracy on unfiltered (k = 0) test data over
 training beside BP_k_train's and the optimal BP_0's (the paper's Fig. 3),
 ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its own test data for every k over training
-(Fig. 1c), ``hierarchy_<budget>_attention.png``, every layer's average attention map of each
-task and k_train (Figs. 6 and 13), and those of the sweeps and probes
+(Fig. 1c), ``hierarchy_<budget>_attention.png`` and ``hierarchy_<budget>_mlm_attention.png``,
+every layer's average attention map of the root classifiers (Fig. 13) and of the MLM models
+(Fig. 6) for each k_train, and those of the sweeps and probes
 (:func:`tpcore.experiments.hierarchy_parts.figures`).
 
 :func:`run` keeps the bookkeeping every part shares (chunks, pauses, what is kept); the sweeps'
@@ -74,7 +76,7 @@ BUDGETS = {
 """Scales, as :class:`~tpcore.experiments.against_bp.TreeRun` fields: ``paper`` is the paper's
 classification setting (10 epochs of 2**17 at batch 32); ``small`` fits a shared 2-core CPU in
 minutes per run."""
-PARTS = ("root", "root-long", "mlm", "probe", "finetune", *SWEEPS, "probe-k")
+PARTS = ("root", "root-long", "mlm", "mlm-k", "probe", "finetune", *SWEEPS, "probe-k")
 FINETUNE_SIZES = (2**8, 2**10, 2**12)
 """Training-set sizes of the fine-tuning comparison."""
 
@@ -89,17 +91,19 @@ CLI = Reproduction(
     "training", "results/hierarchy", "small",
     "scale: small: l=3, d=64, FFN 256; paper: l=4, d=128, FFN 2048; tiny: a pipeline check",
     (Option("--parts", "comma-separated: root, root-long (k_train=--long-k, 4x steps), mlm, "
-            "probe, finetune, root-sizes (every k_train at each of --sizes), layers (k_train=0 "
-            "with each of --n-layers blocks at each of --sizes), grammars (root-sizes on each "
-            "of --grammar-seeds), probe-k (last-layer probes of the root models) (default "
-            "root,mlm; probe and finetune use the encoder saved by mlm, probe-k the models "
-            "saved by root)", "names", default=("root", "mlm")),
+            "mlm-k (MLM for every k_train, with last-layer probes), probe, finetune, root-sizes "
+            "(every k_train at each of --sizes), layers (k_train=0 with each of --n-layers "
+            "blocks at each of --sizes), grammars (root-sizes on each of --grammar-seeds), "
+            "probe-k (last-layer probes of the root models) (default root,mlm; probe and "
+            "finetune use the encoder saved by mlm, probe-k the models saved by root)", "names",
+            default=("root", "mlm")),
      Option("--mlm-steps", "MLM steps (default 2x the root steps)", "count"),
      Option("--long-k", "k_train of the root-long run (0)", "index", default=0),
      Option("--long-samples", "training trees of the root-long run (default: the budget's P)",
             "count"),
-     Option("--k-train", "the k_train of the runs of --parts root, root-sizes and grammars "
-            "and the models of probe-k (default: all, 0..l)", "index", nargs="+", metavar="K"),
+     Option("--k-train", "the k_train of the runs of --parts root, mlm-k, root-sizes and "
+            "grammars and the models of probe-k (default: all, 0..l)", "index", nargs="+",
+            metavar="K"),
      Option("--sizes", "training-set sizes of root-sizes, layers and grammars (default: the "
             "budget's P/16, P/4 and P)", "count", nargs="+", metavar="P"),
      Option("--n-layers", "attention blocks of the layers runs (default 1 2 3 4)", "count",
@@ -121,17 +125,18 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     """The ``parts`` (see the module docstring) at the scale of ``budget``: ``mlm_steps``
     replaces the MLM run's steps (2x the root runs'), ``long_k`` is the k_train of the
     ``root-long`` run and ``long_samples`` its training trees (the budget's P when None),
-    ``k_train`` the k_train of ``root``, ``root-sizes``, ``grammars`` and ``probe-k`` (all of
-    0..l when None), ``sizes`` the training-set sizes of the sweeps (each at least the budget's
-    batch; :func:`~tpcore.experiments.hierarchy_parts.default_sizes` when None), ``n_layers``
-    the blocks of the ``layers`` runs and ``grammar_seeds`` the grammars of the ``grammars``
-    runs (:data:`~tpcore.experiments.hierarchy_parts.LAYERS`,
+    ``k_train`` the k_train of ``root``, ``mlm-k`` (whose runs train the MLM steps),
+    ``root-sizes``, ``grammars`` and ``probe-k`` (all of 0..l when None), ``sizes`` the
+    training-set sizes of the sweeps (each at least the budget's batch;
+    :func:`~tpcore.experiments.hierarchy_parts.default_sizes` when None), ``n_layers`` the
+    blocks of the ``layers`` runs and ``grammar_seeds`` the grammars of the ``grammars`` runs
+    (:data:`~tpcore.experiments.hierarchy_parts.LAYERS`,
     :data:`~tpcore.experiments.hierarchy_parts.GRAMMAR_SEEDS` when None). Each model is saved
     under ``runs/hierarchy``, the MLM encoder for ``probe`` and ``finetune``, the root models
-    for ``probe-k``. Results merge into ``hierarchy_<budget>.json`` (written after every
-    finished run, so finished results survive) and ``hierarchy_<budget>.md``: a run replaces
-    the one of the same settings (and grammar), probes and fine-tuning record the model they
-    read.
+    for ``probe-k`` (``mlm-k`` probes the models it trains; its k_train = 0 run is ``mlm``'s).
+    Results merge into ``hierarchy_<budget>.json`` (written after every finished run, so
+    finished results survive) and ``hierarchy_<budget>.md``: a run replaces the one of the same
+    settings (and grammar), probes and fine-tuning record the model they read.
 
     ``hours``: stop at the first checkpoint after ``hours`` of wall-clock time in this call: the
     run in training keeps its paused state beside its model
@@ -170,9 +175,16 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     g = paper_grammar()
     other = sorted(set(grammar_seeds or GRAMMAR_SEEDS)) if "grammars" in parts else []
     grammars = {PAPER["grammar_seed"]: g} | {s: paper_grammar(s) for s in other}
-    mlm_run = TreeRun(task="mlm", k_train=0, seed=seed,
-                      **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
+
+    def mlm_k_run(k: int) -> TreeRun:
+        return TreeRun(task="mlm", k_train=k, seed=seed,
+                       **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
+
+    mlm_run = mlm_k_run(0)
     encoder = Path("runs/hierarchy") / f"{budget.name}_mlm_seed{seed}"
+
+    def mlm_model(k: int) -> Path:
+        return encoder if k == 0 else encoder.parent / f"{budget.name}_mlm_k{k}_seed{seed}"
 
     def root_run(k: int) -> TreeRun:
         return TreeRun(task="root", k_train=k, seed=seed, **cfg)
@@ -201,7 +213,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                + (f" --hours {hours:g}" if hours is not None else ""))
     if command not in result["commands"]:
         result["commands"].append(command)
-    if {"root", "root-long", "mlm", *SWEEPS} & set(parts):
+    if {"root", "root-long", "mlm", "mlm-k", *SWEEPS} & set(parts):
         check_out_dir(encoder.parent)
 
     stored_here: set[str] = set()  # the keys this call has stored
@@ -239,8 +251,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         settings = tree_run.__dict__
         what = what or f"the {tree_run.task} run k_train={tree_run.k_train}"
         if hours is not None and key == "runs":
-            if save_to.with_suffix(".npz").is_file() and any(r["run"] == settings
-                                                             for r in result["runs"]):
+            if _saved_run(save_to) == settings and any(r["run"] == settings
+                                                       for r in result["runs"]):
                 return
         elif hours is not None:
             row = finished_row(result, settings, grammar_seed)
@@ -275,6 +287,9 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
               encoder.parent / f"{budget.name}_root-long_k{long_k}_P{P}_seed{seed}")
     if "mlm" in parts:
         train(mlm_run, encoder)
+    for k in ks if "mlm-k" in parts else ():
+        if k or "mlm" not in parts:  # mlm trained k_train = 0 just now
+            train(mlm_k_run(k), mlm_model(k))
 
     def kept(key: str, rows: int = 0) -> bool:
         """With ``hours``: whether the results hold ``key`` of this encoder (>= ``rows`` rows)."""
@@ -301,17 +316,21 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                 log(f"finetune P={P} {mode}: {acc:.4f}")
                 store("finetune", dict(steps=cfg["steps"] // 8, encoder=mlm_run.__dict__,
                                        rows=rows))
-    for k in ks if "probe-k" in parts else ():
-        model_run = root_run(k)
+    probed = ([("root", root_run(k), root_model(k), "root") for k in ks if "probe-k" in parts]
+              + [("MLM", mlm_k_run(k), mlm_model(k), "mlm-k") for k in ks if "mlm-k" in parts])
+    for what, model_run, model_path, part in probed:
         if hours is not None and any(r["model"] == model_run.__dict__
                                      for r in result.get(PROBES_K, ())):
             continue
-        if not go_on(f"the probes of the root model k_train={k}"):
+        name = f"the {what} model k_train={model_run.k_train}"
+        if not go_on(f"the probes of {name}"):
             break
-        acc = probe_ancestors(load(root_model(k)), model_run, g, layers=[l], **probe_sizes)[0]
+        _need_model(model_path, model_run, f"{what} model",
+                    f"--parts {part} --k-train {model_run.k_train}")
+        acc = probe_ancestors(load(model_path), model_run, g, layers=[l], **probe_sizes)[0]
         add_row(result, PROBES_K, dict(model=model_run.__dict__, acc=acc))
         store()
-        log(f"probes of the root model k_train={k}, last layer: {acc}")
+        log(f"probes of {name}, last layer: {acc}")
     for part in (p for p in SWEEPS if p in parts):
         for plan in sweep_plan(part, budget.name, cfg, seed, sweep_sizes, ks,
                                sorted(set(n_layers or LAYERS)), other):
@@ -321,6 +340,15 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     if paused:
         return {**result, "paused": f"{paused[0]}; the same command again resumes it"}
     return result
+
+
+def _saved_run(path: Path) -> dict[str, Any] | None:
+    """The settings of the model saved at ``path`` (its ``.npz`` and the ``.json`` beside it);
+    None when there is none."""
+    meta = path.with_suffix(".json")
+    if not (meta.is_file() and path.with_suffix(".npz").is_file()):
+        return None
+    return json.loads(read_text(meta, "model description")).get("run")
 
 
 def _need_model(path: Path, run: TreeRun, what: str, how: str) -> None:

@@ -27,13 +27,15 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
 
 
 def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
-    """Draw ``hierarchy_<budget>_accuracy.png``, ``hierarchy_<budget>_kl.png`` and
-    ``hierarchy_<budget>_attention.png`` (see the module docstring) from ``result``: one panel
-    (a row of panels, one per layer, for the attention) per task and k_train, runs of other
-    lengths overlaid in the accuracy figure; in the KL figure the run whose first checkpoint
-    comes earliest (the early alignment with BP_l shows), the longer of two such; in the
-    attention figure the shortest run on the fewest trees (the budget's own). None without
-    runs."""
+    """Draw ``hierarchy_<budget>_accuracy.png``, ``hierarchy_<budget>_kl.png``,
+    ``hierarchy_<budget>_attention.png`` (the root classifiers, the paper's Fig. 13) and
+    ``hierarchy_<budget>_mlm_attention.png`` (the MLM models, Fig. 6) from ``result``: one
+    panel (a row of panels, one per layer, for the attention) per task and k_train, runs of
+    other lengths overlaid in the accuracy figure; in the KL figure the run whose first
+    checkpoint comes earliest (the early alignment with BP_l shows), the longer of two such; in
+    the attention figures the run on the fewest trees among those of the longest training that
+    every k_train of the task has (:func:`_comparable`). None without runs, and no attention
+    figure for a task without runs."""
     if not result["runs"]:
         return []
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -61,7 +63,14 @@ def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
             for k in range(early["run"]["l"] + 1)]))
     name = f"hierarchy_{result['budget']}"
     l = result["config"]["l"]
-    shortest = [min(runs, key=lambda r: (r["run"]["steps"], r["run"]["P"])) for _, runs in ordered]
+    attention = []
+    for task, what, suffix in (("root", "root classifiers", ""), ("mlm", "MLM models", "mlm_")):
+        runs = _comparable([runs for (t, _), runs in ordered if t == task])
+        if runs:
+            attention.append(attention_figure(
+                runs, out / f"{name}_{suffix}attention.png",
+                f"{what.capitalize()} (l = {l}) trained on k_train: attention per layer, "
+                "averaged over the training k's test data"))
     return [panels_figure(accuracy, out / f"{name}_accuracy.png",
                           f"Transformers against exact BP (l = {l}): accuracy on unfiltered "
                           "(k = 0) test data", "training step (log scale)",
@@ -71,10 +80,17 @@ def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
                           f"Transformers against exact BP (l = {l}): distance of the predicted "
                           "distribution from BP_k on the training k's test data",
                           "training step (log scale)", "KL divergence (nats, log scale)",
-                          logx=True, logy=True),
-            attention_figure(shortest, out / f"{name}_attention.png",
-                             f"Transformers against exact BP (l = {l}): attention per layer, "
-                             "averaged over the training k's test data")]
+                          logx=True, logy=True), *attention]
+
+
+def _comparable(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One run of each group (the runs of one k_train), trained alike: of the longest training
+    (steps) that every group has, the run on the fewest trees; each group's shortest run on the
+    fewest trees when the groups share no number of steps."""
+    steps = [{r["run"]["steps"] for r in g} for g in groups]
+    shared = set.intersection(*steps) if steps else set()
+    return [min(g, key=lambda r: (r["run"]["steps"] != max(shared, default=None),
+                                  r["run"]["steps"], r["run"]["P"])) for g in groups]
 
 
 def attention_figure(runs: list[dict[str, Any]], path: Path, title: str) -> Path:

@@ -2,7 +2,8 @@
 ``root-sizes`` (the paper's Fig. 3 as a trend over the training-set size P), ``layers``
 (Fig. 8: 1..4 attention blocks on unfiltered data), ``grammars`` (Fig. 9: the grammars of seeds
 1, 15 and 31) and ``probe-k`` (Fig. 14 right: last-layer probes of each k_train's root
-classifier) train and record, their tables and their figures.
+classifier; ``mlm-k`` adds those of each k_train's MLM model) train and record, their tables and
+their figures.
 
 :func:`tpcore.experiments.hierarchy.run` trains the runs a sweep plans (:func:`sweep_plan`)
 through :func:`~tpcore.experiments.against_bp.train_against_bp` and records each finished one
@@ -14,7 +15,8 @@ Figures (:func:`figures`): ``hierarchy_<budget>_sizes.png``, accuracy on unfilte
 test data against P, a line per k_train beside BP_k_train's accuracy (dashed);
 ``hierarchy_<budget>_layers.png``, the same for each number of blocks (k_train = 0);
 ``hierarchy_<budget>_grammars.png``, a ``sizes`` panel per grammar; and
-``hierarchy_<budget>_probe_k.png``, the last-layer probe accuracy per k_train and ancestor level.
+``hierarchy_<budget>_probe_k.png``, the last-layer probe accuracy per k_train and ancestor level,
+a panel per task (root classifier, MLM).
 
 Host-side orchestration (NumPy directly for bookkeeping).
 """
@@ -35,7 +37,10 @@ from tpcore.experiments.tree_grammar import PAPER
 SWEEPS = {"root-sizes": "root_sizes", "layers": "layers", "grammars": "grammars"}
 """Each sweep part and the key of its rows in ``hierarchy_<budget>.json``."""
 PROBES_K = "probes_k"
-"""The key of the ``probe-k`` rows: ``dict(model=the root run's settings, acc=[per level])``."""
+"""The key of the last-layer probe rows (``probe-k`` and ``mlm-k``): ``dict(model=the probed
+run's settings, acc=[per level])``."""
+TASKS = {"root": "root classifier", "mlm": "MLM model"}
+"""The probed models' tasks, in the order of the probe tables, and their names there."""
 LAYERS = (1, 2, 3, 4)
 """Attention blocks of the ``layers`` runs (the paper's Fig. 8: n_L = 1..4)."""
 GRAMMAR_SEEDS = (1, 15, 31)
@@ -116,6 +121,12 @@ def add_row(result: dict[str, Any], key: str, row: dict[str, Any]) -> None:
     result[key] = [r for r in result.get(key, []) if any(r[k] != row[k] for k in same)] + [row]
 
 
+def _probe_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The last-layer probe rows, by task (:data:`TASKS`) and then k_train."""
+    return sorted(result[PROBES_K], key=lambda r: (list(TASKS).index(r["model"]["task"]),
+                                                   r["model"]["k_train"]))
+
+
 def _order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["grammar_seed"], r["run"]["n_layers"], r["run"]["k_train"],
                                        r["run"]["P"]))
@@ -151,15 +162,15 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{r['acc']['0']:.4f} | {r['kl']:.4f} | {r['train_seconds']:.0f} s |\n")
     if result.get(PROBES_K):
         l = result["config"]["l"]
-        parts.append("\n### Last-layer ancestor probes of the root classifiers (Fig. 14 right)"
-                     "\n\nThe stream after the last block of the root model trained on k_train, "
-                     "probed per token on unfiltered (k = 0) data. Columns: tree level of the "
-                     "ancestor (0 = root, l-1 = parent).\n\n| k_train | " +
-                     " | ".join(f"level {m}" for m in range(l)) + " |\n|" + "---|" * (l + 1)
+        parts.append("\n### Last-layer ancestor probes of the models trained on each k_train "
+                     "(Fig. 14 right)\n\nThe stream after the last block of the model trained "
+                     "on k_train, probed per token on unfiltered (k = 0) data. Columns: tree "
+                     "level of the ancestor (0 = root, l-1 = parent).\n\n| model | k_train | " +
+                     " | ".join(f"level {m}" for m in range(l)) + " |\n|" + "---|" * (l + 2)
                      + "\n")
-        for r in sorted(result[PROBES_K], key=lambda r: r["model"]["k_train"]):
-            parts.append(f"| {r['model']['k_train']} | " + " | ".join(f"{x:.3f}"
-                                                                     for x in r["acc"]) + " |\n")
+        for r in _probe_rows(result):
+            parts.append(f"| {TASKS[r['model']['task']]} | {r['model']['k_train']} | "
+                         + " | ".join(f"{x:.3f}" for x in r["acc"]) + " |\n")
     return "".join(parts)
 
 
@@ -214,11 +225,17 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
             f"Root classification (l = {l}) on other grammars, trained on k_train: accuracy on "
             "unfiltered data", xticks=sizes(result["grammars"]), **(axes | {"legend": "figure"})))
     if result.get(PROBES_K):
-        rows = sorted(result[PROBES_K], key=lambda r: r["model"]["k_train"])
+        rows = _probe_rows(result)
+        ks = sorted({r["model"]["k_train"] for r in rows})
+        tables = []
+        for task in (t for t in TASKS if any(r["model"]["task"] == t for r in rows)):
+            m = np.full((len(ks), l), np.nan)
+            for r in (r for r in rows if r["model"]["task"] == task):
+                m[ks.index(r["model"]["k_train"])] = 100 * np.asarray(r["acc"])
+            tables.append((f"{TASKS[task]}, stream after the last block", m))
         paths.append(table_heatmaps(
-            [("stream after the last block", 100 * np.array([r["acc"] for r in rows]))],
-            [f"k_train = {r['model']['k_train']}" for r in rows],
-            [f"level {m}" for m in range(l)], out / f"{name}_probe_k.png",
-            f"Ancestor probes of the root classifiers (l = {l}), unfiltered data",
+            tables, [f"k_train = {k}" for k in ks], [f"level {m}" for m in range(l)],
+            out / f"{name}_probe_k.png",
+            f"Ancestor probes of the models trained on k_train (l = {l}), unfiltered data",
             "probe accuracy (%)", 0.0, 100.0, "ancestor level (0 = root)"))
     return paths
