@@ -160,7 +160,7 @@ def test_mlm_k_part(tmp_path, monkeypatch, capsys):
     assert all(len(r["acc"]) == 2 and all(0 <= a <= 1 for a in r["acc"])
                for r in out["probes_k"])
     assert "| MLM model | 1 |" in table() and "| root classifier | 0 |" in table()
-    for name in ("attention", "mlm_attention", "probe_k"):
+    for name in ("k_test", "attention", "mlm_attention", "probe_k"):
         assert_figure(name)
     capsys.readouterr()
     assert main(ARGS + ["--parts", "mlm-k", "--k-train", "1", "--mlm-steps", "20",

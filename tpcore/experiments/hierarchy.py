@@ -22,7 +22,9 @@ Figures (:mod:`tpcore.experiments.hierarchy_figures`, drawn when matplotlib is i
 ``hierarchy_<budget>_accuracy.png``, each run's accuracy on unfiltered (k = 0) test data over
 training beside BP_k_train's and the optimal BP_0's (the paper's Fig. 3),
 ``hierarchy_<budget>_kl.png``, KL(BP_k || model) on its own test data for every k over training
-(Fig. 1c), ``hierarchy_<budget>_attention.png`` and ``hierarchy_<budget>_mlm_attention.png``,
+(Fig. 1c), ``hierarchy_<budget>_k_test.png``, accuracy on each filtered test set over training
+of the runs trained on unfiltered data (Figs. 4 and 5),
+``hierarchy_<budget>_attention.png`` and ``hierarchy_<budget>_mlm_attention.png``,
 every layer's average attention map of the root classifiers (Fig. 13) and of the MLM models
 (Fig. 6) for each k_train, and those of the sweeps and probes
 (:func:`tpcore.experiments.hierarchy_parts.figures`).

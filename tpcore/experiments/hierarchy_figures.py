@@ -28,14 +28,16 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
 
 def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
     """Draw ``hierarchy_<budget>_accuracy.png``, ``hierarchy_<budget>_kl.png``,
-    ``hierarchy_<budget>_attention.png`` (the root classifiers, the paper's Fig. 13) and
-    ``hierarchy_<budget>_mlm_attention.png`` (the MLM models, Fig. 6) from ``result``: one
-    panel (a row of panels, one per layer, for the attention) per task and k_train, runs of
-    other lengths overlaid in the accuracy figure; in the KL figure the run whose first
-    checkpoint comes earliest (the early alignment with BP_l shows), the longer of two such; in
-    the attention figures the run on the fewest trees among those of the longest training that
-    every k_train of the task has (:func:`_comparable`). None without runs, and no attention
-    figure for a task without runs."""
+    ``hierarchy_<budget>_k_test.png`` (:func:`_k_test_panel`, for the runs trained on k = 0:
+    the paper's Figs. 4 and 5), ``hierarchy_<budget>_attention.png`` (the root classifiers,
+    the paper's Fig. 13) and ``hierarchy_<budget>_mlm_attention.png`` (the MLM models, Fig. 6)
+    from ``result``: one panel (a row of panels, one per layer, for the attention) per task and
+    k_train, runs of other lengths overlaid in the accuracy figure; in the KL figure the run
+    whose first checkpoint comes earliest (the early alignment with BP_l shows), the longer of
+    two such; in the k_test figure the longest run; in the attention figures the run on the
+    fewest trees among those of the longest training that every k_train of the task has
+    (:func:`_comparable`). None without runs, and no k_test or attention figure without the
+    runs it draws."""
     if not result["runs"]:
         return []
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -80,7 +82,29 @@ def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
                           f"Transformers against exact BP (l = {l}): distance of the predicted "
                           "distribution from BP_k on the training k's test data",
                           "training step (log scale)", "KL divergence (nats, log scale)",
-                          logx=True, logy=True), *attention]
+                          logx=True, logy=True),
+            *([panels_figure(
+                [_k_test_panel(max(runs, key=lambda r: (r["run"]["steps"], -r["run"]["P"])))
+                 for (_, kt), runs in ordered if kt == 0], out / f"{name}_k_test.png",
+                f"Trained on unfiltered data (l = {l}): accuracy on each filtered test set over "
+                "training, BP_0's on the same sets dashed", "training step (log scale)",
+                "accuracy on k_test data", logx=True, ylim=(0, 1.02), legend="figure")]
+              if (groups.keys() & {("root", 0), ("mlm", 0)}) else []),
+            *attention]
+
+
+def _k_test_panel(run: dict[str, Any]) -> Panel:
+    """The accuracy of ``run`` on the test data filtered at each k_test over training, a line
+    per k_test, and BP_k_train's accuracy on the same data dashed in its colour: where the
+    model should end (the paper's Figs. 4 and 5 for k_train = 0)."""
+    hist, kt = run["history"], run["run"]["k_train"]
+    task = "root" if run["run"]["task"] == "root" else "masked leaf"
+    ks = range(run["run"]["l"] + 1)
+    return Panel(f"{task}, trained on k = {kt} ({run['run']['steps']} steps)",
+                 [Line(f"k_test = {k}", [h["step"] for h in hist],
+                       [h[str(k)]["acc"] for h in hist], color=f"C{k}") for k in ks],
+                 [Level(f"BP_{kt} on k_test = {k}", run["bp_acc"][str(k)][0], "--", f"C{k}")
+                  for k in ks])
 
 
 def _comparable(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
