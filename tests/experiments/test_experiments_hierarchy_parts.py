@@ -85,6 +85,7 @@ def test_root_sizes_part(tmp_path, monkeypatch):
     assert out["commands"] == ["tpcore reproduce hierarchy --budget tiny --parts root-sizes "
                                "--seed 0 --k-train 0 2 --sizes 64 32"]
     assert_figure("sizes")
+    assert_figure("in_sample")
 
 
 def test_layers_part(tmp_path, monkeypatch):
@@ -221,28 +222,38 @@ def test_bad_parts_and_sizes_are_refused_in_one_line(option, expected, tmp_path,
 
 def test_parts_figures_draw_what_the_rows_hold(tmp_path, monkeypatch):
     """The sizes figure has a line per k_train over the sizes and BP_k_train's accuracy dashed
-    in its colour; the grammars figure a panel per grammar."""
+    in its colour, on k = 0 data; the in-sample figure the same on each k_train's own data; the
+    grammars figure a panel per grammar."""
     pytest.importorskip("matplotlib")
     from tpcore.analysis import plots
 
     figs = []
     monkeypatch.setattr(plots, "save_png", lambda fig, path: figs.append(fig) or path)
 
-    def row(k, P, acc, bp, g=0):
+    def row(k, P, acc, bp, g=0):  # in-sample (k = 1): acc - 0.1, BP_1 at bp - 0.1
         return dict(run=dict(TreeRun(task="root", k_train=k, **dict(TINY, P=P)).__dict__),
-                    grammar_seed=g, acc={"0": acc}, bp_acc={"0": [bp, 1.0]})
+                    grammar_seed=g, acc={"0": acc, "1": acc - 0.1},
+                    bp_acc={"0": [bp, 1.0], "1": [bp - 0.1, 0.9]})
 
     rows = [row(1, 64, 0.7, 0.8), row(0, 64, 0.9, 1.0), row(1, 32, 0.6, 0.8),
             row(0, 32, 0.5, 1.0)]
     grammars = [row(0, 32, 0.5, 1.0, g=1), row(0, 32, 0.4, 1.0, g=15)]
     result = dict(budget="tiny", config=TINY, runs=[], root_sizes=rows, grammars=grammars)
     paths = hierarchy_parts.figures(result, tmp_path)
-    assert [p.name for p in paths] == ["hierarchy_tiny_sizes.png", "hierarchy_tiny_grammars.png"]
-    sizes, per_grammar = figs
-    (ax,) = sizes.axes
-    solid = [(list(x.get_xdata()), list(x.get_ydata())) for x in ax.lines
-             if x.get_linestyle() == "-"]
-    assert solid == [([32, 64], [0.5, 0.9]), ([32, 64], [0.6, 0.7])]
-    dashed = [(x.get_ydata()[0], x.get_color()) for x in ax.lines if x.get_linestyle() == "--"]
-    assert dashed == [(1.0, "C0"), (0.8, "C1")]
+    assert [p.name for p in paths] == ["hierarchy_tiny_sizes.png", "hierarchy_tiny_in_sample.png",
+                                       "hierarchy_tiny_grammars.png"]
+    sizes, in_sample, per_grammar = figs
+
+    def lines(fig, style):
+        (ax,) = fig.axes
+        return [(list(x.get_xdata()), list(x.get_ydata()), x.get_color()) for x in ax.lines
+                if x.get_linestyle() == style]
+
+    assert lines(sizes, "-") == [([32, 64], [0.5, 0.9], "C0"), ([32, 64], [0.6, 0.7], "C1")]
+    assert [(y[0], c) for _, y, c in lines(sizes, "--")] == [(1.0, "C0"), (0.8, "C1")]
+    # k_train = 0's own data is k = 0's; k_train = 1's its own
+    assert lines(in_sample, "-") == [([32, 64], [0.5, 0.9], "C0"),
+                                     ([32, 64], pytest.approx([0.5, 0.6]), "C1")]
+    assert [(y[0], c) for _, y, c in lines(in_sample, "--")] == [(1.0, "C0"),
+                                                                (pytest.approx(0.7), "C1")]
     assert [a.get_title() for a in per_grammar.axes] == ["grammar seed 1", "grammar seed 15"]

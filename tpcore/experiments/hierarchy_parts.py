@@ -13,6 +13,8 @@ more often, so the curves measure data, not training length.
 
 Figures (:func:`figures`): ``hierarchy_<budget>_sizes.png``, accuracy on unfiltered (k = 0)
 test data against P, a line per k_train beside BP_k_train's accuracy (dashed);
+``hierarchy_<budget>_in_sample.png``, the same on each k_train's own test data beside the optimum
+there, BP_k_train's accuracy (the paper's Fig. 10, Appendix D.3);
 ``hierarchy_<budget>_layers.png``, the same for each number of blocks (k_train = 0);
 ``hierarchy_<budget>_grammars.png``, a ``sizes`` panel per grammar; and
 ``hierarchy_<budget>_probe_k.png``, the last-layer probe accuracy per k_train and ancestor level,
@@ -174,15 +176,16 @@ def markdown(result: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _sizes_panel(rows: list[dict[str, Any]], title: str) -> Panel:
-    """Accuracy on k = 0 test data against P, a line per k_train, BP_k_train's dashed beside it
-    in its colour."""
+def _sizes_panel(rows: list[dict[str, Any]], title: str, in_sample: bool = False) -> Panel:
+    """Accuracy against P on k = 0 test data (``in_sample``: on each k_train's own test data), a
+    line per k_train, BP_k_train's on the same data dashed beside it in its colour."""
     lines, levels = [], []
     for kt in sorted({r["run"]["k_train"] for r in rows}):
         mine = sorted((r for r in rows if r["run"]["k_train"] == kt), key=lambda r: r["run"]["P"])
+        k = str(kt) if in_sample else "0"
         lines.append(Line(f"transformer, k_train = {kt}", [r["run"]["P"] for r in mine],
-                          [r["acc"]["0"] for r in mine], color=f"C{kt}"))
-        levels.append(Level(f"BP_{kt}", mine[0]["bp_acc"]["0"][0], "--", f"C{kt}"))
+                          [r["acc"][k] for r in mine], color=f"C{kt}"))
+        levels.append(Level(f"BP_{kt}", mine[0]["bp_acc"][k][0], "--", f"C{kt}"))
     return Panel(title, lines, levels)
 
 
@@ -203,6 +206,12 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
             [_sizes_panel(rows, "the paper's grammar")], out / f"{name}_sizes.png",
             f"Root classification (l = {l}) against the number of training trees, trained on "
             "k_train: accuracy on unfiltered data", xticks=sizes(rows), **axes))
+        paths.append(panels_figure(
+            [_sizes_panel(rows, "the paper's grammar", in_sample=True)],
+            out / f"{name}_in_sample.png",
+            f"Root classification (l = {l}) against the number of training trees, trained on "
+            "k_train: accuracy on k_train's own test data (in-sample)", xticks=sizes(rows),
+            **(axes | {"ylabel": "accuracy on k_train test data"})))
     if result.get("layers"):
         rows = result["layers"]
         lines = []
