@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -52,9 +53,35 @@ def test_reproduce_hierarchy_tiny_mlm(tmp_path, monkeypatch):
     assert [r["run"]["task"] for r in out["runs"]] == ["mlm"]
     assert np.array(out["probes"]["all_positions"]).shape == (3, 2)  # layers 0..2 x levels 0..1
     assert len(out["finetune"]["rows"]) == 9
+    assert out["probes"]["probe"] == {"n_train": 1024, "epochs": 10}  # at most the budget's P
     text = (tmp_path / "hierarchy_tiny.md").read_text()
     assert "KL BP_0" in text and "Ancestor probes" in text and "| 256 |" in text
+    assert "probes trained 10 epochs of 1024 sequences" in text
     assert main(["reproduce", "hierarchy", "--parts", "bogus"]) == 2
+
+
+def test_probes_train_as_asked_and_are_kept_only_as_asked(tmp_path, monkeypatch, capsys):
+    """--probe-samples and --probe-epochs set every probe's training and are recorded with it;
+    with --hours, probes of another training are done again, those of the same kept."""
+    monkeypatch.chdir(tmp_path)
+    args = ["reproduce", "hierarchy", "--budget", "tiny", "--out", "out", "--mlm-steps", "20",
+            "--k-train", "1", "--hours", "1"]
+    assert main(args + ["--parts", "mlm,probe,mlm-k", "--probe-samples", "64",
+                        "--probe-epochs", "2"]) == 0
+    out = json.loads(Path("out/hierarchy_tiny.json").read_text())
+    assert out["probes"]["probe"] == {"n_train": 64, "epochs": 2}
+    assert [r["probe"] for r in out["probes_k"]] == [{"n_train": 64, "epochs": 2}]
+    assert "--k-train 1 --probe-samples 64 --probe-epochs 2 --hours 1" in out["commands"][-1]
+    capsys.readouterr()
+    assert main(args + ["--parts", "probe,mlm-k", "--probe-samples", "64",
+                        "--probe-epochs", "2"]) == 0
+    assert "probes" not in capsys.readouterr().out
+    assert main(args + ["--parts", "probe,mlm-k", "--probe-samples", "32"]) == 0
+    said = capsys.readouterr().out
+    assert "probes:" in said and "probes of the MLM model k_train=1" in said
+    again = json.loads(Path("out/hierarchy_tiny.json").read_text())
+    assert again["probes"]["probe"] == {"n_train": 32, "epochs": 10}
+    assert [r["probe"] for r in again["probes_k"]] == [{"n_train": 32, "epochs": 10}]
 
 
 def test_reproduce_hierarchy_reuses_only_its_own_encoder_and_table(tmp_path, monkeypatch,

@@ -81,6 +81,9 @@ minutes per run."""
 PARTS = ("root", "root-long", "mlm", "mlm-k", "probe", "finetune", *SWEEPS, "probe-k")
 FINETUNE_SIZES = (2**8, 2**10, 2**12)
 """Training-set sizes of the fine-tuning comparison."""
+PROBE_SAMPLES, PROBE_EPOCHS = 2**13, 10
+"""The ancestor probes' default training: 10 epochs of 2**13 sequences (the paper's: 100 epochs
+of 2**14, ``--probe-samples 16384 --probe-epochs 100``)."""
 
 
 def budget(name: str) -> Budget:
@@ -112,6 +115,10 @@ CLI = Reproduction(
             nargs="+", metavar="N"),
      Option("--grammar-seeds", "grammars of the grammars runs, drawn as the paper's code does "
             "(default 1 15 31)", "index", nargs="+", metavar="S"),
+     Option("--probe-samples", f"training sequences of each ancestor probe (default "
+            f"{PROBE_SAMPLES}; the paper's 16384)", "count", metavar="N"),
+     Option("--probe-epochs", f"epochs of each ancestor probe (default {PROBE_EPOCHS}; the "
+            "paper's 100)", "count", metavar="E"),
      Option("--hours", "stop at the first checkpoint after H hours of training in this call, "
             "keeping the run's state; the same command again resumes it", "scale",
             metavar="H")))
@@ -122,8 +129,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         mlm_steps: int | None = None, long_k: int = 0, long_samples: int | None = None,
         k_train: tuple[int, ...] | None = None, hours: float | None = None,
         sizes: tuple[int, ...] | None = None, n_layers: tuple[int, ...] | None = None,
-        grammar_seeds: tuple[int, ...] | None = None,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
+        grammar_seeds: tuple[int, ...] | None = None, probe_samples: int | None = None,
+        probe_epochs: int | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The ``parts`` (see the module docstring) at the scale of ``budget``: ``mlm_steps``
     replaces the MLM run's steps (2x the root runs'), ``long_k`` is the k_train of the
     ``root-long`` run and ``long_samples`` its training trees (the budget's P when None),
@@ -133,7 +140,10 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     :func:`~tpcore.experiments.hierarchy_parts.default_sizes` when None), ``n_layers`` the
     blocks of the ``layers`` runs and ``grammar_seeds`` the grammars of the ``grammars`` runs
     (:data:`~tpcore.experiments.hierarchy_parts.LAYERS`,
-    :data:`~tpcore.experiments.hierarchy_parts.GRAMMAR_SEEDS` when None). Each model is saved
+    :data:`~tpcore.experiments.hierarchy_parts.GRAMMAR_SEEDS` when None), ``probe_samples``
+    and ``probe_epochs`` the training of every ancestor probe (:data:`PROBE_SAMPLES`,
+    :data:`PROBE_EPOCHS` when None; the samples at most the budget's P), recorded with the
+    probes as ``probe``. Each model is saved
     under ``runs/hierarchy``, the MLM encoder for ``probe`` and ``finetune``, the root models
     for ``probe-k`` (``mlm-k`` probes the models it trains; its k_train = 0 run is ``mlm``'s).
     Results merge into ``hierarchy_<budget>.json`` (written after every finished run, so
@@ -212,6 +222,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                + "".join(f" --{flag} {' '.join(map(str, values))}" for flag, values in (
                    ("k-train", k_train), ("sizes", sizes), ("n-layers", n_layers),
                    ("grammar-seeds", grammar_seeds)) if values)
+               + "".join(f" --{flag} {value}" for flag, value in (
+                   ("probe-samples", probe_samples), ("probe-epochs", probe_epochs)) if value)
                + (f" --hours {hours:g}" if hours is not None else ""))
     if command not in result["commands"]:
         result["commands"].append(command)
@@ -293,17 +305,22 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         if k or "mlm" not in parts:  # mlm trained k_train = 0 just now
             train(mlm_k_run(k), mlm_model(k))
 
-    def kept(key: str, rows: int = 0) -> bool:
-        """With ``hours``: whether the results hold ``key`` of this encoder (>= ``rows`` rows)."""
+    probe = dict(n_train=min(probe_samples or PROBE_SAMPLES, cfg["P"]),
+                 epochs=probe_epochs or PROBE_EPOCHS)
+    probe_sizes = dict(probe, n_test=min(2000, cfg["n_eval"]), seed=seed)
+
+    def kept(key: str, rows: int = 0, **same: Any) -> bool:
+        """With ``hours``: whether the results hold ``key`` of this encoder (>= ``rows`` rows)
+        and the settings ``same``."""
         rec = result.get(key, {})
         return (hours is not None and rec.get("encoder") == mlm_run.__dict__
-                and len(rec.get("rows", ())) >= rows)
+                and len(rec.get("rows", ())) >= rows
+                and all(rec.get(k) == v for k, v in same.items()))
 
-    probe_sizes = dict(n_train=min(2**13, cfg["P"]), n_test=min(2000, cfg["n_eval"]), seed=seed)
-    if "probe" in parts and not kept("probes") and go_on("the probes"):
+    if "probe" in parts and not kept("probes", probe=probe) and go_on("the probes"):
         model = load(encoder)
         store("probes", dict(
-            encoder=mlm_run.__dict__,
+            encoder=mlm_run.__dict__, probe=probe,
             all_positions=probe_ancestors(model, mlm_run, g, **probe_sizes),
             ends_only=probe_ancestors(model, mlm_run, g, positions="ends", **probe_sizes)))
         log(f"probes: {result['probes']}")
@@ -321,7 +338,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     probed = ([("root", root_run(k), root_model(k), "root") for k in ks if "probe-k" in parts]
               + [("MLM", mlm_k_run(k), mlm_model(k), "mlm-k") for k in ks if "mlm-k" in parts])
     for what, model_run, model_path, part in probed:
-        if hours is not None and any(r["model"] == model_run.__dict__
+        if hours is not None and any(r["model"] == model_run.__dict__ and r["probe"] == probe
                                      for r in result.get(PROBES_K, ())):
             continue
         name = f"the {what} model k_train={model_run.k_train}"
@@ -330,7 +347,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         _need_model(model_path, model_run, f"{what} model",
                     f"--parts {part} --k-train {model_run.k_train}")
         acc = probe_ancestors(load(model_path), model_run, g, layers=[l], **probe_sizes)[0]
-        add_row(result, PROBES_K, dict(model=model_run.__dict__, acc=acc))
+        add_row(result, PROBES_K, dict(model=model_run.__dict__, probe=probe, acc=acc))
         store()
         log(f"probes of {name}, last layer: {acc}")
     for part in (p for p in SWEEPS if p in parts):
@@ -431,8 +448,10 @@ def markdown(out: dict[str, Any]) -> str:
                        ("ends_only", "trained on the first and last position only")):
         if "probes" not in out:
             break
+        trained = hierarchy_parts.probe_text(out["probes"]["probe"])
         parts.append(f"\n### Ancestor probes of the frozen MLM encoder ({title}; tested on all "
-                     "positions)\n\nRows: stream after n blocks (0 = embeddings). Columns: "
+                     f"positions; probes trained {trained})\n\n"
+                     "Rows: stream after n blocks (0 = embeddings). Columns: "
                      "tree level of the ancestor (0 = root, l-1 = parent).\n\n| layer | " +
                      " | ".join(f"level {m}" for m in range(l)) + " |\n|" + "---|" * (l + 1)
                      + "\n")

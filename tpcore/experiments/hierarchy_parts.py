@@ -40,7 +40,7 @@ SWEEPS = {"root-sizes": "root_sizes", "layers": "layers", "grammars": "grammars"
 """Each sweep part and the key of its rows in ``hierarchy_<budget>.json``."""
 PROBES_K = "probes_k"
 """The key of the last-layer probe rows (``probe-k`` and ``mlm-k``): ``dict(model=the probed
-run's settings, acc=[per level])``."""
+run's settings, probe=dict(n_train=its training sequences, epochs=...), acc=[per level])``."""
 TASKS = {"root": "root classifier", "mlm": "MLM model"}
 """The probed models' tasks, in the order of the probe tables, and their names there."""
 LAYERS = (1, 2, 3, 4)
@@ -123,6 +123,11 @@ def add_row(result: dict[str, Any], key: str, row: dict[str, Any]) -> None:
     result[key] = [r for r in result.get(key, []) if any(r[k] != row[k] for k in same)] + [row]
 
 
+def probe_text(probe: dict[str, int]) -> str:
+    """How the probes of a record were trained, in words."""
+    return f"{probe['epochs']} epochs of {probe['n_train']} sequences"
+
+
 def _probe_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The last-layer probe rows, by task (:data:`TASKS`) and then k_train."""
     return sorted(result[PROBES_K], key=lambda r: (list(TASKS).index(r["model"]["task"]),
@@ -168,11 +173,12 @@ def markdown(result: dict[str, Any]) -> str:
                      "(Fig. 14 right)\n\nThe stream after the last block of the model trained "
                      "on k_train, probed per token on unfiltered (k = 0) data. Columns: tree "
                      "level of the ancestor (0 = root, l-1 = parent).\n\n| model | k_train | " +
-                     " | ".join(f"level {m}" for m in range(l)) + " |\n|" + "---|" * (l + 2)
-                     + "\n")
+                     " | ".join(f"level {m}" for m in range(l)) + " | probes trained |\n|"
+                     + "---|" * (l + 3) + "\n")
         for r in _probe_rows(result):
             parts.append(f"| {TASKS[r['model']['task']]} | {r['model']['k_train']} | "
-                         + " | ".join(f"{x:.3f}" for x in r["acc"]) + " |\n")
+                         + " | ".join(f"{x:.3f}" for x in r["acc"])
+                         + f" | {probe_text(r['probe'])} |\n")
     return "".join(parts)
 
 
