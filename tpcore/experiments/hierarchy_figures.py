@@ -66,12 +66,12 @@ def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
     name = f"hierarchy_{result['budget']}"
     l = result["config"]["l"]
     attention = []
-    for task, what, suffix in (("root", "root classifiers", ""), ("mlm", "MLM models", "mlm_")):
+    for task, what, suffix in (("root", "Root classifiers", ""), ("mlm", "MLM models", "mlm_")):
         runs = _comparable([runs for (t, _), runs in ordered if t == task])
         if runs:
             attention.append(attention_figure(
                 runs, out / f"{name}_{suffix}attention.png",
-                f"{what.capitalize()} (l = {l}) trained on k_train: attention per layer, "
+                f"{what} (l = {l}) trained on k_train: attention per layer, "
                 "averaged over the training k's test data"))
     return [panels_figure(accuracy, out / f"{name}_accuracy.png",
                           f"Transformers against exact BP (l = {l}): accuracy on unfiltered "
