@@ -14,11 +14,12 @@ from tpcore.analysis.plots import draw_or_note
 from tpcore.cli import main
 from tpcore.commands.plot import FIGURES
 from tpcore.experiments import counting
+from tpcore.io import read_text
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = {"looped": ("results/looped/looped.json", ["looped_lambda.png"]),
            "fleq": ("results/fleq/fleq.json", ["fleq_errors.png", "fleq_claims.png"]),
-           "hierarchy": ("results/hierarchy/hierarchy_small.json",
+           "hierarchy": ("results/hierarchy/hierarchy_small.json.gz",
                          ["hierarchy_small_accuracy.png", "hierarchy_small_kl.png",
                           "hierarchy_small_k_test.png", "hierarchy_small_attention.png",
                           "hierarchy_small_mlm_attention.png", "hierarchy_small_sizes.png",
@@ -51,7 +52,7 @@ def test_table1_draws_the_selected_runs_curves(tmp_path):
 def test_figures_from_committed_results(name, tmp_path):
     pytest.importorskip("matplotlib")
     path, expected = RESULTS[name]
-    result = json.loads((REPO / path).read_text())
+    result = json.loads(read_text(REPO / path, "results"))
     files = FIGURES[name].figures(result, tmp_path)
     assert [f.name for f in files] == expected
     assert all(f.read_bytes().startswith(b"\x89PNG") and f.stat().st_size > 5000 for f in files)

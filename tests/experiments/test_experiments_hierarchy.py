@@ -7,6 +7,7 @@ from tpcore.cli import main
 from tpcore.experiments.against_bp import TreeRun, compare_probs, mask_leaves, train_against_bp
 from tpcore.experiments.grammar_learning import match_permutation
 from tpcore.experiments.hierarchy import BUDGETS
+from tpcore.io import read_text, write_json
 from tpcore.tasks.trees import random_grammar
 
 TINY = dict(BUDGETS["tiny"].sizes)
@@ -49,7 +50,7 @@ def test_reproduce_hierarchy_tiny_mlm(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the encoder is saved under runs/
     assert main(["reproduce", "hierarchy", "--budget", "tiny", "--parts", "mlm,probe,finetune",
                  "--mlm-steps", "40", "--out", str(tmp_path)]) == 0
-    out = json.loads((tmp_path / "hierarchy_tiny.json").read_text())
+    out = json.loads(read_text(tmp_path / "hierarchy_tiny.json.gz", "results"))
     assert [r["run"]["task"] for r in out["runs"]] == ["mlm"]
     assert np.array(out["probes"]["all_positions"]).shape == (3, 2)  # layers 0..2 x levels 0..1
     assert len(out["finetune"]["rows"]) == 9
@@ -68,7 +69,7 @@ def test_probes_train_as_asked_and_are_kept_only_as_asked(tmp_path, monkeypatch,
             "--k-train", "1", "--hours", "1"]
     assert main(args + ["--parts", "mlm,probe,mlm-k", "--probe-samples", "64",
                         "--probe-epochs", "2"]) == 0
-    out = json.loads(Path("out/hierarchy_tiny.json").read_text())
+    out = json.loads(read_text(Path("out/hierarchy_tiny.json.gz"), "results"))
     assert out["probes"]["probe"] == {"n_train": 64, "epochs": 2}
     assert [r["probe"] for r in out["probes_k"]] == [{"n_train": 64, "epochs": 2}]
     assert "--k-train 1 --probe-samples 64 --probe-epochs 2 --hours 1" in out["commands"][-1]
@@ -79,7 +80,7 @@ def test_probes_train_as_asked_and_are_kept_only_as_asked(tmp_path, monkeypatch,
     assert main(args + ["--parts", "probe,mlm-k", "--probe-samples", "32"]) == 0
     said = capsys.readouterr().out
     assert "probes:" in said and "probes of the MLM model k_train=1" in said
-    again = json.loads(Path("out/hierarchy_tiny.json").read_text())
+    again = json.loads(read_text(Path("out/hierarchy_tiny.json.gz"), "results"))
     assert again["probes"]["probe"] == {"n_train": 32, "epochs": 10}
     assert [r["probe"] for r in again["probes_k"]] == [{"n_train": 32, "epochs": 10}]
 
@@ -96,8 +97,8 @@ def test_reproduce_hierarchy_reuses_only_its_own_encoder_and_table(tmp_path, mon
     args = ["reproduce", "hierarchy", "--budget", "tiny", "--out", str(tmp_path)]
     assert main(args + ["--parts", "probe", "--mlm-steps", "30"]) == 2
     assert "steps: 40 recorded, 30 requested" in capsys.readouterr().err
-    (tmp_path / "hierarchy_tiny.json").write_text(json.dumps(
-        {"budget": "tiny", "config": {**TINY, "lr": 1.0}, "runs": [], "commands": []}))
+    write_json(tmp_path / "hierarchy_tiny.json.gz",
+               {"budget": "tiny", "config": {**TINY, "lr": 1.0}, "runs": [], "commands": []})
     assert main(args + ["--parts", "root-long"]) == 2
     assert "lr: 1.0 recorded, 0.003 requested" in capsys.readouterr().err
 
@@ -110,7 +111,7 @@ def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path, monkeypatch):
             "1", "--out", str(tmp_path)]
     assert main(args + ["--long-samples", "3000"]) == 0
     assert main(args) == 0
-    out = json.loads((tmp_path / "hierarchy_tiny.json").read_text())
+    out = json.loads(read_text(tmp_path / "hierarchy_tiny.json.gz", "results"))
     assert sorted(r["run"]["P"] for r in out["runs"]) == [TINY["P"], 3000]
     assert all(r["run"]["k_train"] == 1 for r in out["runs"])
     assert "3000 training trees" in (tmp_path / "hierarchy_tiny.md").read_text()

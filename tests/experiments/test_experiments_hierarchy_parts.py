@@ -17,6 +17,7 @@ from tpcore.experiments import hierarchy_parts
 from tpcore.experiments.against_bp import TreeRun, make_model
 from tpcore.experiments.hierarchy import BUDGETS
 from tpcore.experiments.tree_grammar import paper_grammar
+from tpcore.io import read_text
 from tpcore.models import load
 from tpcore.tasks.trees import random_grammar
 
@@ -26,7 +27,7 @@ ARGS = ["reproduce", "hierarchy", "--budget", "tiny", "--out", "out"]
 
 
 def results() -> dict:
-    return json.loads(Path("out/hierarchy_tiny.json").read_text())
+    return json.loads(read_text(Path("out/hierarchy_tiny.json.gz"), "results"))
 
 
 def table() -> str:
@@ -49,7 +50,7 @@ def test_tree_run_of_n_blocks():
     deeper = TreeRun(task="root", n_layers=3, **TINY)
     assert deeper.__dict__["n_layers"] == 3 and make_model(deeper, 4).config.n_layers == 3
     assert TreeRun(**deeper.__dict__) == deeper != default
-    committed = json.loads((REPO / "results/hierarchy/hierarchy_small.json").read_text())
+    committed = json.loads(read_text(REPO / "results/hierarchy/hierarchy_small.json.gz", "results"))
     first = committed["runs"][0]["run"]
     assert TreeRun(**first).__dict__ == first
 
@@ -182,7 +183,7 @@ def test_sweeps_train_in_chunks_and_share_finished_runs(tmp_path, monkeypatch, c
             f"paused the root-sizes run tiny_root-sizes_k0_P32_seed0 at step {step} of 60 (its "
             "state is in runs/hierarchy/.tiny_root-sizes_k0_P32_seed0.partial); the same "
             "command again resumes it")
-        assert not Path("out/hierarchy_tiny.json").exists()
+        assert not Path("out/hierarchy_tiny.json.gz").exists()
     assert main(args) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("wrote ")
     out = results()

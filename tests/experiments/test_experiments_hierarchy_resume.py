@@ -13,6 +13,7 @@ from tpcore.cli import main
 from tpcore.errors import TpcoreError
 from tpcore.experiments.against_bp import TreeRun, train_against_bp
 from tpcore.experiments.hierarchy import BUDGETS
+from tpcore.io import read_text, write_json
 
 TINY = dict(BUDGETS["tiny"].sizes)
 
@@ -64,7 +65,7 @@ def test_reproduce_hierarchy_in_chunks(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the models and paused states go under runs/
     args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root", "--k-train", "1",
             "--hours", "1e-9", "--out", "out"]
-    results = tmp_path / "out" / "hierarchy_tiny.json"
+    results = tmp_path / "out" / "hierarchy_tiny.json.gz"
     for step in (1, 8):  # the tiny budget's checkpoints: 1, 8, 60
         assert main(args) == 0
         last = capsys.readouterr().out.strip().splitlines()[-1]
@@ -74,14 +75,14 @@ def test_reproduce_hierarchy_in_chunks(tmp_path, monkeypatch, capsys):
         assert not results.exists()
     assert main(args) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("wrote ")
-    out = json.loads(results.read_text())
+    out = json.loads(read_text(results, "results"))
     assert [(r["run"]["task"], r["run"]["k_train"]) for r in out["runs"]] == [("root", 1)]
     assert out["commands"] == ["tpcore reproduce hierarchy --budget tiny --parts root --seed 0 "
                                "--k-train 1 --hours 1e-09"]
     assert not (tmp_path / "runs" / "hierarchy" / ".tiny_root_k1_seed0.partial").exists()
     assert main(args) == 0  # finished: kept, not trained again
     assert "step" not in capsys.readouterr().out
-    assert json.loads(results.read_text()) == out
+    assert json.loads(read_text(results, "results")) == out
 
 
 @pytest.mark.parametrize("option, expected", [
@@ -112,7 +113,7 @@ def test_two_calls_side_by_side_keep_each_others_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(hierarchy, "train_against_bp", alongside)
     assert main([*args, "--k-train", "1"]) == 0
-    out = json.loads((tmp_path / "out" / "hierarchy_tiny.json").read_text())
+    out = json.loads(read_text(tmp_path / "out" / "hierarchy_tiny.json.gz", "results"))
     assert sorted(r["run"]["k_train"] for r in out["runs"]) == [0, 1]
     assert len(out["commands"]) == 2
     assert "k_train = 0" in (tmp_path / "out" / "hierarchy_tiny.md").read_text()
@@ -125,17 +126,17 @@ def test_a_call_keeps_what_another_stored_while_it_trained(tmp_path, monkeypatch
 
     monkeypatch.chdir(tmp_path)
     args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root", "--out", "out"]
-    path = tmp_path / "out" / "hierarchy_tiny.json"
+    path = tmp_path / "out" / "hierarchy_tiny.json.gz"
     assert main([*args, "--k-train", "0"]) == 0
-    path.write_text(json.dumps({**json.loads(path.read_text()), "other_part": "stale"}))
+    write_json(path, {**json.loads(read_text(path, "results")), "other_part": "stale"})
     train = hierarchy.train_against_bp
 
     def alongside(run, *a, **kw):  # another call stores its part while this one trains
-        path.write_text(json.dumps({**json.loads(path.read_text()), "other_part": "fresh"}))
+        write_json(path, {**json.loads(read_text(path, "results")), "other_part": "fresh"})
         return train(run, *a, **kw)
 
     monkeypatch.setattr(hierarchy, "train_against_bp", alongside)
     assert main([*args, "--k-train", "1"]) == 0
-    out = json.loads(path.read_text())
+    out = json.loads(read_text(path, "results"))
     assert out["other_part"] == "fresh"
     assert sorted(r["run"]["k_train"] for r in out["runs"]) == [0, 1]

@@ -146,9 +146,9 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     probes as ``probe``. Each model is saved
     under ``runs/hierarchy``, the MLM encoder for ``probe`` and ``finetune``, the root models
     for ``probe-k`` (``mlm-k`` probes the models it trains; its k_train = 0 run is ``mlm``'s).
-    Results merge into ``hierarchy_<budget>.json`` (written after every finished run, so
-    finished results survive) and ``hierarchy_<budget>.md``: a run replaces the one of the same
-    settings (and grammar), probes and fine-tuning record the model they read.
+    Results merge into ``hierarchy_<budget>.json.gz`` (gzip-compressed JSON, written after every
+    finished run, so finished results survive) and ``hierarchy_<budget>.md``: a run replaces the
+    one of the same settings (and grammar), probes and fine-tuning record the model they read.
 
     ``hours``: stop at the first checkpoint after ``hours`` of wall-clock time in this call: the
     run in training keeps its paused state beside its model
@@ -161,7 +161,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     taken from there. A paused run is resumed by any later call that trains it.
 
     Nothing is reused unless its recorded configuration is the requested one: a
-    ``hierarchy_<budget>.json`` made with other budget settings, a saved MLM encoder or root
+    ``hierarchy_<budget>.json.gz`` made with other budget settings, a saved MLM encoder or root
     model of other settings (another ``mlm_steps``, say), or a paused run of other settings, is
     refused before it is trained.
     """
@@ -210,7 +210,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         for k in ks:
             _need_model(root_model(k), root_run(k), "root model", f"--parts root --k-train {k}")
     out = check_out_dir(out)
-    path = out / f"hierarchy_{budget.name}.json"
+    path = out / f"hierarchy_{budget.name}.json.gz"
     result = json.loads(read_text(path, "results")) if path.is_file() else \
         dict(budget=budget.name, config=cfg, runs=[], commands=[])
     check_config(result["config"], cfg, str(path), "give other settings their own --out")
@@ -473,4 +473,4 @@ def markdown(out: dict[str, Any]) -> str:
 def report(result: dict[str, Any], out: Path) -> str:
     """What ``tpcore reproduce hierarchy`` prints: where the results are, or that the call
     paused and how to go on."""
-    return result.get("paused") or f"wrote {out}/hierarchy_{result['budget']}.json and .md"
+    return result.get("paused") or f"wrote {out}/hierarchy_{result['budget']}.json.gz and .md"

@@ -7,7 +7,7 @@ their figures.
 
 :func:`tpcore.experiments.hierarchy.run` trains the runs a sweep plans (:func:`sweep_plan`)
 through :func:`~tpcore.experiments.against_bp.train_against_bp` and records each finished one
-as a row (:func:`summary`) under the sweep's key (:data:`SWEEPS`) of ``hierarchy_<budget>.json``.
+as a row (:func:`summary`) under the sweep's key (:data:`SWEEPS`) of ``hierarchy_<budget>.json.gz``.
 Every run of a sweep trains the budget's steps whatever its P: fewer training trees are seen
 more often, so the curves measure data, not training length.
 
@@ -37,7 +37,7 @@ from tpcore.experiments.against_bp import TreeRun
 from tpcore.experiments.tree_grammar import PAPER
 
 SWEEPS = {"root-sizes": "root_sizes", "layers": "layers", "grammars": "grammars"}
-"""Each sweep part and the key of its rows in ``hierarchy_<budget>.json``."""
+"""Each sweep part and the key of its rows in ``hierarchy_<budget>.json.gz``."""
 PROBES_K = "probes_k"
 """The key of the last-layer probe rows (``probe-k`` and ``mlm-k``): ``dict(model=the probed
 run's settings, probe=dict(n_train=its training sequences, epochs=...), acc=[per level])``."""
