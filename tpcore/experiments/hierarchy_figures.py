@@ -65,6 +65,14 @@ def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
             for k in range(early["run"]["l"] + 1)]))
     name = f"hierarchy_{result['budget']}"
     l = result["config"]["l"]
+    unfiltered = [_k_test_panel(max(runs, key=lambda r: (r["run"]["steps"], -r["run"]["P"])))
+                  for (_, kt), runs in ordered if kt == 0]
+    k_test = [panels_figure(
+        unfiltered, out / f"{name}_k_test.png",
+        f"Trained on unfiltered data (l = {l}): accuracy on each filtered test set over "
+        "training, BP_0's on the same sets dashed", "training step (log scale)",
+        "accuracy on k_test data", logx=True, ylim=(0, 1.02), legend="figure")
+    ] if unfiltered else []
     attention = []
     for task, what, suffix in (("root", "Root classifiers", ""), ("mlm", "MLM models", "mlm_")):
         runs = _comparable([runs for (t, _), runs in ordered if t == task])
@@ -83,14 +91,7 @@ def run_figures(result: dict[str, Any], out: Path) -> list[Path]:
                           "distribution from BP_k on the training k's test data",
                           "training step (log scale)", "KL divergence (nats, log scale)",
                           logx=True, logy=True),
-            *([panels_figure(
-                [_k_test_panel(max(runs, key=lambda r: (r["run"]["steps"], -r["run"]["P"])))
-                 for (_, kt), runs in ordered if kt == 0], out / f"{name}_k_test.png",
-                f"Trained on unfiltered data (l = {l}): accuracy on each filtered test set over "
-                "training, BP_0's on the same sets dashed", "training step (log scale)",
-                "accuracy on k_test data", logx=True, ylim=(0, 1.02), legend="figure")]
-              if (groups.keys() & {("root", 0), ("mlm", 0)}) else []),
-            *attention]
+            *k_test, *attention]
 
 
 def _k_test_panel(run: dict[str, Any]) -> Panel:
@@ -112,9 +113,9 @@ def _comparable(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     (steps) that every group has, the run on the fewest trees; each group's shortest run on the
     fewest trees when the groups share no number of steps."""
     steps = [{r["run"]["steps"] for r in g} for g in groups]
-    shared = set.intersection(*steps) if steps else set()
-    return [min(g, key=lambda r: (r["run"]["steps"] != max(shared, default=None),
-                                  r["run"]["steps"], r["run"]["P"])) for g in groups]
+    longest = max(set.intersection(*steps), default=None) if steps else None
+    return [min(g, key=lambda r: (r["run"]["steps"] != longest, r["run"]["steps"], r["run"]["P"]))
+            for g in groups]
 
 
 def attention_figure(runs: list[dict[str, Any]], path: Path, title: str) -> Path:
