@@ -21,7 +21,8 @@ TOL = {np.float64: 1e-11, np.float32: 2e-4}
 SPIED = ("mha_forward", "mha_backward", "layer_norm_forward", "layer_norm_backward",
          "gelu_forward", "cat_attention_forward", "cat_attention_backward", "mlp_forward",
          "mlp_backward", "gumbel_softmax_forward", "softmax_backward", "num_attention_forward",
-         "num_attention_backward", "log_softmax_forward", "log_softmax_backward")
+         "num_attention_backward", "log_softmax_forward", "log_softmax_backward", "read_forward",
+         "gated_read_backward")
 """The kernels whose calls :func:`spies` counts."""
 
 
@@ -96,10 +97,10 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     Every kernel module's own binding of a name is replaced, so that a kernel calling another by
     name (program_mlp's ``mlp_backward`` calls ``softmax_backward``) is counted too."""
-    from tpcore.kernels import nn, program_attention, program_mlp, program_model
+    from tpcore.kernels import nn, program_attention, program_mlp, program_model, program_read
 
     counts: dict[str, int] = {}
-    for module in (nn, program_model, program_attention, program_mlp):
+    for module in (nn, program_model, program_attention, program_mlp, program_read):
         for name in SPIED:
             fn = getattr(module, name, None)
             if fn is None:

@@ -1,8 +1,9 @@
 """The fused kernels of the Transformer Program model (``tpcore.kernels.program_model``, which
-gathers those of ``program_attention`` and ``program_mlp``) against their NumPy references
-(``tpcore.models.program.ops``): outputs and caches equal in float64 (and close in float32),
-either backward on either forward's cache, and a whole-model gradcheck with the kernels running
-(spied on). Helpers: ``tests/kernels/conftest.py``."""
+gathers those of ``program_attention``, ``program_mlp`` and ``program_read``) against their NumPy
+references (``tpcore.models.program.ops``): outputs and caches equal in float64 (and close in
+float32), either backward on either forward's cache, a whole-model gradcheck with the kernels
+running (spied on), and a late training step (gates one-hot to float32's resolution) the same
+with the read kernels as without. Helpers: ``tests/kernels/conftest.py``."""
 
 import numpy as np
 import pytest
@@ -88,3 +89,84 @@ def test_numerical_attention(dtype, causal, padded, check_pair, rng):
     v = rng.random(q.shape[:3]).astype(dtype) * 3
     check_pair(P.num_attention_forward, P.num_attention_backward, KP.num_attention_forward,
                KP.num_attention_backward, (q, k, v, p, mask, NO_HOOKS, ()), dtype, rng)
+
+
+def _late_gates(dtype, rng, g=6, m=5):
+    """Gates as a Gumbel softmax leaves them at a low temperature, ``(pi, cache)``: each row one
+    weight of 1 and the rest at the smallest normal float; variable ``m - 1`` is read by no
+    gate."""
+    logits = 40 * rng.standard_normal((g, m))
+    logits[np.arange(g), rng.integers(0, m - 1, g)] = 200
+    pi, cache = P.sample(logits.astype(dtype), None, 0.01)
+    pi[:, -1] = np.finfo(np.float32).tiny
+    return pi, (pi, *cache[1:])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stream", [(5, 3, 4, 6), (5, 3, 4)])
+def test_gated_read_of_late_gates(dtype, stream, reference, assert_same, rng):
+    """Categorical ``(m, B, N, d)`` and numerical ``(p, B, N)`` streams: the kernels equal the
+    references (the gates' gradient zero to within the tolerance), and the variable no gate
+    reads gets a zero gradient."""
+    x = rng.standard_normal(stream).astype(dtype)
+    pi, cache = _late_gates(dtype, rng)
+    assert ((pi == 1).sum(axis=1) == 1).all()
+    out = KP.read_forward(x, pi, False)
+    assert_same(reference(P.read_forward, x, pi), out, dtype, "forward")
+    dr = rng.standard_normal(out.shape).astype(dtype)
+    dx, dgates = KP.gated_read_backward(dr, x, pi, cache)
+    ref_dx, ref_dgates = reference(P.gated_read_backward, dr, x, pi, cache)
+    assert_same(ref_dx, dx, dtype, "dx")
+    assert not dx[-1].any() and not dgates.any()
+    dpi = reference(P.read_backward, dr, x, pi)[1]
+    assert np.abs(ref_dgates).max() <= 2 * 5 * 2.0**-64 * np.abs(dpi).max() / 0.01
+
+
+def test_gated_read_leaves_other_gates_and_the_discrete_mode_to_blas(rng):
+    x = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    dr = rng.standard_normal((6, 3, 4)).astype(np.float32)
+    dense, cache = P.sample(rng.standard_normal((6, 5)).astype(np.float32), None, 1.0)
+    assert KP.read_forward(x, dense, False) is NotImplemented  # early in training
+    assert KP.gated_read_backward(dr, x, dense, cache) is NotImplemented
+    late, cache = _late_gates(np.float32, rng)
+    two = late.copy()
+    two[1, :2] = 0.5  # one gate still between two variables
+    assert KP.read_forward(x, two, False) is NotImplemented
+    half = late.copy()
+    half[2] = 0
+    half[2, 1] = 0.5  # one weight, but not a softmax's
+    assert KP.read_forward(x, half, False) is NotImplemented
+    assert KP.read_forward(x, late, True) is NotImplemented  # the discrete mode
+    assert KP.gated_read_backward(dr, x, late, None) is NotImplemented
+    assert KP.read_forward(x, np.zeros((0, 5), np.float32), False) is NotImplemented
+
+
+def test_late_training_step_is_the_same_with_the_read_kernels(spies, monkeypatch):
+    """A float32 step at temperature 0.01 of a model whose gates have been trained to one-hot:
+    the read kernels run, and loss and every gradient equal those of the BLAS reads."""
+    cfg = ProgramConfig(vocab_size=6, max_len=8, n_classes=6, n_layers=2, n_cat_heads=2,
+                        n_num_heads=1, n_cat_mlps=1, n_num_mlps=1, d_mlp=8, seed=5)
+    model = ProgramModel(cfg)
+    for name, param in model.named_parameters():
+        if "gate" in name:  # gate logits far apart, as training leaves them
+            param.data[...] = 40 * np.random.default_rng(1).standard_normal(param.data.shape)
+    rng = np.random.default_rng(3)
+    tokens, targets = rng.integers(0, 6, (16, 8)), rng.integers(0, 6, (16, 8))
+    keep = np.ones((16, 8), bool)
+
+    def step():
+        model.zero_grad()
+        logits = model.forward(tokens, ~keep, rng=np.random.default_rng(7), tau=0.01)
+        loss, cache = cross_entropy_forward(logits, targets, keep)
+        model.backward(cross_entropy_backward(cache))
+        return loss, {n: p.grad.copy() for n, p in model.named_parameters()}
+
+    loss, grads = step()
+    assert spies.get("read_forward", 0) >= 4 and spies.get("gated_read_backward", 0) >= 4
+    monkeypatch.setattr(KP, "read_forward", lambda *a: NotImplemented)
+    monkeypatch.setattr(KP, "gated_read_backward", lambda *a: NotImplemented)
+    loss_blas, grads_blas = step()
+    assert loss == pytest.approx(loss_blas, rel=1e-6)
+    for name, grad in grads.items():
+        scale = max(1.0, float(np.abs(grads_blas[name]).max()))
+        assert np.abs(grad - grads_blas[name]).max() <= 1e-5 * scale, name

@@ -53,8 +53,8 @@ class HeadReads:
 
     def backward(self, dr: Array) -> Array:
         x, pi, gates_cache = self.cache
-        dx, dpi = ops.read_backward(dr, x, pi)
-        self.gates.accumulate(ops.sample_backward(dpi, gates_cache))
+        dx, dgates = ops.gated_read_backward(dr, x, pi, gates_cache)
+        self.gates.accumulate(dgates)
         return dx
 
     def discrete(self) -> np.ndarray:
@@ -144,8 +144,8 @@ class NumericalHeads:
         xn, pi, gates_cache, pred_cache, attn_cache = self.cache
         dq, dk, dv, dp = ops.num_attention_backward(dout, attn_cache)
         self.pred.accumulate(ops.sample_backward(dp, pred_cache))
-        dxn, dpi = ops.read_backward(dv, xn, pi)
-        self.value_gates.accumulate(ops.sample_backward(dpi, gates_cache))
+        dxn, dgates = ops.gated_read_backward(dv, xn, pi, gates_cache)
+        self.value_gates.accumulate(dgates)
         return dq, dk, dxn
 
     def discrete(self, layer: int, query: np.ndarray, key: np.ndarray, cat: list[str],

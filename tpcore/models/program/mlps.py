@@ -70,8 +70,9 @@ class Mlps:
         dx, dw1, db1, dw2, db2 = ops.mlp_backward(dy.reshape(m, b * n, k), mlp_cache)
         for prm, g in ((self.w1, dw1), (self.b1, db1), (self.w2, dw2), (self.b2, db2)):
             prm.accumulate(g)
-        ds, dpi = ops.read_backward(self.input_grads(dx, (2 * m, *s.shape[1:])), s, pi)
-        self.gates.accumulate(ops.sample_backward(dpi, gates_cache))
+        ds, dgates = ops.gated_read_backward(self.input_grads(dx, (2 * m, *s.shape[1:])), s, pi,
+                                             gates_cache)
+        self.gates.accumulate(dgates)
         return ds
 
     def discrete(self, layer: int, names: list[str]) -> list[DiscreteMlp]:

@@ -53,6 +53,7 @@ def sample_backward(dy: Array, cache: tuple | None) -> Array:
     return softmax_backward(dy, cache)
 
 
+@kernel("program_model")
 def read_forward(x: Array, pi: Array, hard: bool = False) -> Array:
     """``G`` gated mixtures of the stream's variables: ``R[g] = sum_m pi[g, m] X[m]``.
 
@@ -73,6 +74,16 @@ def read_backward(dr: Array, x: Array, pi: Array) -> tuple[Array, Array]:
     g, m = pi.shape
     dr2 = dr.reshape(g, x[0].size)  # (0, B N d) too, for a layer without heads
     return matmul(pi.T, dr2).reshape(x.shape), matmul(dr2, x.reshape(m, -1).T)
+
+
+@kernel("program_model")
+def gated_read_backward(dr: Array, x: Array, pi: Array, gates_cache: tuple | None
+                        ) -> tuple[Array, Array]:
+    """Back through a read and the Gumbel softmax that sampled its gates ``pi`` from their
+    logits: ``dX = pi^T dR`` and ``dlogits = GumbelSoftmax'(dR X^T)``, ``(G, m)``
+    (:func:`read_backward`, then :func:`sample_backward` with the sample's cache)."""
+    dx, dpi = read_backward(dr, x, pi)
+    return dx, sample_backward(dpi, gates_cache)
 
 
 def closest_bias(n: int, dtype: Any = "float32", xp: Any = None) -> Array:
