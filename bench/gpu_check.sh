@@ -15,13 +15,8 @@
 # their src/ folder); without it those rows skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu_check}
-SITE=${SITE:-/tmp/tpcore-site}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TPCORE_AUTHORS_CODE=${TPCORE_AUTHORS_CODE:-$PWD/.anchors}
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/tpcore-*.whl \
-    || { echo "gpu_check: no wheel in .whl/ (pip wheel --no-deps -w .whl .)"; exit 2; }
-export PYTHONPATH=$SITE PYTHONSAFEPATH=1  # every python, subprocesses too, imports the wheel
+NAME=gpu_check
+source bench/wheel_env.sh
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   TPCORE_BACKEND=cupy python3 -m tpcore info | grep "cuda graphs"
   python3 -c "import cupy, numpy, torch; print('cupy', cupy.__version__, 'numpy',

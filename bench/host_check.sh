@@ -14,13 +14,8 @@
 # holding their src/ folder); without it those rows skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/host_check}
-SITE=${SITE:-/tmp/tpcore-site}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TPCORE_AUTHORS_CODE=${TPCORE_AUTHORS_CODE:-$PWD/.anchors}
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/tpcore-*.whl \
-    || { echo "host_check: no wheel in .whl/ (pip wheel --no-deps -w .whl .)"; exit 2; }
-export PYTHONPATH=$SITE PYTHONSAFEPATH=1
+NAME=host_check
+source bench/wheel_env.sh
 n=$(nproc)
 CORES=${CORES:-$((n - 2)),$((n - 1))}
 { lscpu | grep -E "Model name|^Flags" | cut -c1-200
