@@ -180,6 +180,37 @@ def test_a_paused_and_resumed_run_equals_one_that_never_paused(tmp_path, pauses,
     assert all(t is None or t > 0 for t in resumed.ms_per_step_by_tenth())
 
 
+def test_a_run_paused_on_time_resumes_to_the_same_end(tmp_path):
+    """``pause_after_seconds=0``: each call trains one step (its evaluation included) and
+    pauses; resumed call by call, the run ends as one that never paused."""
+    from tpcore.models.transformer import Transformer, TransformerConfig
+
+    model, result, _ = _dropout_run((), tmp_path)
+    x = np.random.default_rng(0).integers(0, 5, (40, 6))
+    data = {"tokens": x, "targets": np.sort(x, axis=1)}
+    state, calls = None, 0
+    while True:
+        again = Transformer(TransformerConfig(vocab_size=5, max_len=6, d_model=8, n_heads=2,
+                                              d_mlp=16, dropout=0.2, seed=4))
+        config = TrainConfig(steps=14, tau=(2.0, 0.1), eval_every=3, select="acc", seed=2,
+                             quiet=True, pause_after_seconds=0.0, cuda_graphs=False)
+        resumed = fit(again, Adam(again.parameters(), lr=0.05),
+                      lambda start: shuffled_batches(data, 8, seed=1, start=start),
+                      lambda m, b, ctx: supervised_step(m, b, ctx, rng=ctx.rng), config,
+                      lambda m: evaluate_supervised(m, data), resume=state)
+        calls += 1
+        if resumed.paused is None:
+            break
+        assert resumed.steps == calls
+        state = resumed.paused
+    assert calls == 14 and resumed.history == result.history
+    for (name, a), b in zip(model.state_dict().items(), again.state_dict().values()):
+        assert np.array_equal(a, b), name
+    with pytest.raises(TpcoreError, match="pause_after_seconds must be >= 0"):
+        fit(Scalar(), SGD(Scalar().parameters(), lr=0.1), _batches(1.0), _step,
+            TrainConfig(steps=2, quiet=True, pause_after_seconds=-1.0))
+
+
 def test_an_iterator_of_batches_resumes_past_the_batches_used(tmp_path):
     model, result, _ = _dropout_run((), tmp_path, callable_batches=False)
     again, resumed, _ = _dropout_run((5,), tmp_path, callable_batches=False)

@@ -127,10 +127,11 @@ class RunDir:
     ``config``, to be reused. Otherwise the parent folder is checked to be writable, and
     ``path`` must be absent, an empty folder, or a run (one of other settings, or written by
     another tpcore, only with ``overwrite``); anything else raises a :class:`TpcoreError` at
-    once.
+    once, whose message ends with ``remedy``.
     """
 
-    def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, config: Any, overwrite: bool = False,
+                 remedy: str = OVERWRITE) -> None:
         self.path = Path(path)
         if self.path.name in ("", ".."):  # "." or "..": name the folder itself
             self.path = Path(os.path.abspath(self.path))
@@ -140,7 +141,7 @@ class RunDir:
                               f"symbolic link (to {os.readlink(self.path)!r}); give the folder "
                               "itself")
         self.config = json_value(config)
-        self.overwrite = overwrite
+        self.overwrite, self.remedy = overwrite, remedy
         self.finished = self._reusable()
         if not self.finished:
             check_out_dir(self.path.parent)
@@ -154,7 +155,7 @@ class RunDir:
             return None
         try:
             return recorded_config(json.loads(read_text(rec, "run record")),
-                                   f"the run in {str(self.path)!r}")
+                                   f"the run in {str(self.path)!r}", self.remedy)
         except (TpcoreError, ValueError):
             if self.overwrite:
                 return {}
@@ -177,7 +178,7 @@ class RunDir:
         if recorded == self.config:
             return True
         if not self.overwrite:
-            check_config(recorded, self.config, f"the run in {str(self.path)!r}")
+            check_config(recorded, self.config, f"the run in {str(self.path)!r}", self.remedy)
         return False
 
     @contextmanager

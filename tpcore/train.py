@@ -77,6 +77,8 @@ class TrainConfig:
     :func:`tpcore.cpu.default_threads`). ``pause_at``: stop after this many of the ``steps`` and
     return the paused state (:attr:`TrainResult.paused`) to resume from; nothing extra is
     evaluated there, so pause where an evaluation falls to know the selection at that point.
+    ``pause_after_seconds``: the same at the first step (and its evaluation) that ends this
+    many seconds of wall-clock time after the call began, for a run cut into sessions.
     ``flush_subnormals``: train with subnormal floats flushed to zero
     (:func:`tpcore.cpu.flush_subnormals`); None: when every parameter is float32 and
     ``TPCORE_SUBNORMALS`` is not ``keep``. ``cuda_graphs``: capture the steps as CUDA graphs
@@ -98,6 +100,7 @@ class TrainConfig:
     desc: str = "train"
     threads: int | None = None
     pause_at: int | None = None
+    pause_after_seconds: float | None = None
     flush_subnormals: bool | None = None
     cuda_graphs: bool | None = None
 
@@ -271,6 +274,8 @@ def _fit(
         raise TpcoreError("model selection needs an evaluate function")
     if config.pause_at is not None and config.pause_at < 1:
         raise TpcoreError(f"pause_at must be >= 1, got {config.pause_at}")
+    if config.pause_after_seconds is not None and not config.pause_after_seconds >= 0:
+        raise TpcoreError(f"pause_after_seconds must be >= 0, got {config.pause_after_seconds}")
     tau_at = geometric(*config.tau, config.steps) if config.tau else None
     result = TrainResult()
     best_score, best_state, stale = -math.inf, None, 0
@@ -300,15 +305,19 @@ def _fit(
     bar = progress(config.steps, config.desc, config.quiet)
     bar.update(first)
     start = time.perf_counter()
-    step = first - 1
+    trained = first
     losses = _Losses(last_finite, last_finite_step)
     run = step_runner(model, optimizer, step_fn, config.seed, config.lr_schedule, tau_at,
                       config.grad_clip, first, end, config.cuda_graphs)
     try:
         with run.active():
             for step in range(first, end):
+                if (config.pause_after_seconds is not None and step > first
+                        and time.perf_counter() - start >= config.pause_after_seconds):
+                    break
                 began = time.perf_counter()
                 losses.add(step, run(step, next(batches)))
+                trained = step + 1
                 if step > first:
                     tenth = step * TENTHS // config.steps
                     result.tenth_seconds[tenth] += time.perf_counter() - began
@@ -338,7 +347,7 @@ def _fit(
             losses.read()
     finally:
         bar.close()
-    result.steps, result.last_loss = step + 1, losses.last
+    result.steps, result.last_loss = trained, losses.last
     result.cuda_graphs = run.describe()
     result.seconds = before + time.perf_counter() - start
     if result.steps < config.steps and not result.stopped_early:

@@ -1,6 +1,6 @@
 """`tpcore reproduce counting`: a run and its tables, the CLI's seeds, variants and
-architecture, reuse of saved runs, and the analyses of a trained model (histogram heads,
-prefix-count ablation)."""
+architecture, reuse of saved runs, runs cut into calls by --hours, and the analyses of a trained
+model (histogram heads, prefix-count ablation)."""
 
 import numpy as np
 import pytest
@@ -143,7 +143,8 @@ def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, mo
 
     calls = []
 
-    def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None):
+    def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None,
+                 seconds=None):
         calls.append(budget["n_train"])
         cfg = counting.learn_config(task, *counting.REGIMES[regime], budget, seed, epochs)
         return {"task": task, "regime": regime, "variant": variant, "seed": seed,
@@ -165,6 +166,41 @@ def test_reproduce_counting_reuses_a_run_only_for_its_configuration(tmp_path, mo
     with pytest.raises(TpcoreError, match="written by another tpcore"):
         counting.run(smoke, tmp_path, 0, **kw)
     assert calls == [256]
+
+
+
+def test_hours_cut_a_run_into_calls_that_end_as_one(tmp_path, capsys):
+    """--hours stops a call after its first step and keeps the run's state (no record); the
+    same command goes on, and the finished run is the one trained in a single call, bit for bit.
+    A paused state of other settings is refused before training."""
+    import json
+
+    from tpcore.cli import main
+
+    args = ["reproduce", "counting", "--budget", "smoke", "--variants", "prefix", "--lengthgen"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert main([*args, "--out", str(whole)]) == 0
+    for _ in range(2):
+        assert main([*args, "--out", str(cut), "--hours", "1e-9"]) == 0
+        assert "paused hist-base-prefix-s0 at step" in capsys.readouterr().out
+        assert (cut / "runs" / ".hist-base-prefix-s0-model.npz.partial").is_dir()
+        assert not (cut / "runs" / "hist-base-prefix-s0.json").exists()
+    assert main([*args, "--out", str(cut)]) == 0
+    assert not list((cut / "runs").glob(".*"))
+    a, b = (json.loads((d / "runs" / "hist-base-prefix-s0.json").read_text())
+            for d in (whole, cut))
+    for key in ("steps", "history", "test", "val", "selected_at_step", "gate_usage"):
+        assert a[key] == b[key], key
+    (cut / "runs" / "hist-base-prefix-s0.json").unlink()
+    paused = cut / "runs" / ".hist-base-prefix-s0-model.npz.partial"
+    assert main([*args, "--out", str(cut), "--hours", "1e-9"]) == 0
+    record = json.loads((paused / "run.json").read_text())
+    record["config"]["n_train"] = 5
+    (paused / "run.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main([*args, "--out", str(cut)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "n_train" in err and "own --out" in err
 
 
 def _cell(task, regime, variant, acc, usage=None):
@@ -220,7 +256,8 @@ def test_counting_md_states_the_module_count(tmp_path, monkeypatch):
 
     acc = {"none": 0.5, "prefix": 0.4, "experts": 0.6, "both": 0.3}
 
-    def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None):
+    def fake_run(task, regime, variant, budget, seed, epochs=None, test_regime=None, out=None,
+                 seconds=None):
         cfg = counting.learn_config(task, *counting.REGIMES[regime], budget, seed, epochs)
         return {**_cell(task, regime, variant, acc[variant]), "seed": seed, "epochs": cfg.epochs,
                 "n_train": budget["n_train"], "seconds": 0.0, "selected_at_step": 1,

@@ -161,9 +161,9 @@ def test_a_rerun_retrains_no_rung_already_done(tmp_path, monkeypatch):
     trained = []
     fit_run = tpcore.pipelines.learn.fit_run
 
-    def spy(cfg, task, model, quiet, checkpoint, threads, resume, pause_after=None):
+    def spy(cfg, task, model, quiet, checkpoint, threads, resume, pause_after=None, **kw):
         trained.append((cfg.seed, resume.step if resume else 0, pause_after))
-        return fit_run(cfg, task, model, quiet, checkpoint, threads, resume, pause_after)
+        return fit_run(cfg, task, model, quiet, checkpoint, threads, resume, pause_after, **kw)
 
     monkeypatch.setattr("tpcore.pipelines.learn.fit_run", spy)
     first = sweep(configs, tmp_path, halving=3)

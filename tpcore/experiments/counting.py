@@ -39,13 +39,16 @@ heatmap beside the paper's, ``out/counting.png``, the base model against each mo
 (:func:`run_config`), and a finished run is reused only for exactly that configuration, so
 rerunning resumes; a run of other settings, or runs of another epoch count or architecture
 anywhere in ``out``, are refused before anything is trained (one out dir holds one table's
-settings).
+settings). With ``hours`` a call stops at the first training step after that much time and keeps
+the run's paused state beside its record, ``out/runs/.<run>.partial``; the same command goes on
+from there, and the run ends as it would have without stopping, bit for bit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 from functools import partial
 from pathlib import Path
@@ -78,9 +81,10 @@ from tpcore.models.counting import (
 )
 from tpcore.nn.module import save
 from tpcore.pipelines import learn
-from tpcore.pipelines.learn import LearnConfig
-from tpcore.rundir import cached, check_out_dir, saved
+from tpcore.pipelines.learn import LearnConfig, paused_dir
+from tpcore.rundir import RunDir, cached, check_out_dir, saved
 from tpcore.train import evaluate_supervised
+from tpcore.train_state import load_state, save_state
 
 TASKS = ("double_hist", "hist", "reverse", "sort", "most_freq")
 REGIMES = {"base": (8, 8), "longer": (8, 16), "bigvocab": (16, 16)}
@@ -164,13 +168,22 @@ def build(cfg: LearnConfig, variant: str, vocab_size: int, max_len: int, n_class
         n_num_mlps=cfg.n_num_mlps, d_mlp=cfg.d_mlp, seed=cfg.seed, **variant_flags(variant)))
 
 
+class Paused(Exception):
+    """A run stopped for time (:func:`train_run`'s ``seconds``) with its state kept; it carries
+    the summary the command reports, and no record is written for the run."""
+
+
 def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
               epochs: int | None = None, test_regime: str | None = None,
-              out: Path | None = None) -> dict[str, Any]:
+              out: Path | None = None, seconds: float | None = None) -> dict[str, Any]:
     """Train one model in ``regime`` and test it there and, if given, on ``test_regime``'s test
     split (the model's context is sized for the longer of the two); ``out``: where to save the
     model (``.npz`` + ``.json``). ``gate_rule[L]`` names the expert the discrete gate picks for
-    every input of ``L`` content tokens (None: it depends on the input)."""
+    every input of ``L`` content tokens (None: it depends on the input).
+
+    A paused state of this run beside ``out`` (:func:`~tpcore.pipelines.learn.paused_dir`) is
+    resumed from; with ``seconds`` (needs ``out``) the run stops at the first step ending that
+    long after the call began, keeps its state there and raises :class:`Paused`."""
     (v, n) = REGIMES[regime]
     cfg = learn_config(task, v, n, budget, seed, epochs)
     data = learn.make_data(cfg)
@@ -186,12 +199,23 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
             raise TpcoreError(f"{task}: classes or vocabulary differ between N={n} and N={tn}")
     ref = shifted or data
     model = build(cfg, variant, len(ref.vocab), ref.max_len, len(ref.classes))
+    config = run_config(task, regime, variant, budget, seed, epochs, test_regime)
+    paused = None if out is None else RunDir(paused_dir(out), config, remedy=SEPARATE)
+    state = load_state(paused.path) if paused is not None and paused.finished else None
     start = time.perf_counter()
-    model, metrics = learn.train(cfg, data, quiet=False, model=model)
+    model, metrics = learn.train(cfg, data, quiet=False, model=model, resume=state,
+                                 pause_seconds=None if out is None else seconds)
+    if "paused" in metrics:
+        with paused.build() as tmp:
+            save_state(metrics["paused"], tmp)
+        done = metrics["paused"].step
+        raise Paused(f"paused {out.name.removesuffix('-model.npz')} at step {done:,} of "
+                     f"{learn.steps_per_epoch(cfg, data) * cfg.epochs:,}")
     row = {"task": task, "regime": regime, "variant": variant, "seed": seed,
            "vocab_size": v, "max_len": n, "n_train": len(data.splits["train"]["tokens"]),
            "epochs": cfg.epochs, "steps": metrics["steps"],
-           "ms_per_step": metrics["ms_per_step"], "seconds": time.perf_counter() - start,
+           "ms_per_step": metrics["ms_per_step"],
+           "seconds": time.perf_counter() - start + (0.0 if state is None else state.seconds),
            "selected_at_step": metrics["selected_at_step"], "history": metrics["history"],
            "test": metrics["test"], "val": metrics["val"],
            "gate_usage": gate_usage(model, data.splits["test"]),
@@ -204,6 +228,8 @@ def train_run(task: str, regime: str, variant: str, budget: Budget, seed: int,
         row["program_counting"] = describe(model, ref.vocab)
     if out is not None:
         save(model, out, {"task": task, "vocab": list(data.vocab), "classes": list(ref.classes)})
+        if paused is not None and paused.path.exists():
+            shutil.rmtree(paused.path)
     if shifted is not None:
         row["test_regime"] = test_regime
         row["shifted_test"] = evaluate_supervised(model, shifted.splits["test"])
@@ -359,7 +385,9 @@ CLI = Reproduction(
      Option("--seeds", "seeds instead of the budget's (--seed)", "index", nargs="+"),
      Option("--arch", "architecture instead of 3 4 2 (heads and MLPs per layer, half "
             "categorical, half numerical)", "count", nargs=3,
-            metavar=("LAYERS", "HEADS", "MLPS"))))
+            metavar=("LAYERS", "HEADS", "MLPS")),
+     Option("--hours", "stop at the first training step after H hours in this call, keeping "
+            "the run's state; the same command goes on from there", "scale", metavar="H")))
 """``tpcore reproduce counting``'s face (:mod:`tpcore.experiments.options`)."""
 
 
@@ -367,13 +395,19 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
         variants: tuple[str, ...] | None = None,
         cells: tuple[tuple[str, str], ...] | None = None,
         lengthgen: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None,
-        arch: tuple[int, int, int] | None = None) -> dict[str, Any]:
+        arch: tuple[int, int, int] | None = None, hours: float | None = None
+        ) -> dict[str, Any]:
     """Run ``budget`` (see the module docstring) into ``out`` with ``seed``; ``cells``/
     ``lengthgen``/``variants`` restrict it, ``epochs``, ``seeds`` and ``arch`` (layers, heads,
     MLPs per layer) replace the budget's. After every run, writes ``counting.json`` and
     ``counting.md`` from every run saved in ``out`` (so commands with other seeds or cells add
     to one table; per cell the seed with the best validation accuracy is shown) and the list of
-    commands behind them; ``seconds`` is the training time of all those runs."""
+    commands behind them; ``seconds`` is the training time of all those runs. ``hours``: stop
+    at the first training step after that long (the run's state kept, :func:`train_run`);
+    the result's ``paused`` then says where."""
+    began = time.monotonic()
+    if hours is not None and not hours >= 0:
+        raise TpcoreError(f"--hours {hours}: expected a number of hours >= 0")
     variants = tuple(variants or VARIANTS)
     for v in variants:
         variant_flags(v)
@@ -436,14 +470,30 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
         plan += [(f"length-{t}-{v}-s{s}", t, "base", v, s, "longer") for t in lengthgen
                  for v in variants]
     for name, task, regime, v, s, test in plan:  # refuse other settings before training
-        saved(runs / f"{name}.json", run_config(task, regime, v, b, s, epochs, test),
-              SEPARATE)
+        config = run_config(task, regime, v, b, s, epochs, test)
+        saved(runs / f"{name}.json", config, SEPARATE)
+        RunDir(paused_dir(runs / f"{name}-model.npz"), config, remedy=SEPARATE)
+    paused, trained = None, False
     for name, task, regime, v, s, test in plan:
-        cached(runs / f"{name}.json", run_config(task, regime, v, b, s, epochs, test),
-               partial(train_run, task, regime, v, b, s, epochs, test_regime=test,
-                       out=runs / f"{name}-model.npz"), remedy=SEPARATE)
+        config, model = run_config(task, regime, v, b, s, epochs, test), runs / f"{name}-model.npz"
+        if saved(runs / f"{name}.json", config, SEPARATE) is not None:
+            continue
+        left = None if hours is None else max(0.0, 3600 * hours - (time.monotonic() - began))
+        if left == 0 and trained:
+            paused = f"stopped after {hours:g} h, before starting {name}"
+            break
+        try:
+            cached(runs / f"{name}.json", config,
+                   partial(train_run, task, regime, v, b, s, epochs, test_regime=test,
+                           out=model, seconds=left), remedy=SEPARATE)
+        except Paused as stop:
+            paused = str(stop)
+            break
+        trained = True
         write()
     result = write()
+    if paused is not None:
+        result["paused"] = f"{paused}; the same command goes on from there"
     draw_or_note(lambda: figures(result, out))
     return result
 
@@ -480,4 +530,5 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
 
 def report(result: dict[str, Any], out: Path) -> str:
     """What ``tpcore reproduce counting`` prints."""
-    return f"wrote {out}/counting.md and counting.json ({result['seconds']:.0f} s)"
+    done = f"wrote {out}/counting.md and counting.json ({result['seconds']:.0f} s)"
+    return done if "paused" not in result else f"{done}\n{result['paused']}"

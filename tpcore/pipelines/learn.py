@@ -155,10 +155,12 @@ def steps_per_epoch(cfg: LearnConfig, task: TaskData) -> int:
 
 def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool = True,
             checkpoint: Path | None = None, threads: int | None = None,
-            resume: TrainState | None = None, pause_after: int | None = None) -> TrainResult:
+            resume: TrainState | None = None, pause_after: int | None = None,
+            pause_seconds: float | None = None) -> TrainResult:
     """Train ``model`` on ``task`` through :func:`tpcore.train.fit` with ``cfg``'s schedule;
     ``resume``: a paused state of this run to go on from; ``pause_after``: stop after that many
-    epochs (the result's ``paused`` state)."""
+    epochs, ``pause_seconds``: after the first step ending that long after the call began (the
+    result's ``paused`` state)."""
     per_epoch = steps_per_epoch(cfg, task)
     tc = TrainConfig(steps=cfg.epochs * per_epoch, tau=(cfg.tau_start, cfg.tau_end),
                      eval_every=cfg.eval_every * per_epoch,
@@ -167,7 +169,8 @@ def fit_run(cfg: LearnConfig, task: TaskData, model: ProgramModel, quiet: bool =
                      grad_clip=cfg.grad_clip or None,
                      lr_schedule=(cosine(cfg.lr, cfg.epochs * per_epoch)
                                   if cfg.lr_schedule == "cosine" else None),
-                     pause_at=None if pause_after is None else pause_after * per_epoch)
+                     pause_at=None if pause_after is None else pause_after * per_epoch,
+                     pause_after_seconds=pause_seconds)
     train_split = task.splits["train"]
     model.check_tokens(train_split["tokens"])
     return fit(model, Adam(model.parameters(), lr=cfg.lr),
@@ -259,8 +262,8 @@ def grow_then_prune(cfg: LearnConfig, task: TaskData, quiet: bool = True,
 
 def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
           checkpoint: Path | None = None, model: ProgramModel | None = None,
-          threads: int | None = None, resume: TrainState | None = None
-          ) -> tuple[ProgramModel, dict[str, Any]]:
+          threads: int | None = None, resume: TrainState | None = None,
+          pause_seconds: float | None = None) -> tuple[ProgramModel, dict[str, Any]]:
     """Train on ``task`` and return the selected model and its metrics (per split: ``loss``,
     ``acc`` token accuracy, ``seq_acc`` exact match; all of the discrete model). ``model``: a
     prebuilt model to train (e.g. a subclass with stream extensions) instead of
@@ -272,8 +275,15 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
     all, ``seed`` is the one kept and ``train_seconds`` counts every candidate's training.
     With ``cfg.grow`` (and neither ``model`` nor ``resume``) the model starts from the wider
     model's program (:func:`grow_then_prune`); ``grown`` in the metrics describes that run and
-    ``train_seconds`` counts it."""
+    ``train_seconds`` counts it. ``pause_seconds`` (a single run: neither candidates nor
+    grow): stop after the first step that ends that long after the call began; when that comes
+    before the last step, the metrics are ``{"paused": TrainState}`` and nothing is
+    evaluated."""
     cfg.check()
+    if (pause_seconds is not None and model is None and resume is None
+            and (cfg.candidates > 1 or cfg.grow)):
+        raise TpcoreError(f"a run of {cfg.candidates} candidates or grow={cfg.grow} cannot pause "
+                          "on time; expected candidates=1, grow=0")
     per_epoch = steps_per_epoch(cfg, task)
     run_cfg, candidates, grown, spent = cfg, None, None, 0.0
     if cfg.grow and model is None and resume is None:
@@ -283,7 +293,10 @@ def train(cfg: LearnConfig, task: TaskData, quiet: bool = True,
         run_cfg, model, resume, candidates = pick_candidate(cfg, task, quiet, threads)
         spent = sum(c["train_seconds"] for c in candidates)
     model = build_model(cfg, task) if model is None else model
-    result = fit_run(run_cfg, task, model, quiet, checkpoint, threads, resume)
+    result = fit_run(run_cfg, task, model, quiet, checkpoint, threads, resume,
+                     pause_seconds=pause_seconds)
+    if result.paused is not None:
+        return model, {"paused": result.paused}
     seconds = result.seconds + spent
     if spent and resume is not None:
         seconds -= resume.seconds  # the kept start's first epochs are counted in result
