@@ -79,6 +79,29 @@ def test_program_step_regimes(benchmark, sort_data):
           f"({cpu_name()})")
 
 
+def blas_reads(fn):
+    """``fn`` with the gated-read kernels (``kernels/program_read.py``) off: BLAS reads."""
+    from tpcore.kernels import program_model
+
+    def call():
+        saved = program_model.read_forward, program_model.gated_read_backward
+        program_model.read_forward = program_model.gated_read_backward = (
+            lambda *args: NotImplemented)
+        try:
+            return fn()
+        finally:
+            program_model.read_forward, program_model.gated_read_backward = saved
+    return call
+
+
+def test_program_late_step_read_kernels(benchmark, sort_data):
+    """The late step with the one-hot gates' reads as copies against BLAS reads, 1 thread."""
+    _, data = sort_data
+    info = compare(benchmark, {"tpcore": late_step(data), "blas": blas_reads(late_step(data))}, 1)
+    benchmark.extra_info["cpu"] = cpu_name()
+    print(f"\ncopied / BLAS reads {info['ratio_blas']:.3f} ({cpu_name()})")
+
+
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_program_late_step_vs_authors(benchmark, sort_data, n_threads):
     _, data = sort_data
