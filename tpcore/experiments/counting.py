@@ -40,8 +40,8 @@ heatmap beside the paper's, ``out/counting.png``, the base model against each mo
 rerunning resumes; a run of other settings, or runs of another epoch count or architecture
 anywhere in ``out``, are refused before anything is trained (one out dir holds one table's
 settings). With ``hours`` a call stops at the first training step after that much time and keeps
-the run's paused state beside its record, ``out/runs/.<run>-model.npz.partial``; the same command goes on
-from there, and the run ends as it would have without stopping, bit for bit.
+the run's paused state beside its record, ``out/runs/.<run>-model.npz.partial``; the same
+command goes on from there, and the run ends as it would have without stopping, bit for bit.
 """
 
 from __future__ import annotations
