@@ -116,3 +116,31 @@ def test_reproduce_hierarchy_root_long_with_more_samples(tmp_path, monkeypatch):
     assert all(r["run"]["k_train"] == 1 for r in out["runs"])
     assert "3000 training trees" in (tmp_path / "hierarchy_tiny.md").read_text()
     assert "--long-samples 3000" in out["commands"][0]
+
+
+def test_reproduce_hierarchy_with_dropout_keeps_its_own_run(tmp_path, monkeypatch, capsys):
+    """``--dropout`` trains with dropout (another run than without it), saved under its own
+    name beside the run without; the table and the command say so. Evaluation never drops."""
+    monkeypatch.chdir(tmp_path)  # the models are saved under runs/
+    args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root", "--k-train", "1",
+            "--out", "out"]
+    assert main(args + ["--dropout", "0.3"]) == 0
+    assert main(args) == 0
+    out = json.loads(read_text(tmp_path / "out" / "hierarchy_tiny.json.gz", "results"))
+    runs = {r["run"]["dropout"]: r for r in out["runs"]}
+    assert sorted(runs) == [0.0, 0.3]
+    assert runs[0.3]["history"][-1]["loss"] != runs[0.0]["history"][-1]["loss"]
+    saved = tmp_path / "runs" / "hierarchy"
+    assert (saved / "tiny_root_k1_drop0p3_seed0.npz").is_file()
+    assert (saved / "tiny_root_k1_seed0.npz").is_file()
+    assert "--dropout 0.3" in out["commands"][0] and "dropout" not in out["commands"][1]
+    text = (tmp_path / "out" / "hierarchy_tiny.md").read_text()
+    assert text.count("dropout 0.3, ") == 1
+    again = train_against_bp(TreeRun(task="root", **dict(TINY, k_train=1, dropout=0.3)),
+                             log=lambda s: None)
+    assert again["history"] == [{**h, "train_seconds": g["train_seconds"]} for h, g in
+                                zip(runs[0.3]["history"], again["history"])]
+    capsys.readouterr()
+    assert main(args + ["--dropout", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected a probability in [0, 1), got '1'" in err[0]

@@ -30,9 +30,9 @@ def without_timings(record: dict) -> str:
                        "history": history}, sort_keys=True)
 
 
-@pytest.mark.parametrize("task", ["root", "mlm"])
-def test_run_paused_at_checkpoints_resumes_to_the_same_run(task, tmp_path):
-    run = TreeRun(task=task, **TINY)
+@pytest.mark.parametrize("task, dropout", [("root", 0.0), ("mlm", 0.0), ("root", 0.2)])
+def test_run_paused_at_checkpoints_resumes_to_the_same_run(task, dropout, tmp_path):
+    run = TreeRun(task=task, dropout=dropout, **TINY)
     whole = train_against_bp(run, log=quiet, save_to=tmp_path / "whole")
     steps = [h["step"] for h in whole["history"]]
     partial = tmp_path / ".chunked.partial"

@@ -65,6 +65,14 @@ def nonnegative_float(text: str) -> float:
     return _float(text, positive=False)
 
 
+def probability(text: str) -> float:
+    """A number in [0, 1) (a dropout probability)."""
+    value = _float(text, positive=False)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
+    return value
+
+
 def has_module(name: str) -> bool:
     """Whether ``name`` imports (an optional package such as numba or matplotlib)."""
     try:

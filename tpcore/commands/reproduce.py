@@ -23,6 +23,7 @@ from tpcore.commands.options import (
     positive_float,
     positive_int,
     positive_ints,
+    probability,
 )
 from tpcore.commands.output import add_json_option, emit
 from tpcore.experiments import (
@@ -68,7 +69,7 @@ def _cell(text: str) -> tuple[str, str]:
 
 TYPES: dict[str, Callable[[str], Any]] = {
     "text": str, "count": positive_int, "index": nonnegative_int, "scale": positive_float,
-    "counts": positive_ints, "names": _comma_list, "cell": _cell}
+    "probability": probability, "counts": positive_ints, "names": _comma_list, "cell": _cell}
 """How each kind of :class:`~tpcore.experiments.options.Option` reads its values."""
 
 

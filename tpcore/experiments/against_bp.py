@@ -40,7 +40,15 @@ from tpcore.pipelines.learn_runs import paused_dir
 from tpcore.rundir import RECORD, RunDir, check_config, recorded_config
 from tpcore.seeds import derive_seed
 from tpcore.tasks.trees import Grammar, sample_trees, uniform_sequences
-from tpcore.train import Batch, TrainConfig, TrainState, fit, shuffled_batches, supervised_step
+from tpcore.train import (
+    Batch,
+    StepContext,
+    TrainConfig,
+    TrainState,
+    fit,
+    shuffled_batches,
+    supervised_step,
+)
 from tpcore.train_state import load_state, save_state
 
 PAUSED_REMEDY = "remove that folder to train the run afresh"
@@ -54,7 +62,10 @@ class TreeRun:
     Encoder, post-LN, one head, sinusoidal positions, ReLU FFN, ``n_layers`` blocks (None
     becomes l, the paper's n_L = l); Adam with a fixed learning rate (``schedule="constant"``,
     the paper's) or a cosine decay to 0 over ``steps``. Checkpoints at ``checkpoints``
-    log-spaced steps.
+    log-spaced steps. ``dropout``: the probability with which training zeroes each entry of
+    every sub-layer's output (:class:`~tpcore.models.transformer.TransformerConfig`'s dropout;
+    the paper's code keeps PyTorch's default 0.1, which also drops attention weights, the FFN's
+    hidden units and the embeddings); evaluation never drops.
 
     The run's ``__dict__`` is the settings its records, saved models and paused states carry."""
 
@@ -72,10 +83,13 @@ class TreeRun:
     schedule: str = "constant"
     seed: int = 0
     n_layers: int | None = None
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.n_layers is None:
             self.n_layers = self.l
+        if not 0 <= self.dropout < 1:
+            raise TpcoreError(f"dropout {self.dropout!r}: expected a probability in [0, 1)")
 
 
 def test_seed(seed: int, name: int | str) -> int:
@@ -93,7 +107,7 @@ def make_model(run: TreeRun, q: int, readout: str | None = None) -> Transformer:
         n_layers=run.n_layers, n_heads=1, d_mlp=run.d_mlp, layer_norm="post",
         positions="sinusoidal",
         readout=readout or ("token" if mlm else "flatten"), activation="relu",
-        dtype="float32", seed=run.seed))
+        dropout=run.dropout, dtype="float32", seed=run.seed))
 
 
 def mask_leaves(leaves: np.ndarray, pos: np.ndarray, q: int) -> dict[str, np.ndarray]:
@@ -223,6 +237,11 @@ def closest_bp(m: dict[str, Any]) -> int:
                                                                     for x in m))]))
 
 
+def _dropout_step(model: Transformer, batch: Batch, ctx: StepContext) -> Any:
+    """The cross-entropy step with the step's generator for dropout (none drawn at 0)."""
+    return supervised_step(model, batch, ctx, rng=ctx.rng)
+
+
 def _from_step(schedule: Schedule, start: int) -> Schedule:
     """``schedule`` seen from step ``start`` on (``fit`` counts steps from 0 in each call)."""
     return lambda step: schedule(start + step)
@@ -303,7 +322,7 @@ def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
         history, seconds = list(state.history), state.seconds
         log(f"[{run.task} k_train={run.k_train}] resuming at step {done} from {where}")
     for mark in marks[marks > done]:
-        res = fit(model, opt, batches, supervised_step,
+        res = fit(model, opt, batches, _dropout_step,
                   TrainConfig(steps=int(mark - done), quiet=True,
                               seed=derive_seed(run.seed, "hierarchy", "steps from", done),
                               lr_schedule=_from_step(schedule, done)))

@@ -57,6 +57,7 @@ from tpcore.experiments.hierarchy_parts import (
     SWEEPS,
     add_row,
     default_sizes,
+    dropout_tag,
     finished_row,
     summary,
     sweep_plan,
@@ -119,6 +120,9 @@ CLI = Reproduction(
             f"{PROBE_SAMPLES}; the paper's 16384)", "count", metavar="N"),
      Option("--probe-epochs", f"epochs of each ancestor probe (default {PROBE_EPOCHS}; the "
             "paper's 100)", "count", metavar="E"),
+     Option("--dropout", "dropout of every run this call trains, on each sub-layer's output "
+            "(default 0; the paper's code: 0.1); a run with dropout is saved and recorded "
+            "beside the one without", "probability", default=0.0, metavar="P"),
      Option("--hours", "stop at the first checkpoint after H hours of training in this call, "
             "keeping the run's state; the same command again resumes it", "scale",
             metavar="H")))
@@ -130,7 +134,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         k_train: tuple[int, ...] | None = None, hours: float | None = None,
         sizes: tuple[int, ...] | None = None, n_layers: tuple[int, ...] | None = None,
         grammar_seeds: tuple[int, ...] | None = None, probe_samples: int | None = None,
-        probe_epochs: int | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
+        probe_epochs: int | None = None, dropout: float = 0.0,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
     """The ``parts`` (see the module docstring) at the scale of ``budget``: ``mlm_steps``
     replaces the MLM run's steps (2x the root runs'), ``long_k`` is the k_train of the
     ``root-long`` run and ``long_samples`` its training trees (the budget's P when None),
@@ -188,21 +193,23 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     other = sorted(set(grammar_seeds or GRAMMAR_SEEDS)) if "grammars" in parts else []
     grammars = {PAPER["grammar_seed"]: g} | {s: paper_grammar(s) for s in other}
 
+    tag = dropout_tag(dropout)  # in the names of saved models, so runs with dropout get their own
+
     def mlm_k_run(k: int) -> TreeRun:
-        return TreeRun(task="mlm", k_train=k, seed=seed,
+        return TreeRun(task="mlm", k_train=k, seed=seed, dropout=dropout,
                        **dict(cfg, steps=mlm_steps or 2 * cfg["steps"]))
 
     mlm_run = mlm_k_run(0)
-    encoder = Path("runs/hierarchy") / f"{budget.name}_mlm_seed{seed}"
+    encoder = Path("runs/hierarchy") / f"{budget.name}_mlm{tag}_seed{seed}"
 
     def mlm_model(k: int) -> Path:
-        return encoder if k == 0 else encoder.parent / f"{budget.name}_mlm_k{k}_seed{seed}"
+        return encoder if k == 0 else encoder.parent / f"{budget.name}_mlm_k{k}{tag}_seed{seed}"
 
     def root_run(k: int) -> TreeRun:
-        return TreeRun(task="root", k_train=k, seed=seed, **cfg)
+        return TreeRun(task="root", k_train=k, seed=seed, dropout=dropout, **cfg)
 
     def root_model(k: int) -> Path:
-        return encoder.parent / f"{budget.name}_root_k{k}_seed{seed}"
+        return encoder.parent / f"{budget.name}_root_k{k}{tag}_seed{seed}"
 
     if "mlm" not in parts and ("probe" in parts or "finetune" in parts):
         _need_model(encoder, mlm_run, "MLM encoder", "--parts mlm")
@@ -219,6 +226,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
                + (f" --mlm-steps {mlm_steps}" if mlm_steps else "")
                + (f" --long-k {long_k}" if long_k else "")
                + (f" --long-samples {long_samples}" if long_samples else "")
+               + (f" --dropout {dropout:g}" if dropout else "")
                + "".join(f" --{flag} {' '.join(map(str, values))}" for flag, values in (
                    ("k-train", k_train), ("sizes", sizes), ("n-layers", n_layers),
                    ("grammar-seeds", grammar_seeds)) if values)
@@ -296,9 +304,9 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
             train(root_run(k), root_model(k))
     if "root-long" in parts:
         P = long_samples or cfg["P"]
-        train(TreeRun(task="root", k_train=long_k, seed=seed,
+        train(TreeRun(task="root", k_train=long_k, seed=seed, dropout=dropout,
                       **dict(cfg, steps=4 * cfg["steps"], P=P)),
-              encoder.parent / f"{budget.name}_root-long_k{long_k}_P{P}_seed{seed}")
+              encoder.parent / f"{budget.name}_root-long_k{long_k}_P{P}{tag}_seed{seed}")
     if "mlm" in parts:
         train(mlm_run, encoder)
     for k in ks if "mlm-k" in parts else ():
@@ -352,7 +360,7 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
         log(f"probes of {name}, last layer: {acc}")
     for part in (p for p in SWEEPS if p in parts):
         for plan in sweep_plan(part, budget.name, cfg, seed, sweep_sizes, ks,
-                               sorted(set(n_layers or LAYERS)), other):
+                               sorted(set(n_layers or LAYERS)), other, dropout):
             train(plan.run, encoder.parent / plan.name, SWEEPS[part], plan.grammar_seed,
                   f"the {part} run {plan.name}")
     draw_or_note(lambda: figures(result, out))
@@ -409,6 +417,7 @@ def markdown(out: dict[str, Any]) -> str:
         bp_acc = r["bp_acc"]
         parts.append(f"\n### {task}, k_train = {kt} ({r['n_parameters']} parameters, "
                      f"{run['steps']} steps, {run['P']} training trees, "
+                     + (f"dropout {run['dropout']:g}, " if run["dropout"] else "") +
                      f"{r['train_seconds']:.0f} s training, "
                      f"{1000 * r['seconds_per_step']:.1f} ms/step)\n\n")
         parts.append("| k_test | model acc | BP_k_train acc | BP_k_test acc (optimal) | "

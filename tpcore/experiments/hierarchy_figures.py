@@ -17,7 +17,8 @@ from tpcore.experiments import hierarchy_parts
 
 
 def _run_label(run: dict[str, Any]) -> str:
-    return f"transformer, {run['steps']} steps on {run['P']} trees"
+    return (f"transformer, {run['steps']} steps on {run['P']} trees"
+            + (f", dropout {run['dropout']:g}" if run["dropout"] else ""))
 
 
 def figures(result: dict[str, Any], out: Path) -> list[Path]:
@@ -110,11 +111,12 @@ def _k_test_panel(run: dict[str, Any]) -> Panel:
 
 def _comparable(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One run of each group (the runs of one k_train), trained alike: of the longest training
-    (steps) that every group has, the run on the fewest trees; each group's shortest run on the
-    fewest trees when the groups share no number of steps."""
+    (steps) that every group has, the run on the fewest trees (without dropout before one with);
+    each group's shortest run on the fewest trees when the groups share no number of steps."""
     steps = [{r["run"]["steps"] for r in g} for g in groups]
     longest = max(set.intersection(*steps), default=None) if steps else None
-    return [min(g, key=lambda r: (r["run"]["steps"] != longest, r["run"]["steps"], r["run"]["P"]))
+    return [min(g, key=lambda r: (r["run"]["steps"] != longest, r["run"]["steps"], r["run"]["P"],
+                                  r["run"]["dropout"]))
             for g in groups]
 
 

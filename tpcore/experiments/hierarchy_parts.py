@@ -65,25 +65,32 @@ class Planned:
     name: str
 
 
+def dropout_tag(dropout: float) -> str:
+    """What the names of saved models of runs with ``dropout`` carry (nothing without), with
+    no dot in it: ``_drop0p1`` for 0.1."""
+    return f"_drop{dropout:g}".replace(".", "p") if dropout else ""
+
+
 def sweep_plan(part: str, budget: str, cfg: dict[str, Any], seed: int, sizes: Sequence[int],
                k_train: Sequence[int], n_layers: Sequence[int],
-               grammar_seeds: Sequence[int]) -> list[Planned]:
+               grammar_seeds: Sequence[int], dropout: float = 0.0) -> list[Planned]:
     """The root-classification runs of the sweep ``part`` at the budget sizes ``cfg``, each on
     ``sizes`` training trees: ``root-sizes`` every ``k_train`` on the paper's grammar,
     ``layers`` k_train = 0 with each of ``n_layers`` blocks (l of them: the standard run),
-    ``grammars`` every ``k_train`` on each of ``grammar_seeds``. Model
-    names start with ``<budget>_<part>``, so no two parts share a saved model."""
+    ``grammars`` every ``k_train`` on each of ``grammar_seeds``; every run with ``dropout``.
+    Model names start with ``<budget>_<part>``, so no two parts share a saved model."""
     def run(k: int, P: int, n: int | None = None) -> TreeRun:  # n: blocks, None for l
-        return TreeRun(task="root", k_train=k, seed=seed, n_layers=n, **dict(cfg, P=P))
+        return TreeRun(task="root", k_train=k, seed=seed, n_layers=n, dropout=dropout,
+                       **dict(cfg, P=P))
 
-    paper = PAPER["grammar_seed"]
+    paper, tag = PAPER["grammar_seed"], f"{dropout_tag(dropout)}_seed{seed}"
     if part == "root-sizes":
-        return [Planned(run(k, P), paper, f"{budget}_root-sizes_k{k}_P{P}_seed{seed}")
+        return [Planned(run(k, P), paper, f"{budget}_root-sizes_k{k}_P{P}{tag}")
                 for k in k_train for P in sizes]
     if part == "layers":
         return [Planned(run(0, P, n), paper,
-                        f"{budget}_layers_n{n}_P{P}_seed{seed}") for n in n_layers for P in sizes]
-    return [Planned(run(k, P), g, f"{budget}_grammars_g{g}_k{k}_P{P}_seed{seed}")
+                        f"{budget}_layers_n{n}_P{P}{tag}") for n in n_layers for P in sizes]
+    return [Planned(run(k, P), g, f"{budget}_grammars_g{g}_k{k}_P{P}{tag}")
             for g in grammar_seeds for k in k_train for P in sizes]
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-OPTION_KINDS = ("text", "count", "index", "scale", "counts", "names", "cell", "switch", "off")
+OPTION_KINDS = ("text", "count", "index", "scale", "probability", "counts", "names", "cell",
+                "switch", "off")
 """What an option's values must be: ``text`` any string, ``count`` an integer >= 1, ``index``
-an integer >= 0, ``scale`` a finite number > 0, ``counts`` comma-separated counts, ``names``
-comma-separated names, ``cell`` ``TASK:REGIME``; ``switch`` takes no value and gives True when
-present, ``off`` False."""
+an integer >= 0, ``scale`` a finite number > 0, ``probability`` a number in [0, 1), ``counts``
+comma-separated counts, ``names`` comma-separated names, ``cell`` ``TASK:REGIME``; ``switch``
+takes no value and gives True when present, ``off`` False."""
 
 
 @dataclass(frozen=True)
