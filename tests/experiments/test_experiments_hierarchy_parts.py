@@ -171,19 +171,20 @@ def test_mlm_k_part(tmp_path, monkeypatch, capsys):
 
 
 def test_sweeps_train_in_chunks_and_share_finished_runs(tmp_path, monkeypatch, capsys):
-    """With --hours a sweep's run pauses at a checkpoint and the same command resumes it; the
-    layers run of l blocks is the root-sizes run of k_train = 0, taken from it untrained; a
-    finished sweep is kept."""
+    """With --hours a sweep's run pauses and the same command resumes it (a longer one
+    finishes it); the layers run of l blocks is the root-sizes run of k_train = 0, taken from it
+    untrained; a finished sweep is kept."""
     monkeypatch.chdir(tmp_path)
     args = ARGS + ["--parts", "root-sizes,layers", "--k-train", "0", "--sizes", "32",
                    "--n-layers", "2", "--hours", "1e-9"]
-    for step in (1, 8):  # the tiny budget's checkpoints: 1, 8, 60
+    for step in (1, 2):  # the tiny budget's first checkpoint, then one step
         assert main(args) == 0
         assert capsys.readouterr().out.strip().splitlines()[-1] == (
             f"paused the root-sizes run tiny_root-sizes_k0_P32_seed0 at step {step} of 60 (its "
             "state is in runs/hierarchy/.tiny_root-sizes_k0_P32_seed0.partial); the same "
             "command again resumes it")
         assert not Path("out/hierarchy_tiny.json.gz").exists()
+    args[-1] = "1"
     assert main(args) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("wrote ")
     out = results()

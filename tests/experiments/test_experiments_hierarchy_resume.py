@@ -31,12 +31,14 @@ def without_timings(record: dict) -> str:
 
 
 @pytest.mark.parametrize("task, dropout", [("root", 0.0), ("mlm", 0.0), ("root", 0.2)])
-def test_run_paused_at_checkpoints_resumes_to_the_same_run(task, dropout, tmp_path):
-    run = TreeRun(task=task, dropout=dropout, **TINY)
+def test_run_paused_anywhere_resumes_to_the_same_run(task, dropout, tmp_path):
+    """``hours=0`` stops after one step (at a checkpoint when one comes first); calls resume
+    from checkpoints and from steps between them, and the run ends as one trained at once."""
+    run = TreeRun(task=task, dropout=dropout, **dict(TINY, steps=12))
     whole = train_against_bp(run, log=quiet, save_to=tmp_path / "whole")
-    steps = [h["step"] for h in whole["history"]]
+    assert [h["step"] for h in whole["history"]] == [1, 3, 12]
     partial = tmp_path / ".chunked.partial"
-    for step in steps[:-1]:  # hours=0: stop at the first checkpoint each call trains
+    for step in range(1, 6):  # checkpoints 1 and 3, steps 2, 4 and 5 between them
         paused = train_against_bp(run, log=quiet, save_to=tmp_path / "chunked", hours=0)
         assert paused == {"run": run.__dict__,
                           "paused": {"step": step, "steps": run.steps, "state": str(partial)}}
@@ -60,25 +62,26 @@ def test_paused_run_of_other_settings_is_refused(tmp_path):
 
 
 def test_reproduce_hierarchy_in_chunks(tmp_path, monkeypatch, capsys):
-    """``--hours`` pauses at a checkpoint and says so; the same command resumes the run, then
-    keeps it; the results file holds finished runs only, of the ``--k-train`` asked for."""
+    """``--hours`` pauses and says so; the same command resumes the run, a longer one finishes
+    it, and the run is then kept; the results file holds finished runs only, of the
+    ``--k-train`` asked for."""
     monkeypatch.chdir(tmp_path)  # the models and paused states go under runs/
     args = ["reproduce", "hierarchy", "--budget", "tiny", "--parts", "root", "--k-train", "1",
             "--hours", "1e-9", "--out", "out"]
     results = tmp_path / "out" / "hierarchy_tiny.json.gz"
-    for step in (1, 8):  # the tiny budget's checkpoints: 1, 8, 60
+    for step in (1, 2):  # the tiny budget's first checkpoint, then one step
         assert main(args) == 0
         last = capsys.readouterr().out.strip().splitlines()[-1]
         assert last == (f"paused the root run k_train=1 at step {step} of 60 (its state is in "
                         "runs/hierarchy/.tiny_root_k1_seed0.partial); the same command again "
                         "resumes it")
         assert not results.exists()
-    assert main(args) == 0
+    assert main([*args[:-4], "--hours", "1", "--out", "out"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("wrote ")
     out = json.loads(read_text(results, "results"))
     assert [(r["run"]["task"], r["run"]["k_train"]) for r in out["runs"]] == [("root", 1)]
-    assert out["commands"] == ["tpcore reproduce hierarchy --budget tiny --parts root --seed 0 "
-                               "--k-train 1 --hours 1e-09"]
+    command = "tpcore reproduce hierarchy --budget tiny --parts root --seed 0 --k-train 1 --hours"
+    assert out["commands"] == [f"{command} 1"]  # the results file begins with a finished run
     assert not (tmp_path / "runs" / "hierarchy" / ".tiny_root_k1_seed0.partial").exists()
     assert main(args) == 0  # finished: kept, not trained again
     assert "step" not in capsys.readouterr().out

@@ -2,14 +2,14 @@
 of ``tpcore reproduce hierarchy`` (root classification and masked-leaf prediction).
 
 A run can stop after a wall-clock budget and go on later (:func:`train_against_bp`'s ``hours``):
-it stops at a checkpoint and keeps its paused state (:class:`tpcore.train.TrainState`: the
-parameters, Adam's moments, the steps done, the training seconds and the checkpoint history so
-far) in the hidden folder ``.<name>.partial`` beside its ``save_to``
-(:func:`tpcore.pipelines.learn_runs.paused_dir`), written as a unit with the run's settings
-recorded (:class:`tpcore.rundir.RunDir`). The same run called again resumes from there: its
-minibatches and masked positions continue where they stopped, each checkpoint's steps are seeded
-by the step they start from, so the finished run is the same, bit for bit, as one that never
-paused.
+it stops at the first step (or checkpoint) after it and keeps its paused state
+(:class:`tpcore.train.TrainState`: the parameters, Adam's moments, the steps done, the training
+seconds and the checkpoint history so far) in the hidden folder ``.<name>.partial`` beside its
+``save_to`` (:func:`tpcore.pipelines.learn_runs.paused_dir`), written as a unit with the run's
+settings recorded (:class:`tpcore.rundir.RunDir`). The same run called again resumes from
+there: its minibatches and masked positions continue where they stopped, the steps between two
+checkpoints are seeded by the checkpoint they start from and counted from it, so the finished
+run is the same, bit for bit, as one that never paused.
 
 Host-side orchestration (NumPy directly for bookkeeping); the models run on the active backend
 and train through :func:`tpcore.train.fit`.
@@ -269,6 +269,18 @@ def paused_state(where: Path, settings: dict[str, Any]) -> TrainState | None:
     return load_state(where)
 
 
+def _pause(run: TreeRun, where: Path, settings: dict[str, Any], model: Transformer, opt: Adam,
+           history: list[dict[str, Any]], last_loss: float, seconds: float,
+           step: int) -> dict[str, Any]:
+    """Keep the paused state of ``run`` at ``step`` in ``where`` (written as a unit with its
+    ``settings``) and return the paused record."""
+    with RunDir(where, settings, overwrite=True).build() as tmp:
+        save_state(TrainState(step=step, params=model.state_dict(), optimizer=opt.state_dict(),
+                              backend=backend_name(), history=history, last_loss=last_loss,
+                              seconds=seconds), tmp)
+    return dict(run=run.__dict__, paused=dict(step=step, steps=run.steps, state=str(where)))
+
+
 def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
                      log: Callable[[str], None] = print,
                      save_to: str | Path | None = None,
@@ -278,8 +290,9 @@ def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
     record: its settings, the checkpoint history, BP's accuracies on its test sets
     (:func:`bp_set_accuracies`), timings and the attention summary.
 
-    ``hours`` (needs ``save_to``): stop at the first checkpoint reached after ``hours`` of
-    wall-clock time in this call (0: at the first checkpoint trained) and keep the paused state
+    ``hours`` (needs ``save_to``): stop at the first step (or checkpoint, whose metrics are
+    taken first) that ends after ``hours`` of wall-clock time in this call (0: after one step,
+    or at the first checkpoint if that comes first) and keep the paused state
     in :func:`~tpcore.pipelines.learn_runs.paused_dir` of ``save_to`` (see the module
     docstring); the record is then ``dict(run=..., paused=dict(step=steps done, steps=the run's,
     state=that folder))``. A paused state of this run there (:func:`paused_settings`) is resumed
@@ -299,34 +312,49 @@ def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
     done = 0 if state is None else state.step
     train = sample_trees(g, run.P, run.l, run.k_train,
                          seed=derive_seed(run.seed, "hierarchy", "train", run.k_train))
-    if run.task == "root":
-        batches = shuffled_batches(dict(tokens=train.leaves.astype(np.int64),
-                                        targets=train.root.astype(np.int64)), run.batch,
-                                   seed=derive_seed(run.seed, "hierarchy", "batches"),
-                                   start=done)
-    else:
-        batches = mlm_batches(train.leaves, q, run.batch, run.seed, start=done)
+
+    def batches_from(step: int) -> Iterator[Batch]:
+        """The run's minibatches from its step ``step`` on."""
+        if run.task == "mlm":
+            return mlm_batches(train.leaves, q, run.batch, run.seed, start=step)
+        return shuffled_batches(dict(tokens=train.leaves.astype(np.int64),
+                                     targets=train.root.astype(np.int64)), run.batch,
+                                seed=derive_seed(run.seed, "hierarchy", "batches"), start=step)
+
     sets = eval_sets(g, run)
     model = make_model(run, q)
     opt = Adam(model.parameters(), lr=run.lr)
     schedule = cosine(run.lr, run.steps) if run.schedule == "cosine" else constant(run.lr)
     marks = np.unique(np.geomspace(max(1, run.steps // 100), run.steps, run.checkpoints)
                       .round().astype(int))
-    history, seconds = [], 0.0
+    history, seconds, within = [], 0.0, None
     if state is not None:
-        if done not in marks[:-1]:
-            raise TpcoreError(f"{where}: paused at step {done}, not a checkpoint before the "
-                              f"last of this run ({marks.tolist()}); {PAUSED_REMEDY}")
+        if not 0 < done < run.steps:
+            raise TpcoreError(f"{where}: paused at step {done}, outside this run's 1.."
+                              f"{run.steps - 1}; {PAUSED_REMEDY}")
         model.load_state_dict(state.params)
         opt.load_state_dict(state.optimizer)
         history, seconds = list(state.history), state.seconds
+        within = state  # its step counted from the checkpoint before it below
         log(f"[{run.task} k_train={run.k_train}] resuming at step {done} from {where}")
+    start = int(max(m for m in (0, *marks) if m <= done))  # the checkpoint the steps go on from
     for mark in marks[marks > done]:
-        res = fit(model, opt, batches, _dropout_step,
-                  TrainConfig(steps=int(mark - done), quiet=True,
-                              seed=derive_seed(run.seed, "hierarchy", "steps from", done),
-                              lr_schedule=_from_step(schedule, done)))
-        done, seconds = int(mark), seconds + res.seconds
+        resume = None if within is None or done == start else TrainState(
+            step=done - start, params=within.params, optimizer=within.optimizer,
+            backend=within.backend, last_loss=within.last_loss)
+        left = None if hours is None else max(0.0, 3600 * hours - (time.monotonic() - began))
+        res = fit(model, opt, lambda k, s=start: batches_from(s + k), _dropout_step,
+                  TrainConfig(steps=int(mark - start), quiet=True,
+                              seed=derive_seed(run.seed, "hierarchy", "steps from", start),
+                              lr_schedule=_from_step(schedule, start),
+                              pause_after_seconds=left), resume=resume)
+        seconds += res.seconds
+        if res.paused is not None:
+            done = start + res.paused.step
+            return _pause(run, where, settings, model, opt, history, res.last_loss, seconds,
+                          done)
+        done = start = int(mark)
+        within = None
         metrics = checkpoint_metrics(model, run, sets, q)
         history.append(dict(step=done, epoch=done * run.batch / run.P, train_seconds=seconds,
                             loss=res.last_loss, **metrics))
@@ -336,13 +364,8 @@ def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
             f"{metrics['0']['acc']:.4f} argmin_k KL {closest_bp(metrics[k])}")
         if (hours is not None and where is not None and done < run.steps
                 and time.monotonic() - began >= 3600 * hours):
-            with RunDir(where, settings, overwrite=True).build() as tmp:
-                save_state(TrainState(step=done, params=model.state_dict(),
-                                      optimizer=opt.state_dict(), backend=backend_name(),
-                                      history=history, last_loss=res.last_loss,
-                                      seconds=seconds), tmp)
-            return dict(run=run.__dict__, paused=dict(step=done, steps=run.steps,
-                                                      state=str(where)))
+            return _pause(run, where, settings, model, opt, history, res.last_loss, seconds,
+                          done)
     record = dict(run=run.__dict__, history=history, bp_acc=bp_set_accuracies(sets, run.k_train),
                   train_seconds=seconds, seconds_per_step=seconds / run.steps,
                   n_parameters=model.n_parameters(),

@@ -14,7 +14,7 @@ Fig. 14 right). The runs are :func:`tpcore.experiments.against_bp.train_against_
 probes and fine-tuning :mod:`tpcore.experiments.encoder_probes`.
 
 Runs can be trained in chunks: ``k_train`` picks the root and ``mlm-k`` runs (and the k_train
-of the sweeps and of ``probe-k``), and ``hours`` stops a call at the first checkpoint after that
+of the sweeps and of ``probe-k``), and ``hours`` stops a call at the first training step after that
 much wall-clock time, the run in training keeping its paused state to be resumed by the same
 call repeated (:func:`run`).
 
@@ -123,7 +123,7 @@ CLI = Reproduction(
      Option("--dropout", "dropout of every run this call trains, on each sub-layer's output "
             "(default 0; the paper's code: 0.1); a run with dropout is saved and recorded "
             "beside the one without", "probability", default=0.0, metavar="P"),
-     Option("--hours", "stop at the first checkpoint after H hours of training in this call, "
+     Option("--hours", "stop at the first training step after H hours in this call, "
             "keeping the run's state; the same command again resumes it", "scale",
             metavar="H")))
 """``tpcore reproduce hierarchy``'s face (:mod:`tpcore.experiments.options`)."""
@@ -155,8 +155,8 @@ def run(budget: Budget, out: Path, seed: int, parts: tuple[str, ...] = ("root", 
     finished run, so finished results survive) and ``hierarchy_<budget>.md``: a run replaces the
     one of the same settings (and grammar), probes and fine-tuning record the model they read.
 
-    ``hours``: stop at the first checkpoint after ``hours`` of wall-clock time in this call: the
-    run in training keeps its paused state beside its model
+    ``hours``: stop at the first training step after ``hours`` of wall-clock time in this call:
+    the run in training keeps its paused state beside its model
     (:func:`~tpcore.experiments.against_bp.train_against_bp`), no further part starts, and the
     returned result says so under ``"paused"`` (the results file only ever gains finished runs).
     With ``hours``, what the results file already holds for the requested settings (a run whose
