@@ -236,6 +236,9 @@ def test_module_gains_counts_finished_settings_ties_included():
     assert gains.ours == (("hist", "base"),)
     assert gains.paper == (("hist", "base"), ("most_freq", "base"))
     assert (gains.paper_all, gains.n_paper) == (13, 15)
+    assert gains.cells == 4 + 4 + 4 + 2 + 3  # the running count is no cell of the paper's
+    assert gains.cells_text() == ("17 of the paper's 60 cells run (15 settings, each without a "
+                                  "module and with prefix / experts / both)")
     assert gains.text() == ("Best module (prefix / experts / both) at or above the base in 1 of "
                             "3 finished settings; the paper: 2 of 3 over the same settings, "
                             "13 of 15 over all")
@@ -250,8 +253,8 @@ def test_collapsed_gate_means_every_sequence_to_one_expert():
 
 
 def test_counting_md_states_the_module_count(tmp_path, monkeypatch):
-    """``counting.md`` carries Section 5.3's count below the table once a setting is finished,
-    and not before."""
+    """``counting.md`` says how many of the paper's cells are run, and carries Section 5.3's
+    count below the table once a setting is finished, and not before."""
     from tpcore.experiments import counting
 
     acc = {"none": 0.5, "prefix": 0.4, "experts": 0.6, "both": 0.3}
@@ -268,6 +271,8 @@ def test_counting_md_states_the_module_count(tmp_path, monkeypatch):
     kw = dict(epochs=2, cells=(("sort", "base"),), lengthgen=())
     counting.run(counting.budget("smoke"), tmp_path, 0, variants=("none", "prefix"), **kw)
     assert "at or above the base" not in (tmp_path / "counting.md").read_text()
+    assert "2 of the paper's 60 cells run" in (tmp_path / "counting.md").read_text()
     counting.run(counting.budget("smoke"), tmp_path, 0, variants=tuple(acc), **kw)
     assert ("at or above the base in 1 of 1 finished settings; the paper: 1 of 1 over the same "
             "settings, 13 of 15 over all.") in (tmp_path / "counting.md").read_text()
+    assert "4 of the paper's 60 cells run" in (tmp_path / "counting.md").read_text()

@@ -458,6 +458,7 @@ def run(budget: Budget, out: Path, seed: int, epochs: int | None = None,
         write_text(out / "counting.md", "\n\n".join(
             ["Commands:\n" + "\n".join(f"- `{c}`" for c in commands)]
             + [t for t in (table(cells) if cells else "",
+                           f"{gains.cells_text()}." if cells else "",
                            f"{gains.text()}." if gains.settings else "",
                            gate_table(cells) if cells else "",
                            length_table(tests) if tests else "",

@@ -57,13 +57,20 @@ class Gains:
     """Section 5.3's count. ``settings``: those tpcore finished (the base and every one of
     :data:`MODULES` run); ``ours`` and ``paper``: those of them where the best module is at or
     above the base, in tpcore's runs and in the paper's Table 1; ``paper_all`` of ``n_paper``:
-    the paper's count over all its settings."""
+    the paper's count over all its settings; ``cells``: how many of the paper's cells (its
+    settings, each without a module and with each of :data:`MODULES`) tpcore has run."""
 
     settings: tuple[Setting, ...]
     ours: tuple[Setting, ...]
     paper: tuple[Setting, ...]
     paper_all: int
     n_paper: int
+    cells: int
+
+    def cells_text(self) -> str:
+        """How many of the paper's cells are run, in one sentence (a line of ``counting.md``)."""
+        return (f"{self.cells} of the paper's {self.n_paper * (1 + len(MODULES))} cells run "
+                f"({self.n_paper} settings, each without a module and with {' / '.join(MODULES)})")
 
     def text(self, sep: str = "; ") -> str:
         """The count in one sentence, tpcore's and the paper's parts joined by ``sep`` (the
@@ -81,7 +88,9 @@ def module_gains(cells: Sequence[Mapping[str, Any]],
     finished = tuple(s for s, acc in ours.items() if {"none", *MODULES} <= acc.keys())
     return Gains(finished, tuple(s for s in finished if reaches_base(ours[s])),
                  tuple(s for s in finished if reaches_base(paper[s])),
-                 sum(map(reaches_base, paper.values())), len(paper))
+                 sum(map(reaches_base, paper.values())), len(paper),
+                 sum(len({"none", *MODULES} & acc.keys()) for s, acc in ours.items()
+                     if s in paper))
 
 
 def collapsed(usage: Mapping[str, float]) -> bool:
