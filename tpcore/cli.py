@@ -17,12 +17,13 @@ import re
 import sys
 import warnings
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import NoReturn
 
 import tpcore
 from tpcore.backend import BACKENDS
 from tpcore.commands.output import printable
-from tpcore.cpu import THREADS_VARIABLE
+from tpcore.cpu import THREADS_VARIABLE, limit_threads
 from tpcore.errors import INSTALL, TpcoreError, TrainingDiverged, unknown_name
 
 COMMANDS = ("info", "reproduce", "trees", "looped", "sorting", "learn", "rebuild", "pack",
@@ -76,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "$TPCORE_BACKEND or numpy; numpy-strict: a testing tool that fails on "
                         "host leaks as a GPU run would)")
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="BLAS threads when training (default: "
-                        "$TPCORE_THREADS, else up to 2 of the cores this process may use)")
+                        help="BLAS threads of the command, its training and everything else "
+                        "(default: $TPCORE_THREADS; without it, up to 2 of the cores this "
+                        "process may use when training)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"tpcore.commands.{name}").register(sub)
@@ -135,7 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if threads < 1:
                     raise TpcoreError(f"--threads {threads}: expected an integer >= 1")
                 os.environ[THREADS_VARIABLE] = str(threads)
-            code = int(args.func(args) or 0)
+            # a count the user gave holds for the whole command: evaluations outside training
+            # too, and the BLAS of libraries loaded later (SciPy's) from the environment
+            held = os.environ.get(THREADS_VARIABLE, "").strip()
+            if held:
+                os.environ.setdefault("OPENBLAS_NUM_THREADS", held)
+            with limit_threads() if held else nullcontext():
+                code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
     except BrokenPipeError:
