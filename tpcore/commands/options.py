@@ -67,8 +67,11 @@ def nonnegative_float(text: str) -> float:
 
 def probability(text: str) -> float:
     """A number in [0, 1) (a dropout probability)."""
-    value = _float(text, positive=False)
-    if value >= 1:
+    try:
+        value = _float(text, positive=False)
+    except argparse.ArgumentTypeError:
+        value = math.nan
+    if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
     return value
 

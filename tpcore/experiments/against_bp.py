@@ -327,34 +327,29 @@ def train_against_bp(run: TreeRun, grammar: Grammar | None = None,
     schedule = cosine(run.lr, run.steps) if run.schedule == "cosine" else constant(run.lr)
     marks = np.unique(np.geomspace(max(1, run.steps // 100), run.steps, run.checkpoints)
                       .round().astype(int))
-    history, seconds, within = [], 0.0, None
+    history, seconds, resume = [], 0.0, None
+    start = int(max(m for m in (0, *marks) if m <= done))  # the checkpoint the steps go on from
     if state is not None:
         if not 0 < done < run.steps:
             raise TpcoreError(f"{where}: paused at step {done}, outside this run's 1.."
                               f"{run.steps - 1}; {PAUSED_REMEDY}")
-        model.load_state_dict(state.params)
-        opt.load_state_dict(state.optimizer)
         history, seconds = list(state.history), state.seconds
-        within = state  # its step counted from the checkpoint before it below
+        resume = TrainState(step=done - start, params=state.params, optimizer=state.optimizer,
+                            backend=state.backend, last_loss=state.last_loss)
         log(f"[{run.task} k_train={run.k_train}] resuming at step {done} from {where}")
-    start = int(max(m for m in (0, *marks) if m <= done))  # the checkpoint the steps go on from
     for mark in marks[marks > done]:
-        resume = None if within is None or done == start else TrainState(
-            step=done - start, params=within.params, optimizer=within.optimizer,
-            backend=within.backend, last_loss=within.last_loss)
         left = None if hours is None else max(0.0, 3600 * hours - (time.monotonic() - began))
         res = fit(model, opt, lambda k, s=start: batches_from(s + k), _dropout_step,
                   TrainConfig(steps=int(mark - start), quiet=True,
                               seed=derive_seed(run.seed, "hierarchy", "steps from", start),
                               lr_schedule=_from_step(schedule, start),
                               pause_after_seconds=left), resume=resume)
-        seconds += res.seconds
+        seconds, resume = seconds + res.seconds, None
         if res.paused is not None:
             done = start + res.paused.step
             return _pause(run, where, settings, model, opt, history, res.last_loss, seconds,
                           done)
         done = start = int(mark)
-        within = None
         metrics = checkpoint_metrics(model, run, sets, q)
         history.append(dict(step=done, epoch=done * run.batch / run.P, train_seconds=seconds,
                             loss=res.last_loss, **metrics))
