@@ -21,8 +21,9 @@ entry (``{}``: it runs as written), or a reason in :data:`NOT_RUN` (it parses al
 blocks of a page run in order in one child process with ``results`` at hand; they are written to
 run as they are, in seconds.
 
-On a loaded 2-core machine the commands and blocks take about a minute and a half of wall time
-(20 s of CPU): the reproductions at their tiny budgets and the NLP commands most of it.
+Every number left in a command after shrinking is at most :data:`LARGEST_SIZE`. On a loaded
+2-core machine the commands and blocks take about three minutes, the reproductions at
+their tiny budgets and the NLP commands most of it.
 """
 
 from __future__ import annotations
@@ -96,12 +97,16 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
     ("reproduce", "bp-table"): {"--samples": ["500"]},
     ("reproduce", "grammar-learning"): {"--budget": ["tiny"]},
     ("reproduce", "hierarchy"): {"--budget": ["tiny"], "--grammar-seeds": ["1"],
-                                 "--n-layers": ["1", "2"]},
+                                 "--n-layers": ["1", "2"], "--mlm-steps": None},
     ("reproduce", "ner-demo"): {"--budget": ["0.01"]},
     ("reproduce", "classify-demo"): {"--budget": ["0.01"]},
     ("reproduce", "program-lengths"): {"--run-dirs": ["results/table1/runs/hist/L1_H2+2_M1+1_s0"]},
 }
 """How each command runs here (see the module docstring); keyed by its first two words."""
+LARGEST_SIZE = 5000
+"""The largest number a command may keep after :data:`TINY` shrinks it: a count of steps,
+samples or lists the page gives at the reader's size must be shrunk (one such count, 160,000 MLM
+steps, once took ten minutes of the suite)."""
 
 CLUSTER = ("needs a Dask cluster at that address (tests/pipelines/test_pipelines_dask.py runs "
            "sweeps on a local one)")
@@ -348,6 +353,8 @@ def run_command(command: str, variables: dict[str, str], folder: Path,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     argv = shrink(words[1:], TINY[key(words[1:])])
+    sizes = [w for w in argv if w.isdigit() and int(w) > LARGEST_SIZE]
+    assert not sizes, f"`{command}` keeps the reader's size {sizes}: shrink it in TINY"
     try:
         code = main(argv)
     finally:
