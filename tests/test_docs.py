@@ -105,8 +105,8 @@ TINY: dict[tuple[str, ...], dict[str, list[str] | None]] = {
 """How each command runs here (see the module docstring); keyed by its first two words."""
 LARGEST_SIZE = 5000
 """The largest number a command may keep after :data:`TINY` shrinks it: a count of steps,
-samples or lists the page gives at the reader's size must be shrunk (one such count, 160,000 MLM
-steps, once took ten minutes of the suite)."""
+samples or lists the page gives at the reader's size must be shrunk (160,000 MLM steps take ten
+minutes even at the tiny budget's model size)."""
 
 CLUSTER = ("needs a Dask cluster at that address (tests/pipelines/test_pipelines_dask.py runs "
            "sweeps on a local one)")
