@@ -186,8 +186,12 @@ def log_softmax_forward(x, axis=-1):
 
 @numba.njit(**KERNEL)
 def _log_softmax_grad(dy, y, dx):
-    """``dx[r] = dy[r] - exp(y[r]) sum(dy[r])`` for the rows of ``(R, K)`` arrays."""
-    dx[:] = y
+    """``dx[r] = dy[r] - exp(y[r]) sum(dy[r])`` for the rows of ``(R, K)`` arrays. (The copy of
+    ``y`` is a loop: a slice assignment would compile numba's shape-mismatch message, seconds of
+    a first run.)"""
+    for r in range(y.shape[0]):
+        for j in range(y.shape[1]):
+            dx[r, j] = y[r, j]
     _exp_flat(dx)
     for r in range(dy.shape[0]):
         total = dy[r, 0]
