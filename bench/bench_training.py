@@ -12,6 +12,9 @@ flushed to zero (:mod:`tpcore.cpu`); these benches time what that buys, on real 
   (``results/learn_sort``) at temperature 0.01 with subnormals flushed ("tpcore"), beside the
   same late step with subnormals kept ("kept") and the first step of a run, random parameters
   at temperature 3 ("early"), alternately on one thread. Targets: late / early <= 1.1.
+- ``test_program_late_step_read_kernels``, ``test_program_late_step_live_mlp_rows``: that late
+  step against the same step with BLAS reads of the one-hot gates, and with every MLP's backward
+  over all its rows (the kernels that exploit what is settled late in a run).
 - ``test_program_late_step_vs_authors``: that late step beside the authors' model at the same
   temperature on the same batch (their training step: per-token loss, Adam at lr 0.05), one
   and two threads. Target: ratio <= 0.25 on one thread. Needs ``TPCORE_AUTHORS_CODE``
@@ -100,6 +103,29 @@ def test_program_late_step_read_kernels(benchmark, sort_data):
     info = compare(benchmark, {"tpcore": late_step(data), "blas": blas_reads(late_step(data))}, 1)
     benchmark.extra_info["cpu"] = cpu_name()
     print(f"\ncopied / BLAS reads {info['ratio_blas']:.3f} ({cpu_name()})")
+
+
+def dense_mlps(fn):
+    """``fn`` with every MLP's backward over all its rows (``kernels/program_mlp.py``)."""
+    from tpcore.kernels import program_mlp
+
+    def call():
+        saved, program_mlp.SETTLED_SHARE = program_mlp.SETTLED_SHARE, -1.0
+        try:
+            return fn()
+        finally:
+            program_mlp.SETTLED_SHARE = saved
+    return call
+
+
+def test_program_late_step_live_mlp_rows(benchmark, sort_data):
+    """The late step with the settled MLPs' backward over their live rows against every row,
+    1 thread."""
+    _, data = sort_data
+    info = compare(benchmark, {"tpcore": late_step(data), "dense": dense_mlps(late_step(data))},
+                   1)
+    benchmark.extra_info["cpu"] = cpu_name()
+    print(f"\nlive rows / every row {info['ratio_dense']:.3f} ({cpu_name()})")
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

@@ -6,6 +6,13 @@ the contract); the discrete mode (no temperature: argmax samples) runs the refer
 The MLPs keep their BLAS products and fuse the passes between them: bias and ReLU in one, bias,
 noise and softmax in one; back, the ReLU and the first bias gradient in one (with the first
 layer's gradients too when it has few inputs).
+
+Late in training most of an MLP's outputs are one-hot to float32's resolution, as the read gates
+are (``tpcore.kernels.program_read``): the Gumbel softmax at a low temperature leaves one weight
+at exactly 1 and the others below ``2^-64``. Such a *settled* row's ``dz = y (dy - sum(dy y)) /
+tau`` is zero to within ``2 k 2^-64 max|dy| / tau``, so once at least half of an MLP's rows are
+settled its backward runs over the other rows alone, the settled ones taken as exact zeros (the
+products then sum fewer terms, so they round differently from the full ones).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 from tpcore.kernels.nn import KERNEL, softmax_backward, softmax_rows
+from tpcore.kernels.program_read import NEGLIGIBLE
 
 
 @numba.njit(**KERNEL)
@@ -112,13 +120,61 @@ FEW_INPUTS = 4
 gradients from :func:`_relu_back_inputs`."""
 
 
+SETTLED_SHARE = 0.5
+"""An MLP with at least this share of settled rows (module docstring) takes its backward over
+the other rows alone."""
+
+
+@numba.njit(**KERNEL)
+def _live_rows(y, negligible, live):
+    """``live[g, r]``: whether row ``r`` of ``y: (G, T, K)`` is not settled, i.e. not one weight
+    of exactly 1 with every other below ``negligible``; returns the count per MLP, ``(G,)``."""
+    t = y.dtype.type
+    counts = np.zeros(y.shape[0], np.int64)
+    for g in range(y.shape[0]):
+        for r in range(y.shape[1]):
+            ones, small = 0, 0
+            for c in range(y.shape[2]):
+                v = y[g, r, c]
+                if v == t(1):
+                    ones += 1
+                elif v < negligible:
+                    small += 1
+            live[g, r] = not (ones == 1 and small == y.shape[2] - 1)
+            if live[g, r]:
+                counts[g] += 1
+    return counts
+
+
 def mlp_backward(dy, cache):
     """``ops.mlp_backward`` with the softmax backward in one pass, the ReLU's and the
     first bias gradient in another (with the first layer's gradients for few inputs), the
-    second bias gradient as a product with a ones vector."""
+    second bias gradient as a product with a ones vector; an MLP whose rows are mostly settled
+    over its live rows alone (module docstring)."""
     x, w1, w2, h, hmask, y_cache = cache
     if y_cache is None:
         return NotImplemented
+    y, tau, _ = y_cache
+    yc = np.ascontiguousarray(y)
+    live = np.empty(yc.shape[:2], dtype=np.bool_)
+    counts = _live_rows(yc, yc.dtype.type(NEGLIGIBLE), live)
+    if (counts > SETTLED_SHARE * y.shape[1]).all():
+        return _dense_backward(dy, cache)
+    dx = np.zeros(x.shape, dtype=dy.dtype)
+    grads = []
+    for g in range(x.shape[0]):
+        rows = slice(None) if counts[g] > SETTLED_SHARE * y.shape[1] else np.flatnonzero(live[g])
+        part = (x[g:g + 1, rows], w1[g:g + 1], w2[g:g + 1], h[g:g + 1, rows],
+                hmask[g:g + 1, rows], (yc[g:g + 1, rows], tau, -1))
+        dx_g, *rest = _dense_backward(np.ascontiguousarray(dy[g:g + 1, rows]), part)
+        dx[g, rows] = dx_g[0]
+        grads.append(rest)
+    return (dx, *(np.concatenate(parts) for parts in zip(*grads)))
+
+
+def _dense_backward(dy, cache):
+    """The backward over every row of ``dy`` (:func:`mlp_backward`'s cache)."""
+    x, w1, w2, h, hmask, y_cache = cache
     dz = softmax_backward(dy, y_cache)
     dh = dz @ w2.swapaxes(-1, -2)
     db1 = np.empty((dh.shape[0], 1, dh.shape[2]), dtype=dh.dtype)

@@ -7,6 +7,7 @@ with the read kernels as without. Helpers: ``tests/kernels/conftest.py``."""
 
 import numpy as np
 import pytest
+from tpcore.kernels import program_mlp as KPM
 from tpcore.kernels import program_model as KP
 
 from tpcore.models.program import ProgramConfig, ProgramModel
@@ -91,6 +92,54 @@ def test_numerical_attention(dtype, causal, padded, check_pair, rng):
                KP.num_attention_backward, (q, k, v, p, mask, NO_HOOKS, ()), dtype, rng)
 
 
+def _late_mlps(dtype, i, rng, settled_rows):
+    """Two MLPs at temperature 0.01 whose first has ``settled_rows`` of its 40 rows one-hot to
+    float32's resolution and whose second has all of them; ``(y, cache, live)``."""
+    g, t, d, k = 2, 40, 9, 5
+    x, w1, b1, w2 = (rng.standard_normal(s).astype(dtype)
+                     for s in ((g, t, i), (g, i, d), (g, 1, d), (g, d, k)))
+    w2[0] *= 1e-6  # the first MLP's outputs nearly uniform: live, unless the noise settles them
+    b2 = np.zeros((g, 1, k), dtype)
+    b2[1, 0, 0] = 1e4  # every row of the second MLP settles on its first value
+    noise = np.zeros((g, t, k), dtype)
+    noise[0, :settled_rows, 1] = 1e4  # the first MLP's first rows settle, the rest stay live
+    y, cache = KP.mlp_forward(x, w1, b1, w2, b2, noise, 0.01)
+    settled = ((y == 1).sum(axis=-1) == 1) & ((y < 2.0**-64).sum(axis=-1) == k - 1)
+    return y, cache, ~settled
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("i", [7, 2])
+@pytest.mark.parametrize("settled_rows", [40, 25, 10])
+def test_mlp_backward_over_live_rows(dtype, i, settled_rows, reference, assert_same, rng):
+    """Mostly settled MLPs take their backward over the live rows alone: the gradients equal the
+    reference's, a settled row's input gradient is exactly zero (the reference's is within the
+    bound), and an MLP with fewer settled rows than :data:`SETTLED_SHARE` keeps every row."""
+    y, cache, live = _late_mlps(dtype, i, rng, settled_rows)
+    assert live[0].sum() == 40 - settled_rows and not live[1].any()
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    grads, ref = KP.mlp_backward(dy, cache), reference(P.mlp_backward, dy, cache)
+    assert_same(ref, grads, dtype, "backward")
+    dx, ref_dx = grads[0], ref[0]
+    if settled_rows >= 40 * KPM.SETTLED_SHARE:
+        assert not dx[~live].any()
+    else:  # the first MLP keeps every row: its settled rows carry the reference's tiny values
+        assert not dx[1].any()
+    _, w1, w2 = cache[:3]  # each dz of a settled row is within the bound; dx = relu'(dz W2^T) W1^T
+    bound = 2 * 5 * 2.0**-64 * np.abs(dy).max() / 0.01
+    assert np.abs(ref_dx[~live]).max() <= bound * 5 * np.abs(w2).max() * 9 * np.abs(w1).max()
+
+
+def test_mlp_backward_keeps_every_row_early_in_training(rng):
+    """A soft MLP output (early in training) runs the dense backward, bit for bit."""
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((2, 30, 7), (2, 7, 9), (2, 1, 9), (2, 9, 5), (2, 1, 5), (2, 30, 5))]
+    y, cache = KP.mlp_forward(*args, 0.5)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    for a, b in zip(KP.mlp_backward(dy, cache), KPM._dense_backward(dy, cache)):
+        assert np.array_equal(a, b)
+
+
 def _late_gates(dtype, rng, g=6, m=5):
     """Gates as a Gumbel softmax leaves them at a low temperature, ``(pi, cache)``: each row one
     weight of 1 and the rest at the smallest normal float; variable ``m - 1`` is read by no
@@ -141,9 +190,9 @@ def test_gated_read_leaves_other_gates_and_the_discrete_mode_to_blas(rng):
     assert KP.read_forward(x, np.zeros((0, 5), np.float32), False) is NotImplemented
 
 
-def test_late_training_step_is_the_same_with_the_read_kernels(spies, monkeypatch):
-    """A float32 step at temperature 0.01 of a model whose gates have been trained to one-hot:
-    the read kernels run, and loss and every gradient equal those of the BLAS reads."""
+def _late_step():
+    """A float32 training step at temperature 0.01 of a model whose gates have been trained to
+    one-hot; it returns the loss and every gradient."""
     cfg = ProgramConfig(vocab_size=6, max_len=8, n_classes=6, n_layers=2, n_cat_heads=2,
                         n_num_heads=1, n_cat_mlps=1, n_num_mlps=1, d_mlp=8, seed=5)
     model = ProgramModel(cfg)
@@ -161,12 +210,35 @@ def test_late_training_step_is_the_same_with_the_read_kernels(spies, monkeypatch
         model.backward(cross_entropy_backward(cache))
         return loss, {n: p.grad.copy() for n, p in model.named_parameters()}
 
-    loss, grads = step()
+    return step
+
+
+def _assert_same_step(got, expected):
+    loss, grads = got
+    assert loss == pytest.approx(expected[0], rel=1e-6)
+    for name, grad in grads.items():
+        scale = max(1.0, float(np.abs(expected[1][name]).max()))
+        assert np.abs(grad - expected[1][name]).max() <= 1e-5 * scale, name
+
+
+def test_late_training_step_is_the_same_with_the_read_kernels(spies, monkeypatch):
+    """The read kernels run, and loss and every gradient equal those of the BLAS reads."""
+    step = _late_step()
+    kernels = step()
     assert spies.get("read_forward", 0) >= 4 and spies.get("gated_read_backward", 0) >= 4
     monkeypatch.setattr(KP, "read_forward", lambda *a: NotImplemented)
     monkeypatch.setattr(KP, "gated_read_backward", lambda *a: NotImplemented)
-    loss_blas, grads_blas = step()
-    assert loss == pytest.approx(loss_blas, rel=1e-6)
-    for name, grad in grads.items():
-        scale = max(1.0, float(np.abs(grads_blas[name]).max()))
-        assert np.abs(grad - grads_blas[name]).max() <= 1e-5 * scale, name
+    _assert_same_step(kernels, step())
+
+
+def test_late_training_step_is_the_same_over_live_mlp_rows(monkeypatch):
+    """The settled MLPs take their backward over their live rows, and loss and every gradient
+    equal those of the backward over every row."""
+    step, counts, live_rows = _late_step(), [], KPM._live_rows
+    monkeypatch.setattr(KPM, "_live_rows",
+                        lambda y, small, live: counts.append(live_rows(y, small, live))
+                        or counts[-1])
+    live = step()
+    assert any((c <= KPM.SETTLED_SHARE * 128).any() for c in counts)
+    monkeypatch.setattr(KPM, "SETTLED_SHARE", -1.0)
+    _assert_same_step(live, step())
