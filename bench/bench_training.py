@@ -110,11 +110,11 @@ def dense_mlps(fn):
     from tpcore.kernels import program_mlp
 
     def call():
-        saved, program_mlp.SETTLED_SHARE = program_mlp.SETTLED_SHARE, -1.0
+        saved, program_mlp.LIVE_SHARE = program_mlp.LIVE_SHARE, -1.0
         try:
             return fn()
         finally:
-            program_mlp.SETTLED_SHARE = saved
+            program_mlp.LIVE_SHARE = saved
     return call
 
 

@@ -120,9 +120,9 @@ FEW_INPUTS = 4
 gradients from :func:`_relu_back_inputs`."""
 
 
-SETTLED_SHARE = 0.5
-"""An MLP with at least this share of settled rows (module docstring) takes its backward over
-the other rows alone."""
+LIVE_SHARE = 0.5
+"""An MLP with at most this share of live (not settled) rows takes its backward over them alone
+(module docstring)."""
 
 
 @numba.njit(**KERNEL)
@@ -158,12 +158,13 @@ def mlp_backward(dy, cache):
     yc = np.ascontiguousarray(y)
     live = np.empty(yc.shape[:2], dtype=np.bool_)
     counts = _live_rows(yc, yc.dtype.type(NEGLIGIBLE), live)
-    if (counts > SETTLED_SHARE * y.shape[1]).all():
+    few = counts <= LIVE_SHARE * y.shape[1]
+    if not few.any():
         return _dense_backward(dy, cache)
     dx = np.zeros(x.shape, dtype=dy.dtype)
     grads = []
     for g in range(x.shape[0]):
-        rows = slice(None) if counts[g] > SETTLED_SHARE * y.shape[1] else np.flatnonzero(live[g])
+        rows = np.flatnonzero(live[g]) if few[g] else slice(None)
         part = (x[g:g + 1, rows], w1[g:g + 1], w2[g:g + 1], h[g:g + 1, rows],
                 hmask[g:g + 1, rows], (yc[g:g + 1, rows], tau, -1))
         dx_g, *rest = _dense_backward(np.ascontiguousarray(dy[g:g + 1, rows]), part)

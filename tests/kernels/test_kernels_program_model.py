@@ -114,14 +114,14 @@ def _late_mlps(dtype, i, rng, settled_rows):
 def test_mlp_backward_over_live_rows(dtype, i, settled_rows, reference, assert_same, rng):
     """Mostly settled MLPs take their backward over the live rows alone: the gradients equal the
     reference's, a settled row's input gradient is exactly zero (the reference's is within the
-    bound), and an MLP with fewer settled rows than :data:`SETTLED_SHARE` keeps every row."""
+    bound), and an MLP with more live rows than :data:`LIVE_SHARE` of them keeps every row."""
     y, cache, live = _late_mlps(dtype, i, rng, settled_rows)
     assert live[0].sum() == 40 - settled_rows and not live[1].any()
     dy = rng.standard_normal(y.shape).astype(dtype)
     grads, ref = KP.mlp_backward(dy, cache), reference(P.mlp_backward, dy, cache)
     assert_same(ref, grads, dtype, "backward")
     dx, ref_dx = grads[0], ref[0]
-    if settled_rows >= 40 * KPM.SETTLED_SHARE:
+    if 40 - settled_rows <= 40 * KPM.LIVE_SHARE:
         assert not dx[~live].any()
     else:  # the first MLP keeps every row: its settled rows carry the reference's tiny values
         assert not dx[1].any()
@@ -239,6 +239,6 @@ def test_late_training_step_is_the_same_over_live_mlp_rows(monkeypatch):
                         lambda y, small, live: counts.append(live_rows(y, small, live))
                         or counts[-1])
     live = step()
-    assert any((c <= KPM.SETTLED_SHARE * 128).any() for c in counts)
-    monkeypatch.setattr(KPM, "SETTLED_SHARE", -1.0)
+    assert any((c <= KPM.LIVE_SHARE * 128).any() for c in counts)
+    monkeypatch.setattr(KPM, "LIVE_SHARE", -1.0)
     _assert_same_step(live, step())
