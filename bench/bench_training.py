@@ -40,6 +40,7 @@ recorded in each row (``cpu``), since the cost of subnormals differs between pro
 
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -82,19 +83,27 @@ def test_program_step_regimes(benchmark, sort_data):
           f"({cpu_name()})")
 
 
+def patched(fn, module, **values):
+    """``fn`` run with ``module``'s attributes ``values`` in place of its own."""
+    def call():
+        with mock.patch.multiple(module, **values):
+            return fn()
+    return call
+
+
 def blas_reads(fn):
     """``fn`` with the gated-read kernels (``kernels/program_read.py``) off: BLAS reads."""
     from tpcore.kernels import program_model
 
-    def call():
-        saved = program_model.read_forward, program_model.gated_read_backward
-        program_model.read_forward = program_model.gated_read_backward = (
-            lambda *args: NotImplemented)
-        try:
-            return fn()
-        finally:
-            program_model.read_forward, program_model.gated_read_backward = saved
-    return call
+    def off(*args):
+        return NotImplemented
+    return patched(fn, program_model, read_forward=off, gated_read_backward=off)
+
+
+def dense_mlps(fn):
+    """``fn`` with every MLP's backward over all its rows (``kernels/program_mlp.py``)."""
+    from tpcore.kernels import program_mlp
+    return patched(fn, program_mlp, LIVE_SHARE=-1.0)
 
 
 def test_program_late_step_read_kernels(benchmark, sort_data):
@@ -103,19 +112,6 @@ def test_program_late_step_read_kernels(benchmark, sort_data):
     info = compare(benchmark, {"tpcore": late_step(data), "blas": blas_reads(late_step(data))}, 1)
     benchmark.extra_info["cpu"] = cpu_name()
     print(f"\ncopied / BLAS reads {info['ratio_blas']:.3f} ({cpu_name()})")
-
-
-def dense_mlps(fn):
-    """``fn`` with every MLP's backward over all its rows (``kernels/program_mlp.py``)."""
-    from tpcore.kernels import program_mlp
-
-    def call():
-        saved, program_mlp.LIVE_SHARE = program_mlp.LIVE_SHARE, -1.0
-        try:
-            return fn()
-        finally:
-            program_mlp.LIVE_SHARE = saved
-    return call
 
 
 def test_program_late_step_live_mlp_rows(benchmark, sort_data):

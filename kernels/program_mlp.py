@@ -128,9 +128,8 @@ LIVE_SHARE = 0.5
 @numba.njit(**KERNEL)
 def _live_rows(y, negligible, live):
     """``live[g, r]``: whether row ``r`` of ``y: (G, T, K)`` is not settled, i.e. not one weight
-    of exactly 1 with every other below ``negligible``; returns the count per MLP, ``(G,)``."""
+    of exactly 1 with every other below ``negligible``."""
     t = y.dtype.type
-    counts = np.zeros(y.shape[0], np.int64)
     for g in range(y.shape[0]):
         for r in range(y.shape[1]):
             ones, small = 0, 0
@@ -141,9 +140,6 @@ def _live_rows(y, negligible, live):
                 elif v < negligible:
                     small += 1
             live[g, r] = not (ones == 1 and small == y.shape[2] - 1)
-            if live[g, r]:
-                counts[g] += 1
-    return counts
 
 
 def mlp_backward(dy, cache):
@@ -157,8 +153,8 @@ def mlp_backward(dy, cache):
     y, tau, _ = y_cache
     yc = np.ascontiguousarray(y)
     live = np.empty(yc.shape[:2], dtype=np.bool_)
-    counts = _live_rows(yc, yc.dtype.type(NEGLIGIBLE), live)
-    few = counts <= LIVE_SHARE * y.shape[1]
+    _live_rows(yc, yc.dtype.type(NEGLIGIBLE), live)
+    few = live.sum(axis=1) <= LIVE_SHARE * y.shape[1]
     if not few.any():
         return _dense_backward(dy, cache)
     dx = np.zeros(x.shape, dtype=dy.dtype)
