@@ -141,6 +141,27 @@ def cpu_name() -> str:
     return f"{name or platform.processor() or 'unknown processor'} ({machine}, {_cores()} cores)"
 
 
+def cpu_model() -> str:
+    """The processor's vendor, family, model and stepping as ``/proc/cpuinfo`` gives them, e.g.
+    ``"AuthenticAMD family 26 model 2 stepping 1"`` (two generations may share a model name,
+    and round their products differently: their BLAS picks other kernels); ``""`` where
+    there is no such file or it names none of them."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            if not key and fields:
+                break  # the first processor's block is enough
+            if key in ("vendor_id", "cpu family", "model", "stepping"):
+                fields.setdefault(key, value.strip())
+    except OSError:
+        return ""
+    parts = [fields.get("vendor_id", "")] + [f"{label} {fields[key]}" for key, label in (
+        ("cpu family", "family"), ("model", "model"), ("stepping", "stepping")) if key in fields]
+    return " ".join(p for p in parts if p)[:120]
+
+
 def flush_unsupported() -> str | None:
     """Why subnormals cannot be flushed here (a phrase), or None when they can."""
     if platform.machine().lower() not in _X86_64:
@@ -213,9 +234,10 @@ def subnormal_mode() -> str:
 
 def training_machine(threads: int) -> dict[str, Any]:
     """What a float32 training run's bits depend on besides its configuration, recorded beside
-    its metrics: the array backend, the processor (:func:`cpu_name`), the BLAS ``threads``,
-    whether subnormals were flushed, and the versions of tpcore and NumPy (whose bundled OpenBLAS
-    does the products)."""
-    return {"backend": backend_name(), "cpu": cpu_name(), "threads": threads,
+    its metrics: the array backend, the processor (:func:`cpu_name`, :func:`cpu_model`), the
+    BLAS ``threads``, whether subnormals were flushed, and the versions of tpcore and NumPy
+    (whose bundled OpenBLAS does the products)."""
+    return {"backend": backend_name(), "cpu": cpu_name(), "cpu_model": cpu_model(),
+            "threads": threads,
             "subnormals": "flushed" if flush_wanted() and not flush_unsupported() else "kept",
             "tpcore": tpcore.__version__, "numpy": np.__version__}

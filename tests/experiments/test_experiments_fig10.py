@@ -3,6 +3,7 @@ table agreeing with the JSON, reruns that train nothing, budgets that say what t
 input refused in one line before any work."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -106,6 +107,29 @@ def test_reproduce_fig10_refuses_other_settings_before_training(tmp_path, capsys
     assert main([*args, "--epochs", "3"]) == 2  # the transformer record is checked first
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "epochs: 2 recorded, 3 requested" in err
+
+
+def test_reproduce_fig10_adds_program_seeds_to_packed_runs(tmp_path, monkeypatch):
+    args = ["reproduce", "fig10", "--budget", "smoke", "--tasks", "sort", "--settings", "8,8",
+            "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert main(["pack", str(tmp_path)]) == 0
+    shutil.rmtree(tmp_path / "runs")  # a committed results folder: records, no run folders
+    trained = []
+    real = program_train.train
+
+    def recording(cfg, *a, **kw):
+        trained.append(cfg.seed)
+        return real(cfg, *a, **kw)
+
+    monkeypatch.setattr(program_train, "train", recording)
+    monkeypatch.setattr(fig10, "train_transformer", _no_work)
+    assert main([*args, "--seeds", "0", "1", "--transformer-seeds", "0"]) == 0
+    assert trained == [1]  # seed 0 read from runs.json.gz, the transformer from its record
+    (row,) = json.loads((tmp_path / "fig10.json").read_text())["rows"]
+    assert row["program"]["seeds"] == [0, 1] and row["transformer"]["seeds"] == [0]
+    md = (tmp_path / "fig10.md").read_text()
+    assert "1 architecture x 2 seeds" in md and "--transformer-seeds 0" in md
 
 
 @pytest.mark.host_only("refused before any work: no arrays")

@@ -1,5 +1,7 @@
-"""Successive halving in sweeps: rung lengths, ranking, survivors, resuming, exactness."""
+"""Successive halving in sweeps: rung lengths, ranking, survivors, resuming, exactness; sweeps
+going on from packed run records."""
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ import pytest
 import tpcore.pipelines.learn
 from tpcore.errors import TpcoreError
 from tpcore.pipelines.learn import LearnConfig, learn, paused_dir
+from tpcore.pipelines.records import RECORDS, pack
 from tpcore.pipelines.sweep import (
     grid,
     halve,
@@ -174,6 +177,58 @@ def test_a_rerun_retrains_no_rung_already_done(tmp_path, monkeypatch):
     again = sweep(configs, tmp_path, halving=3)
     assert trained == [] and again["selected"] == first["selected"]
     assert again["halving"]["rungs"][0]["runs"] == first["halving"]["rungs"][0]["runs"]
+
+
+def test_a_sweep_widened_after_packing_trains_only_its_new_runs(tmp_path, monkeypatch):
+    study = tmp_path / "study"
+    configs = [LearnConfig(**TINY, epochs=2, seed=s) for s in range(3)]
+    first = sweep(configs[:2], study / "runs" / "induction")
+    pack(study)
+    shutil.rmtree(study / "runs")  # what a results folder keeps: the records, not the folders
+    trained = []
+    real = tpcore.pipelines.learn.learn
+
+    def spy(cfg, out, **kw):
+        trained.append(cfg.seed)
+        return real(cfg, out, **kw)
+
+    monkeypatch.setattr("tpcore.pipelines.learn.learn", spy)
+    wider = sweep(configs, study / "runs" / "induction")
+    assert trained == [2]
+    assert wider["runs"][:2] == first["runs"]  # the packed runs' rows, read back
+    assert not (study / "runs" / "induction" / run_name(configs[0])).exists()
+    assert wider["selected"] == max(wider["runs"], key=lambda r: r["val_acc"])
+
+
+def test_a_packed_run_of_other_settings_is_refused_or_with_overwrite_trained(tmp_path):
+    study = tmp_path / "study"
+    cfg = LearnConfig(**TINY, epochs=2, seed=0)
+    sweep([cfg], study / "runs")
+    pack(study)
+    shutil.rmtree(study / "runs")
+    other = LearnConfig(**{**TINY, "n_samples": 200}, epochs=2, seed=0)
+    assert run_name(other) == run_name(cfg)
+    with pytest.raises(TpcoreError, match="runs.json.gz: run 'runs/.*' was made with other "
+                                          "settings.*n_samples"):
+        sweep([other], study / "runs")
+    assert not (study / "runs" / run_name(cfg)).exists()
+    done = sweep([other], study / "runs", overwrite=True)
+    assert (study / "runs" / run_name(cfg) / "metrics.json").is_file() and done["runs"]
+
+
+def test_halving_reads_a_packed_finished_run_instead_of_training_it(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr("tpcore.pipelines.learn.learn", _fake_learn(calls))
+    configs = [LearnConfig(**TINY, epochs=9, seed=s) for s in range(7)]
+    finished = _fake_learn([])(configs[6], None, pause_after=9)
+    record = {**finished, "task": "induction", "config": configs[6].settings()}
+    runs = {f"sweep/{run_name(configs[6])}": record}
+    (tmp_path / "sweep").mkdir()
+    with gzip.open(tmp_path / RECORDS, "wt") as f:
+        json.dump({"format": "tpcore-runs", "version": 1, "runs": runs}, f)
+    finals, rec = halve(configs, tmp_path / "sweep", eta=3, rungs=3)
+    assert [c.seed for c in finals] == [6]  # the packed run, ranked by its history
+    assert sorted(calls) == sorted([(s, 1) for s in range(6)] + [(s, 3) for s in (4, 5)])
 
 
 @pytest.mark.skipif(not Path("/proc/self").exists() or shutil.which("pgrep") is None,

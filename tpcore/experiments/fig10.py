@@ -32,7 +32,10 @@ Budgets (:data:`BUDGETS`; each states its reductions in ``fig10.md``):
 Runs go to ``out/runs/<task>/<cell>/`` (program sweeps) and ``out/transformers/<task>/<cell>/
 <run>.json`` (one lean record per transformer run: configuration, metrics, history; no
 weights), each reused when its configuration matches (:func:`tpcore.rundir.cached`), so a
-repeated command trains only what is missing; rows of other tasks and settings at the same
+repeated command trains only what is missing (a program run also from its record packed into
+``out/runs.json.gz`` by ``tpcore pack``, so that ``--seeds 0 1 2`` after a committed seed 0
+trains seeds 1 and 2; ``--transformer-seeds 0`` keeps the costly transformers at one seed
+meanwhile); rows of other tasks and settings at the same
 budget are kept in ``out/fig10.json`` and ``out/fig10.md``, and with matplotlib the figure is
 drawn as ``out/fig10.png`` (:func:`figures`).
 """
@@ -89,7 +92,8 @@ BUDGETS = {
     "small": Budget("small", dict(
         tasks=TASKS, epochs=20, n_seeds=1, grid=None, learn={},
         transformer={**_PAPER_T, "epochs": 20, "grid": ((2,), (4,))},
-        reductions="one seed and no grid search: each program at Table 1's selected "
+        reductions="no grid search, and the seeds each row's protocol names (one unless "
+                   "--seeds gives more): each program at Table 1's selected "
                    "architecture of its task, each transformer of 2 layers, 4 heads and d 256; "
                    "20 epochs each (the paper: programs over layers {2, 3} x heads {4, 8} x "
                    "MLPs {2, 4} x 5 seeds for 250 epochs, transformers over layers {2, 3} x "
@@ -233,6 +237,8 @@ CLI = Reproduction(
     "2-layer, 4-head transformer, 1 seed, 20 epochs each; paper: both grids, programs 5 seeds "
     "and 250 epochs, transformers 100 epochs (seeds counted from --seed)",
     (Option("--epochs", "override the budget's epochs (of both models)", "count"), SEEDS,
+     Option("--transformer-seeds", "the transformers' seeds, where they differ from the "
+            "programs' (default: those of --seeds, else the budget's)", "index", nargs="+"),
      Option("--tasks", "subset of tasks (default: the budget's; smoke: sort dyck1)", nargs="+"),
      Option("--settings", "subset of the settings (default: 8,8 8,16 16,16)", "counts",
             nargs="+", metavar="V,N"),
@@ -243,14 +249,17 @@ CLI = Reproduction(
 def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = None,
         settings: list[tuple[int, int]] | None = None, epochs: int | None = None,
         seeds: list[int] | None = None, jobs: int = 1, scheduler: str | None = None,
-        overwrite: bool = False, halving: int | None = None, rungs: int = 3) -> dict[str, Any]:
+        overwrite: bool = False, halving: int | None = None, rungs: int = 3,
+        transformer_seeds: list[int] | None = None) -> dict[str, Any]:
     """Train both models on every cell of the budget's tasks (or ``tasks``, names or aliases)
     and :data:`SETTINGS` (or ``settings``) into ``out``; write ``out/fig10.json`` and
     ``out/fig10.md`` after each cell, and the figure. ``epochs`` and ``seeds`` replace the
-    budget's (of both models); ``jobs`` local processes or a Dask ``scheduler`` run each cell's
-    runs; finished runs of the same configuration are reused (one of another is refused
-    before any training unless ``overwrite``); ``halving``, ``rungs``: successive halving of
-    each program sweep (:func:`tpcore.pipelines.sweep.halve`). Rows of other cells already in
+    budget's (of both models; ``transformer_seeds``, where given, the transformers' seeds:
+    more seeds of the cheap programs beside one of the costly transformers); ``jobs`` local
+    processes or a Dask ``scheduler`` run each cell's runs; finished runs of the same
+    configuration are reused (one of another is refused before any training unless
+    ``overwrite``); ``halving``, ``rungs``: successive halving of each program sweep
+    (:func:`tpcore.pipelines.sweep.halve`). Rows of other cells already in
     ``fig10.json`` at the same budget are kept."""
     tasks = chosen_tasks(tasks, budget["tasks"], TASKS, "Fig. 10")
     chosen = {_setting(s) for s in settings} if settings else set(SETTINGS)
@@ -259,14 +268,16 @@ def run(budget: Budget, out: Path, seed: int, tasks: tuple[str, ...] | None = No
                            halving, rungs, out)
     if chosen != set(SETTINGS):
         command += " --settings " + " ".join(f"{v},{n}" for v, n in SETTINGS if (v, n) in chosen)
+    if transformer_seeds:
+        command += " --transformer-seeds " + " ".join(map(str, transformer_seeds))
     plan = []
     for task in (t for t in TASKS if t in tasks):
         for setting in (s for s in SETTINGS if s in chosen):
             size = cell_size(task, setting)
             programs = [] if size is None else program_configs(task, size, budget, epochs,
                                                                seeds, seed)
-            transformers = [] if size is None else transformer_configs(programs[0], budget,
-                                                                       epochs, seeds, seed)
+            transformers = [] if size is None else transformer_configs(
+                programs[0], budget, epochs, transformer_seeds or seeds, seed)
             plan.append((task, setting, size, programs, transformers))
             for c in transformers:  # a record of other settings is refused before any work
                 saved(_cell_dir(out, "transformers", task, size) / f"{_transformer_name(c)}.json",
@@ -303,8 +314,8 @@ def _save(path: Path, budget: Budget, command: str, row: dict[str, Any]) -> dict
     two settings share one). Writes the JSON and, beside it, :func:`markdown`."""
     result = json.loads(read_text(path, "result")) if path.is_file() else {}
     if result.get("budget") != budget.name:
-        result = {"budget": budget.name, "reductions": budget["reductions"], "commands": [],
-                  "rows": [], "seconds": 0.0}
+        result = {"budget": budget.name, "commands": [], "rows": [], "seconds": 0.0}
+    result["reductions"] = budget["reductions"]
     rows = {(r["task"], tuple(r["setting"])): r for r in result["rows"]}
     rows[row["task"], tuple(row["setting"])] = row
     result["rows"] = [rows[t, s] for t in TASKS for s in SETTINGS if (t, s) in rows]

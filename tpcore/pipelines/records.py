@@ -110,21 +110,34 @@ def pack(folder: str | Path) -> dict[str, Any]:
             "bytes": len(text.encode())}
 
 
-def find_record(run: str | Path) -> tuple[dict[str, Any], str]:
-    """The record of the learn run at ``run`` and where it was read: ``run/metrics.json``, or
-    where that folder holds none, the entry for ``run`` in the ``runs.json.gz`` of the nearest
-    folder above it that has one."""
+def packed_record(run: str | Path) -> tuple[dict[str, Any], str] | None:
+    """The entry for ``run`` in the ``runs.json.gz`` of the nearest folder above it that has
+    one, and where it was read; None where there is no such file or it holds no entry for
+    ``run``."""
     run = Path(run)
-    if (run / "metrics.json").is_file():
-        return read_metrics(run), str(run / "metrics.json")
     for folder in run.parents:
         path = folder / RECORDS
         if path.is_file():
             key = _key(run, folder)
             runs = read_records(path)
-            if key in runs:
-                return runs[key], f"{path}: run {key!r}"
-            raise TpcoreError(f"{run}: {path} has no record of run {key!r} "
-                              f"({len(runs)} runs there)")
+            return (runs[key], f"{path}: run {key!r}") if key in runs else None
+    return None
+
+
+def find_record(run: str | Path) -> tuple[dict[str, Any], str]:
+    """The record of the learn run at ``run`` and where it was read: ``run/metrics.json``, or
+    where that folder holds none, its entry in the ``runs.json.gz`` of the nearest folder above
+    it that has one (:func:`packed_record`)."""
+    run = Path(run)
+    if (run / "metrics.json").is_file():
+        return read_metrics(run), str(run / "metrics.json")
+    found = packed_record(run)
+    if found is not None:
+        return found
+    for folder in run.parents:
+        path = folder / RECORDS
+        if path.is_file():
+            raise TpcoreError(f"{run}: {path} has no record of run {_key(run, folder)!r} "
+                              f"({len(read_records(path))} runs there)")
     raise TpcoreError(f"{run}: no metrics.json there and no {RECORDS} above it; expected a "
                       "learn run's folder")

@@ -24,6 +24,10 @@ nothing that a rung already did.
 
 A sweep can so be run in chunks: stopped, then the same command again. The wall time it
 reports, per rung and in all, is every chunk's together (:mod:`tpcore.pipelines.wall_clock`).
+Where a run's folder is gone but its record is packed into a ``runs.json.gz`` above it
+(``tpcore pack``: committed results keep the records, not the folders), the record stands for
+the finished run, so a sweep widened later (more seeds) trains only the new runs; the wall
+time then counts the runs trained since the folders went.
 
 On a Dask cluster (:func:`dask_client`) the sweep first makes sure that the scheduler answers and
 that its workers import tpcore, before it writes anything. A run whose worker dies is run again
@@ -48,11 +52,12 @@ from typing import Any
 
 from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import TpcoreError, missing_package
-from tpcore.io import read_text, write_json, write_text
+from tpcore.io import json_value, read_text, write_json, write_text
 from tpcore.pipelines import learn
-from tpcore.pipelines.learn import LearnConfig, paused_dir, run_dir
+from tpcore.pipelines.learn import LearnConfig, paused_dir, recorded_config, run_dir
+from tpcore.pipelines.records import packed_record
 from tpcore.pipelines.wall_clock import WallClock
-from tpcore.rundir import RunDir, check_out_dir
+from tpcore.rundir import RunDir, check_config, check_out_dir
 
 PAPER_GRID = {"layers": (2, 3), "heads": (4, 8), "mlps": (2, 4), "seeds": (0, 1, 2, 3, 4)}
 CONNECT_SECONDS = 5
@@ -106,16 +111,26 @@ def run_rung(cfg_dict: dict[str, Any], out: str, overwrite: bool, epochs: int
     ``run``, ``epochs`` reached, ``steps_per_epoch``, ``history`` and ``train_seconds``."""
     m = learn.learn(LearnConfig(**cfg_dict), Path(out), quiet=True, overwrite=overwrite,
                     pause_after=epochs)
-    return {"run": Path(out).name, "epochs": m["steps"] // m["steps_per_epoch"],
+    return rung_row(m, Path(out).name)
+
+
+def rung_row(m: dict[str, Any], run: str) -> dict[str, Any]:
+    """What a halving rung keeps of the run ``run`` whose record (paused or finished) is
+    ``m``."""
+    return {"run": run, "epochs": m["steps"] // m["steps_per_epoch"],
             "steps_per_epoch": m["steps_per_epoch"], "history": m["history"],
             "train_seconds": m["train_seconds"]}
 
 
 def summarise(path: Path) -> dict[str, Any]:
     """The row a sweep table shows for a finished run directory."""
-    m = json.loads(read_text(path / "metrics.json", "run metrics"))
+    return summary(json.loads(read_text(path / "metrics.json", "run metrics")), path.name)
+
+
+def summary(m: dict[str, Any], run: str) -> dict[str, Any]:
+    """The row a sweep table shows for the run named ``run`` whose record is ``m``."""
     c = m["config"]
-    return {"run": path.name, "task": m["task"], "layers": c["n_layers"],
+    return {"run": run, "task": m["task"], "layers": c["n_layers"],
             "heads": c["n_cat_heads"] + c["n_num_heads"],
             "mlps": c["n_cat_mlps"] + c["n_num_mlps"], "seed": c["seed"],
             "epochs": c["epochs"], "val_acc": m["val"]["acc"], "val_loss": m["val"]["loss"],
@@ -130,9 +145,10 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any
             ) -> list[dict[str, Any]]:
     """Run ``configs`` into ``out/<run name>``: ``jobs`` local processes, or on the Dask
     ``scheduler`` (:func:`dask_client`). Finished runs of the same configuration are read back,
-    not repeated; every run directory is checked before the first run starts (one of another
-    configuration is refused unless ``overwrite``). Returns one summary per run, in ``configs``
-    order."""
+    not repeated: a run folder, or where the folder is absent, the run's packed record in a
+    ``runs.json.gz`` above it (:func:`packed_run`); every run directory and record is checked
+    before the first run starts (one of another configuration is refused unless
+    ``overwrite``). Returns one summary per run, in ``configs`` order."""
     names = run_names(configs)
     results: dict[str, dict[str, Any]] = {}
 
@@ -147,10 +163,33 @@ def execute(configs: list[LearnConfig], out: Path, jobs: int = 1, scheduler: Any
         for cfg, name in zip(configs, names):
             if run_dir(cfg, out / name, overwrite).finished:
                 done(summarise(out / name))
+            elif (packed := packed_run(cfg, out / name, overwrite)) is not None:
+                done(summary(packed, name))
             else:
                 todo.append((cfg.settings(), str(out / name), overwrite))
         run_all(run_one, todo, jobs, client, done)
     return [results[n] for n in names]
+
+
+def packed_run(cfg: LearnConfig, path: Path, overwrite: bool = False
+               ) -> dict[str, Any] | None:
+    """The packed record of a finished run of ``cfg`` bound for ``path`` where no folder is
+    there (:func:`tpcore.pipelines.records.packed_record`: a results folder keeps its runs'
+    records, not their folders, so a sweep run again, in another session, goes on from what was
+    committed); None where there is none, or with ``overwrite`` one of other settings (trained
+    again). One of other settings is otherwise refused, naming the settings that differ."""
+    if path.exists():
+        return None
+    found = packed_record(path)
+    if found is None:
+        return None
+    metrics, where = found
+    recorded_config(metrics, where)
+    if metrics["config"] == json_value(cfg.settings()):
+        return metrics
+    if not overwrite:
+        check_config(metrics["config"], cfg.settings(), where)
+    return None
 
 
 @contextmanager
@@ -312,7 +351,13 @@ def halve(configs: list[LearnConfig], out: Path, eta: int = 3, rungs: int = 3, j
         for i, e in enumerate(schedule[:-1]):
             got: list[dict[str, Any]] = []
             phase = f"rung {i}: {e} epochs"
-            todo = [(c.settings(), str(out / run_name(c)), overwrite, e) for c in alive]
+            todo = []
+            for c in alive:
+                packed = packed_run(c, out / run_name(c), overwrite)
+                if packed is None:
+                    todo.append((c.settings(), str(out / run_name(c)), overwrite, e))
+                else:  # finished: its history holds every rung's score
+                    got.append(rung_row(packed, run_name(c)))
             run_all(run_rung, todo, jobs, client, _timed(got.append, clock, phase))
             rows = {row["run"]: row for row in got}
             scores = rank([rows[run_name(c)] for c in alive], e)
