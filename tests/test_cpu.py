@@ -3,6 +3,7 @@ training only, on the training thread and OpenBLAS's, never leaking to the calle
 
 import itertools
 import platform
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,6 +139,18 @@ def test_another_processor_trains_unchanged(monkeypatch):
     assert "aarch64" in cpu.cpu_name()
 
 
+@pytest.mark.skipif("cpu family" not in (Path("/proc/cpuinfo").read_text(errors="replace")
+                                          if Path("/proc/cpuinfo").is_file() else ""),
+                    reason="no x86 /proc/cpuinfo here")
+def test_the_processor_model_is_read_from_cpuinfo():
+    text = Path("/proc/cpuinfo").read_text(errors="replace")
+    first = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in
+                 text.split("\n\n")[0].splitlines()))
+    assert cpu.cpu_model() == (f"{first['vendor_id']} family {first['cpu family']} model "
+                               f"{first['model']} stepping {first['stepping']}")
+    assert cpu.training_machine(1)["cpu_model"] == cpu.cpu_model()
+
+
 def test_info_names_the_cpu_and_the_subnormal_mode(capsys):
     import argparse
 
@@ -145,6 +158,7 @@ def test_info_names_the_cpu_and_the_subnormal_mode(capsys):
     lines = {line.split("  ")[0]: line.split("  ", 1)[1].strip()
              for line in capsys.readouterr().out.splitlines()}
     assert lines["cpu"] == cpu.cpu_name()
+    assert lines["cpu model"] == (cpu.cpu_model() or "not known")
     assert lines["subnormals"] == cpu.subnormal_mode()
 
 

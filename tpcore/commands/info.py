@@ -14,7 +14,7 @@ import numpy as np
 import tpcore
 from tpcore.backend import _load_cupy, backend_name
 from tpcore.commands.output import add_json_option, emit
-from tpcore.cpu import cpu_name, subnormal_mode
+from tpcore.cpu import cpu_model, cpu_name, subnormal_mode
 from tpcore.dispatch import use_kernels
 from tpcore.graphs import graphs_status
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             "numpy": np.__version__, "backend": backend_name(),
             **{pkg: _version(pkg) for pkg in OPTIONAL}, "cupy_backend": _cupy_status(),
             "kernels": _kernels(), "cuda_graphs": graphs_status(), "cpu": cpu_name(),
-            "subnormals": subnormal_mode()}
+            "cpu_model": cpu_model() or "not known", "subnormals": subnormal_mode()}
     width = max(len(k) for k in info)
     emit(args, info, lambda: "\n".join(f"{key.replace('_', ' '):<{width}}  {value}"
                                        for key, value in info.items()))
