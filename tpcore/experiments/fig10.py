@@ -333,6 +333,16 @@ def _size_text(row: dict[str, Any]) -> str:
     return f"{vocab_size if vocab_size else 'brackets'}, {max_len}"
 
 
+def _every_run(program: dict[str, Any]) -> str:
+    """The test token accuracies of a cell's program runs, then their mean where there are
+    several (``-`` for a row written before they were kept)."""
+    accs = program.get("test_accs")
+    if not accs:
+        return "-"
+    text = " / ".join(f"{a:.2f}" for a in accs)
+    return f"{text} (mean {sum(accs) / len(accs):.2f})" if len(accs) > 1 else text
+
+
 def markdown(result: dict[str, Any]) -> str:
     """``fig10.md``: the budget and its reductions, then per task and setting the size run,
     each model's protocol, selected architecture and test token accuracy, and the program's
@@ -343,21 +353,21 @@ def markdown(result: dict[str, Any]) -> str:
              "the best validation token accuracy; both models of a row learn the same splits. "
              "The paper draws Fig. 10 as a plot only, so no numbers of its stand beside these.",
              "", "| task | setting (V, N) | run at | program protocol | program (L, H, M, seed) | "
-             "program test acc | transformer protocol | transformer (L, H, seed) | "
-             "transformer test acc | program - transformer |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "program test acc | every program run | transformer protocol | "
+             "transformer (L, H, seed) | transformer test acc | program - transformer |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         setting = ", ".join(map(str, r["setting"]))
         if "skipped" in r:
             lines.append(f"| {r['task']} | {setting} | not run: {r['skipped']} |"
-                         + " - |" * 7)
+                         + " - |" * 8)
             continue
         p, t = r["program"], r["transformer"]
         ps, ts = p["selected"], t["selected"]
         lines.append(
             f"| {r['task']} | {setting} | {_size_text(r)} | {protocol(p)} | "
             f"{ps['layers']}, {ps['heads']}, {ps['mlps']}, {ps['seed']} | {p['test_acc']:.2f} | "
-            f"{protocol(t)} | {ts['layers']}, {ts['heads']}, {ts['seed']} | "
+            f"{_every_run(p)} | {protocol(t)} | {ts['layers']}, {ts['heads']}, {ts['seed']} | "
             f"{t['test_acc']:.2f} | {p['test_acc'] - t['test_acc']:+.2f} |")
     lines += ["", "Dyck's vocabulary is its brackets, so |V| does not apply to it: its (8, 16) "
               "and (16, 16) rows are one cell, trained once, and it has no (8, 8) cell (its "
@@ -370,7 +380,8 @@ def markdown(result: dict[str, Any]) -> str:
 def figures(result: dict[str, Any], out: Path) -> list[Path]:
     """``fig10.png``, drawn as the paper's Fig. 10: a panel per task, test token accuracy (%)
     of the Transformer Program beside the standard transformer's at each setting (``not run``
-    where a task has no cell)."""
+    where a task has no cell); a dot for each program run of the cell, the bar being the one
+    selected on validation."""
     by = {(r["task"], tuple(r["setting"])): r for r in result["rows"] if "skipped" not in r}
     tasks = [t for t in TASKS if any(k[0] == t for k in by)]
     if not tasks:
@@ -389,6 +400,11 @@ def figures(result: dict[str, Any], out: Path) -> list[Path]:
             x = [j + (i - 0.5) * 0.38 for j, s in enumerate(SETTINGS) if (task, s) in by]
             y = [by[task, s][kind]["test_acc"] for s in SETTINGS if (task, s) in by]
             ax.bar(x, y, width=0.38, color=f"C{i}", label=name)
+            if kind == "program":  # each run of the sweep, the bar being the selected one
+                for xj, s in zip(x, (s for s in SETTINGS if (task, s) in by)):
+                    accs = by[task, s][kind].get("test_accs") or []
+                    ax.scatter([xj] * len(accs), accs, s=6, color="black", zorder=3,
+                               label="each program run" if accs and xj == x[0] else None)
         for j, s in enumerate(SETTINGS):
             if (task, s) not in by:
                 ax.text(j, 8, "not run", ha="center", fontsize=7, color="grey")

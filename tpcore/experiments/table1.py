@@ -217,8 +217,9 @@ def sweep_row(task: str, configs: list[LearnConfig], out: Path, paper: float, jo
     """Sweep ``configs`` of ``task`` into ``out`` (:func:`tpcore.pipelines.sweep.sweep`) and
     return the table's row: the ``selected`` run (best validation token accuracy), its
     ``test_acc`` in percent beside ``paper``'s, the ``success`` count (finished runs within a
-    point of ``paper``) of the ``finished`` ones, the sweep's ``wall_seconds`` and, with
-    ``halving``, its rungs' sizes and cost."""
+    point of ``paper``) of the ``finished`` ones and their ``test_accs`` (percent, in
+    ``configs`` order), the sweep's ``wall_seconds`` and, with ``halving``, its rungs' sizes
+    and cost."""
     swept = sweep(configs, out, jobs=jobs, scheduler=scheduler, overwrite=overwrite,
                   halving=halving, rungs=rungs)
     best = swept["selected"]
@@ -226,7 +227,9 @@ def sweep_row(task: str, configs: list[LearnConfig], out: Path, paper: float, jo
            "selected": best, "test_acc": 100 * best["test_acc"], "paper": paper,
            "epochs": configs[0].epochs, "seeds": sorted({c.seed for c in configs}),
            "success": sum(100 * r["test_acc"] >= paper - 1 for r in swept["runs"]),
-           "finished": len(swept["runs"]), "wall_seconds": swept["wall_seconds"]}
+           "finished": len(swept["runs"]),
+           "test_accs": [100 * r["test_acc"] for r in swept["runs"]],
+           "wall_seconds": swept["wall_seconds"]}
     if "halving" in swept:
         h = swept["halving"]
         row["halving"] = {"eta": h["eta"], "epochs": h["epochs"],
