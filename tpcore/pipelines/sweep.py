@@ -175,8 +175,8 @@ def packed_run(cfg: LearnConfig, path: Path, overwrite: bool = False
                ) -> dict[str, Any] | None:
     """The packed record of a finished run of ``cfg`` bound for ``path`` where no folder is
     there (:func:`tpcore.pipelines.records.packed_record`: a results folder keeps its runs'
-    records, not their folders, so a sweep run again, in another session, goes on from what was
-    committed); None where there is none, or with ``overwrite`` one of other settings (trained
+    records, not their folders, so a sweep run again on a fresh checkout goes on from the
+    records); None where there is none, or with ``overwrite`` one of other settings (trained
     again). One of other settings is otherwise refused, naming the settings that differ."""
     if path.exists():
         return None
