@@ -167,16 +167,18 @@ def _transformer_name(config: dict[str, Any]) -> str:
     return f"L{config['n_layers']}_H{config['n_heads']}_s{config['seed']}"
 
 
-def _train(config: dict[str, Any]) -> dict[str, Any]:
-    """Train the transformer run ``config`` on its data's splits; its record: the model's
-    ``config``, ``steps``, ``train_seconds``, ``history`` and the metrics of each split."""
+def _train(config: dict[str, Any], quiet: bool = True) -> dict[str, Any]:
+    """Train the transformer run ``config`` on its data's splits (``quiet``: without a progress
+    bar); its record: the model's ``config``, ``steps``, ``train_seconds``, ``history`` and the
+    metrics of each split."""
     task = make_data(LearnConfig(**config["data"]))
     _, result = train_transformer(
         task.splits, epochs=config["epochs"], batch_size=config["batch_size"],
         lr=config["lr"], seed=config["seed"], d_model=config["d_model"],
         n_layers=config["n_layers"], n_heads=config["n_heads"], d_mlp=config["d_mlp"],
         vocab_size=len(task.vocab), n_classes=len(task.classes), max_len=task.max_len,
-        causal=task.causal, pad_token=task.vocab.index(task.pad) if task.pad else None)
+        causal=task.causal, pad_token=task.vocab.index(task.pad) if task.pad else None,
+        quiet=quiet)
     return result
 
 
@@ -188,10 +190,12 @@ def _summary(name: str, rec: dict[str, Any]) -> dict[str, Any]:
             "test_seq_acc": rec["test"]["seq_acc"], "train_seconds": rec["train_seconds"]}
 
 
-def train_one(config: dict[str, Any], path: str, overwrite: bool = False) -> dict[str, Any]:
+def train_one(config: dict[str, Any], path: str, overwrite: bool = False,
+              quiet: bool = True) -> dict[str, Any]:
     """Worker entry point: the transformer run ``config``, cached as the JSON ``path`` (a record
-    of it there is read back, :func:`tpcore.rundir.cached`); returns its row."""
-    rec = cached(path, config, partial(_train, config), overwrite)
+    of it there is read back, :func:`tpcore.rundir.cached`), with a progress bar on stderr
+    unless ``quiet``; returns its row."""
+    rec = cached(path, config, partial(_train, config, quiet=quiet), overwrite)
     return _summary(Path(path).stem, rec)
 
 
@@ -209,8 +213,9 @@ def transformer_cell(configs: list[dict[str, Any]], out: Path, jobs: int = 1,
         todo = []
         for config, name in zip(configs, names):
             rec = saved(out / f"{name}.json", config, overwrite=overwrite)
-            if rec is None:
-                todo.append((config, str(out / f"{name}.json"), overwrite))
+            if rec is None:  # one run at a time in this process: its progress shows
+                todo.append((config, str(out / f"{name}.json"), overwrite,
+                             jobs > 1 or client is not None))
             else:
                 rows[name] = _summary(name, rec)
         run_all(train_one, todo, jobs, client, lambda row: rows.__setitem__(row["run"], row))
