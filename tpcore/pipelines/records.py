@@ -16,6 +16,7 @@ from the ``runs.json.gz`` of a folder above it, so a run is named by the same pa
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -110,18 +111,34 @@ def pack(folder: str | Path) -> dict[str, Any]:
             "bytes": len(text.encode())}
 
 
+@functools.lru_cache(maxsize=4)
+def _read_once(path: str, mtime_ns: int, size: int) -> dict[str, dict[str, Any]]:
+    """:func:`read_records` of ``path`` as it is at ``mtime_ns`` and ``size``: a sweep looks up
+    each of its runs in one file, which is read and checked once (the records are not to be
+    changed by the caller)."""
+    return read_records(path)
+
+
+def _nearest(run: Path) -> tuple[Path, str, dict[str, dict[str, Any]]] | None:
+    """The ``runs.json.gz`` of the nearest folder above ``run`` that has one, ``run``'s key in
+    it and its records; None where no folder above has one."""
+    for folder in run.parents:
+        path = folder / RECORDS
+        if path.is_file():
+            stat = path.stat()
+            return path, _key(run, folder), _read_once(str(path), stat.st_mtime_ns, stat.st_size)
+    return None
+
+
 def packed_record(run: str | Path) -> tuple[dict[str, Any], str] | None:
     """The entry for ``run`` in the ``runs.json.gz`` of the nearest folder above it that has
     one, and where it was read; None where there is no such file or it holds no entry for
     ``run``."""
-    run = Path(run)
-    for folder in run.parents:
-        path = folder / RECORDS
-        if path.is_file():
-            key = _key(run, folder)
-            runs = read_records(path)
-            return (runs[key], f"{path}: run {key!r}") if key in runs else None
-    return None
+    found = _nearest(Path(run))
+    if found is None:
+        return None
+    path, key, runs = found
+    return (runs[key], f"{path}: run {key!r}") if key in runs else None
 
 
 def find_record(run: str | Path) -> tuple[dict[str, Any], str]:
@@ -131,13 +148,11 @@ def find_record(run: str | Path) -> tuple[dict[str, Any], str]:
     run = Path(run)
     if (run / "metrics.json").is_file():
         return read_metrics(run), str(run / "metrics.json")
-    found = packed_record(run)
-    if found is not None:
-        return found
-    for folder in run.parents:
-        path = folder / RECORDS
-        if path.is_file():
-            raise TpcoreError(f"{run}: {path} has no record of run {_key(run, folder)!r} "
-                              f"({len(read_records(path))} runs there)")
-    raise TpcoreError(f"{run}: no metrics.json there and no {RECORDS} above it; expected a "
-                      "learn run's folder")
+    found = _nearest(run)
+    if found is None:
+        raise TpcoreError(f"{run}: no metrics.json there and no {RECORDS} above it; expected a "
+                          "learn run's folder")
+    path, key, runs = found
+    if key not in runs:
+        raise TpcoreError(f"{run}: {path} has no record of run {key!r} ({len(runs)} runs there)")
+    return runs[key], f"{path}: run {key!r}"

@@ -54,7 +54,7 @@ from tpcore.cpu import THREADS_VARIABLE
 from tpcore.errors import TpcoreError, missing_package
 from tpcore.io import json_value, read_text, write_json, write_text
 from tpcore.pipelines import learn
-from tpcore.pipelines.learn import LearnConfig, paused_dir, recorded_config, run_dir
+from tpcore.pipelines.learn import LearnConfig, paused_dir, run_dir
 from tpcore.pipelines.records import packed_record
 from tpcore.pipelines.wall_clock import WallClock
 from tpcore.rundir import RunDir, check_config, check_out_dir
@@ -183,8 +183,7 @@ def packed_run(cfg: LearnConfig, path: Path, overwrite: bool = False
     found = packed_record(path)
     if found is None:
         return None
-    metrics, where = found
-    recorded_config(metrics, where)
+    metrics, where = found  # read_records checked it is a learn run's record
     if metrics["config"] == json_value(cfg.settings()):
         return metrics
     if not overwrite:
